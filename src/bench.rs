@@ -1,0 +1,246 @@
+//! `bench` and `calibrate`: headless measurement through the worker.
+
+use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig};
+use crate::engine::protocol::*;
+use crate::roofline::{self, ShapeScore};
+use crate::suite::{Problem, Suite};
+use serde_json::json;
+use std::path::Path;
+
+/// Exit code when no GPU is available.
+pub const EXIT_NO_GPU: i32 = 2;
+
+/// Reads a kernel of an operator from the suite (`baseline.cu`, `reference.cu`).
+pub fn suite_kernel(suite: &Suite, p: &Problem, file: &str) -> Result<Source, String> {
+    let rel = format!("{}/{file}", p.name);
+    let code = suite
+        .source
+        .read(&rel)
+        .ok_or_else(|| format!("{}: missing ({} has no {file} yet)", suite.source.display_path(&rel), p.name))?;
+    Ok(Source { name: format!("{} {}", p.name, file.trim_end_matches(".cu")), code, defines: Default::default() })
+}
+
+/// The outcome of a job as collected by `collect`.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    pub compiled: Vec<Event>,
+    pub shapes: Vec<ShapeResult>,
+    pub verdict: Option<Verdict>,
+    pub message: Option<String>,
+}
+
+/// Runs a job to completion, printing progress to stderr when asked.
+pub async fn collect(client: &WorkerClient, job: Job, progress: bool) -> Outcome {
+    let (_, mut rx) = client.submit(job);
+    let mut o = Outcome::default();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            JobEvent::Worker(Event::Compiled { which, ok, cached, ms, diagnostics, log, resources, id }) => {
+                if progress {
+                    eprintln!(
+                        "compiled {which}: {} in {ms:.0} ms{}",
+                        if ok { "ok" } else { "FAILED" },
+                        if cached { " (cached)" } else { "" }
+                    );
+                    for d in &diagnostics {
+                        eprintln!("  line {}: {}: {}", d.line, d.severity, d.msg);
+                    }
+                }
+                o.compiled.push(Event::Compiled { which, ok, cached, ms, diagnostics, log, resources, id });
+            }
+            JobEvent::Worker(Event::Progress { stage, shape, done, total, .. }) => {
+                if progress && stage != "done" {
+                    eprint!("\r{stage} shape {} ({}/{total})      ", shape.map(|s| s.to_string()).unwrap_or_default(), done + 1);
+                }
+            }
+            JobEvent::Worker(Event::ShapeDone { result, .. }) => o.shapes.push(result),
+            JobEvent::Worker(Event::Done { verdict, message, .. }) => {
+                o.verdict = Some(verdict);
+                o.message = message;
+                break;
+            }
+            JobEvent::Worker(Event::Fault { message, .. }) => o.message = Some(message),
+            JobEvent::Worker(_) => {}
+            JobEvent::WorkerLost { verdict, message } => {
+                o.verdict = Some(verdict);
+                o.message = Some(message);
+                break;
+            }
+        }
+    }
+    if progress {
+        eprint!("\r                                        \r");
+    }
+    o
+}
+
+/// S_op of a set of results: median of S, failed shapes 0.
+pub fn s_op_of(results: &[ShapeResult]) -> f64 {
+    let scores: Vec<ShapeScore> = results
+        .iter()
+        .map(|r| match (r.verdict.clone(), r.s) {
+            (Verdict::Pass, Some(s)) => ShapeScore::Passed(s),
+            _ => ShapeScore::Failed,
+        })
+        .collect();
+    roofline::s_op(&scores)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    suite: &Suite,
+    op: &str,
+    kernel: Option<&Path>,
+    shape_ids: &[u32],
+    quick: bool,
+    hardware: Option<&str>,
+    device: u32,
+    as_json: bool,
+) -> Result<i32, String> {
+    let p = suite.problem(op).ok_or_else(|| {
+        format!("unknown operator `{op}` (see `atrex-tui suite`)")
+    })?;
+    let candidate = match kernel {
+        Some(f) => Source {
+            name: f.display().to_string(),
+            code: std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
+            defines: Default::default(),
+        },
+        None => suite_kernel(suite, p, "baseline.cu")?,
+    };
+    let reference = suite_kernel(suite, p, "reference.cu")?;
+    for id in shape_ids {
+        if p.shape(*id).is_none() {
+            return Err(format!("{} has no shape {id} (shapes: {})", p.name, p.shapes.iter().map(|s| s.id.to_string()).collect::<Vec<_>>().join(", ")));
+        }
+    }
+    let ids: Vec<u32> = if shape_ids.is_empty() { p.shapes.iter().map(|s| s.id).collect() } else { shape_ids.to_vec() };
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = WorkerClient::spawn(WorkerConfig::new(device));
+        let (dev, driver, nvrtc) = match client.hello().await {
+            Ok(Event::Hello { device: Some(d), probe, .. }) => (d, probe.driver_version, probe.nvrtc_version),
+            Ok(Event::Hello { device: None, .. }) => {
+                eprintln!("atrex-tui: no GPU {device}: measurement is unavailable");
+                return Ok(EXIT_NO_GPU);
+            }
+            Ok(other) => return Err(format!("unexpected worker reply {other:?}")),
+            Err(e) => {
+                eprintln!("atrex-tui: no GPU: {e}; measurement is unavailable");
+                return Ok(EXIT_NO_GPU);
+            }
+        };
+        let hw = match hardware {
+            Some(h) => Some(suite.hardware(h)?),
+            None => crate::engine::profile_for_device(&suite.hardware, &dev.name),
+        };
+        let Some(hw) = hw else {
+            return Err(format!("no hardware profile matches `{}`; pass --hardware", dev.name));
+        };
+        let mode = if quick { Mode::Quick } else { Mode::Full };
+        let job = crate::engine::build_job(p, candidate.clone(), Some(reference), &ids, JobKind::All, mode, Some(hw))?;
+        let t0 = std::time::Instant::now();
+        let o = collect(&client, job, !as_json).await;
+        let wall_s = t0.elapsed().as_secs_f64();
+        let s_op = s_op_of(&o.shapes);
+        let failed = o.shapes.iter().any(|r| !matches!(r.verdict, Verdict::Pass)) || o.shapes.len() < ids.len();
+        let code = if failed || !matches!(o.verdict, Some(Verdict::Pass)) { 1 } else { 0 };
+        if as_json {
+            let doc = json!({
+                "operator": p.name,
+                "kernel": candidate.name,
+                "gpu": dev,
+                "driver": driver,
+                "nvrtc": nvrtc,
+                "hardware": hw.key,
+                "mode": if quick { "quick" } else { "full" },
+                "verdict": o.verdict.as_ref().map(|v| v.name()),
+                "message": o.message,
+                "compile": o.compiled,
+                "shapes": o.shapes,
+                "s_op": s_op,
+                "wall_s": wall_s,
+            });
+            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        } else {
+            println!("{} · {} · {} ({} SMs) · driver {} · NVRTC {} · T_SOL on {}", p.name, candidate.name, dev.name, dev.sm_count, driver, nvrtc.unwrap_or_default(), hw.key);
+            println!("{:>5} {:<11} {:>11} {:>11} {:>11} {:>8} {:>7} {:>11} {:>5}", "shape", "verdict", "median ms", "min ms", "T_SOL ms", "S", "IQR%", "max |err|", "n");
+            for r in &o.shapes {
+                let t = r.timing.as_ref();
+                let err = r.checks.iter().map(|c| c.max_abs).fold(0.0, f64::max);
+                println!(
+                    "{:>5} {:<11} {:>11} {:>11} {:>11.5} {:>8} {:>7} {:>11.3e} {:>5}",
+                    r.shape,
+                    r.verdict.name(),
+                    t.map(|t| format!("{:.5}", t.median_ms)).unwrap_or_else(|| "-".into()),
+                    t.map(|t| format!("{:.5}", t.min_ms)).unwrap_or_else(|| "-".into()),
+                    r.sol_ms,
+                    r.s.map(|s| format!("{s:.3}")).unwrap_or_else(|| "-".into()),
+                    t.map(|t| format!("{:.1}", t.rel_iqr * 100.0)).unwrap_or_else(|| "-".into()),
+                    err,
+                    t.map(|t| t.n.to_string()).unwrap_or_else(|| "-".into()),
+                );
+                if let Some(m) = &r.message {
+                    println!("      {m}");
+                }
+            }
+            println!(
+                "S_op = {s_op:.4} ({} of {} shapes passed){}",
+                o.shapes.iter().filter(|r| r.verdict == Verdict::Pass).count(),
+                ids.len(),
+                if quick { " · quick" } else { "" }
+            );
+            if let Some(m) = &o.message {
+                println!("{}: {m}", o.verdict.as_ref().map(|v| v.name()).unwrap_or("error"));
+            }
+        }
+        Ok(code)
+    })
+}
+
+/// Where calibration results are cached.
+pub fn calibration_file(gpu_name: &str) -> Option<std::path::PathBuf> {
+    let safe: String = gpu_name.chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
+    dirs::cache_dir().map(|d| d.join("atrex-tui").join(format!("calibration-{safe}.json")))
+}
+
+pub fn calibrate(device: u32, as_json: bool) -> Result<i32, String> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let client = WorkerClient::spawn(WorkerConfig::new(device));
+        let dev = match client.hello().await {
+            Ok(Event::Hello { device: Some(d), .. }) => d,
+            Ok(_) | Err(_) => {
+                eprintln!("atrex-tui: no GPU {device}: calibration is unavailable");
+                return Ok(EXIT_NO_GPU);
+            }
+        };
+        let ev = client.calibrate().await?;
+        let Event::Calibration { copy_bytes_per_s, bytes, median_ms, .. } = ev else {
+            return Err(format!("unexpected reply {ev:?}"));
+        };
+        let doc = json!({
+            "gpu": dev.name,
+            "copy_bytes_per_s": copy_bytes_per_s,
+            "bytes_moved": bytes,
+            "median_ms": median_ms,
+            "measured_at": std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        });
+        if let Some(f) = calibration_file(&dev.name) {
+            if let Some(d) = f.parent() {
+                let _ = std::fs::create_dir_all(d);
+            }
+            let _ = std::fs::write(&f, serde_json::to_string_pretty(&doc).unwrap_or_default());
+        }
+        if as_json {
+            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        } else {
+            println!("{}: copy bandwidth {:.2} TB/s (read + write, {} MiB moved, median {:.3} ms)", dev.name, copy_bytes_per_s / 1e12, bytes >> 20, median_ms);
+        }
+        Ok(0)
+    })
+}

@@ -1,0 +1,273 @@
+//! Command-line interface: the TUI by default, and a headless form of every capability.
+
+use crate::roofline;
+use crate::suite::{PhaseFilter, Suite, Workspace};
+use clap::{Parser, Subcommand};
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(name = "atrex-tui", version, about = "A terminal workbench for GPU kernel engineering")]
+pub struct Cli {
+    /// The workspace directory (suite edits, accepted kernels, sessions). Default: the current
+    /// directory when it has problems/, else the user's data directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List the operators in descending importance weight, optionally with every shape's W, Q
+    /// and speed-of-light time.
+    Suite {
+        /// Hardware profile for SOL times (a key of problems/hardware/).
+        #[arg(long, default_value = "H200")]
+        hardware: String,
+        /// Phase view: weights renormalized over the operators of that phase.
+        #[arg(long, value_enum, default_value_t = PhaseFilter::All)]
+        phase: PhaseFilter,
+        /// Show each shape's parameters, W, Q, SOL time and bottleneck.
+        #[arg(long)]
+        shapes: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare problems/ with an Atrex-Bench checkout; with --write, update shapes, weights and
+    /// production timings in the workspace's problems/.
+    ImportAtrexBench {
+        /// The checkout (holds data/ and configs/).
+        dir: PathBuf,
+        #[arg(long)]
+        write: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// What this machine offers: GPUs, NVRTC, ncu, LLM endpoint, terminal colours.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compile, check and time a kernel for an operator on the GPU (default: its baseline.cu).
+    Bench {
+        /// Operator name or id.
+        op: String,
+        /// The candidate kernel file (default: problems/OP/baseline.cu).
+        #[arg(long, value_name = "FILE")]
+        kernel: Option<PathBuf>,
+        /// Shape ids to run (default: all).
+        #[arg(long = "shape", value_name = "ID")]
+        shapes: Vec<u32>,
+        /// 1 seed and short timing (≥ 10 samples / 100 ms), labelled quick.
+        #[arg(long, conflicts_with = "full")]
+        quick: bool,
+        /// 5 seeds and adaptive timing to 0.5 % noise (the default).
+        #[arg(long)]
+        full: bool,
+        /// Hardware profile for T_SOL (default: the one matching the GPU).
+        #[arg(long)]
+        hardware: Option<String>,
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure this GPU's copy bandwidth and cache it beside the datasheet peaks.
+    Calibrate {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The GPU worker process (JSON lines over stdio; started by the app itself).
+    #[command(hide = true)]
+    Worker {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// Protocol simulator without a GPU, for tests of the client.
+        #[arg(long, hide = true)]
+        simulate: bool,
+    },
+}
+
+fn load_suite(ws: &Workspace) -> Result<Suite, String> {
+    Suite::load(ws.suite_source()).map_err(|e| e.to_string())
+}
+
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    let ws = Workspace::resolve(cli.workspace.as_deref());
+    let result = match cli.command {
+        None => crate::tui::run(&ws),
+        Some(Command::Suite { hardware, phase, shapes, json }) => {
+            load_suite(&ws).and_then(|s| cmd_suite(&s, &hardware, phase, shapes, json))
+        }
+        Some(Command::ImportAtrexBench { dir, write, json }) => {
+            load_suite(&ws).and_then(|s| cmd_import(&s, &ws, &dir, write, json))
+        }
+        Some(Command::Doctor { json }) => crate::doctor::run(&ws, json),
+        Some(Command::Bench { op, kernel, shapes, quick, full: _, hardware, device, json }) => {
+            load_suite(&ws).and_then(|s| crate::bench::run(&s, &op, kernel.as_deref(), &shapes, quick, hardware.as_deref(), device, json))
+        }
+        Some(Command::Calibrate { device, json }) => crate::bench::calibrate(device, json),
+        Some(Command::Worker { device, simulate }) => {
+            return if simulate { crate::engine::simulate::main() } else { crate::engine::worker::main(device) };
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("atrex-tui: {e}");
+            1
+        }
+    }
+}
+
+/// The JSON document of `suite --json`.
+pub fn suite_json(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool) -> Result<serde_json::Value, String> {
+    let hw = suite.hardware(hardware)?;
+    let weights = suite.weights(phase);
+    let mut ops = Vec::new();
+    for p in suite.by_weight(phase) {
+        let mut op = json!({
+            "name": p.name,
+            "id": p.id,
+            "weight": weights.get(&p.name).copied().unwrap_or(0.0),
+            "raw_importance": p.importance,
+            "phase": p.phase_label(),
+            "dtype": p.dtype,
+            "num_shapes": p.shapes.len(),
+        });
+        if shapes {
+            let mut list = Vec::new();
+            for s in &p.shapes {
+                let w = p.work(s).map_err(|e| e.to_string())?;
+                let sol = roofline::sol(&w, hw)?;
+                let params: serde_json::Map<String, serde_json::Value> =
+                    s.params.iter().map(|(k, v)| (k.clone(), v.to_json())).collect();
+                let flops: serde_json::Map<String, serde_json::Value> = w
+                    .flops
+                    .iter()
+                    .map(|(d, f)| (d.clone(), json!(*f as u128)))
+                    .collect();
+                list.push(json!({
+                    "id": s.id,
+                    "params": params,
+                    "w_flops": flops,
+                    "q_read_bytes": w.read_bytes as u128,
+                    "q_write_bytes": w.write_bytes as u128,
+                    "sol_ms": sol.sol_ms(),
+                    "bottleneck": sol.bottleneck.name(),
+                }));
+            }
+            op["shapes"] = json!(list);
+        }
+        ops.push(op);
+    }
+    Ok(json!({
+        "hardware": hw.key,
+        "phase": phase.name(),
+        "suite": suite.source.describe(),
+        "operators": ops,
+    }))
+}
+
+fn cmd_suite(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool, json: bool) -> Result<i32, String> {
+    let doc = suite_json(suite, hardware, phase, shapes)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        return Ok(0);
+    }
+    let hw = suite.hardware(hardware)?;
+    println!(
+        "{} operators, {} shapes · phase {} · hardware {} ({}) · suite: {}",
+        doc["operators"].as_array().map(|a| a.len()).unwrap_or(0),
+        suite.shape_count(),
+        phase.name(),
+        hw.key,
+        hw.name,
+        suite.source.describe()
+    );
+    println!("{:<30} {:<10} {:>8} {:>10} {:<15} {:>6}", "operator", "id", "weight", "raw", "phase", "shapes");
+    for op in doc["operators"].as_array().into_iter().flatten() {
+        println!(
+            "{:<30} {:<10} {:>7.2}% {:>10.6} {:<15} {:>6}",
+            op["name"].as_str().unwrap_or(""),
+            op["id"].as_str().unwrap_or(""),
+            op["weight"].as_f64().unwrap_or(0.0) * 100.0,
+            op["raw_importance"].as_f64().unwrap_or(0.0),
+            op["phase"].as_str().unwrap_or(""),
+            op["num_shapes"]
+        );
+        if shapes {
+            for s in op["shapes"].as_array().into_iter().flatten() {
+                let params: Vec<String> = s["params"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| {
+                        let v = v.to_string();
+                        let v = if v.len() > 24 { format!("{}…", &v[..23]) } else { v };
+                        format!("{k}={v}")
+                    })
+                    .collect();
+                let flops: Vec<String> = s["w_flops"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(d, f)| format!("{d}:{f}"))
+                    .collect();
+                println!(
+                    "    #{:<4} W {:<28} Q {:>14} + {:>14} B  SOL {:>11.6} ms  {:<8}  {}",
+                    s["id"],
+                    if flops.is_empty() { "-".to_string() } else { flops.join(",") },
+                    s["q_read_bytes"],
+                    s["q_write_bytes"],
+                    s["sol_ms"].as_f64().unwrap_or(0.0),
+                    s["bottleneck"].as_str().unwrap_or(""),
+                    params.join(" ")
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn cmd_import(suite: &Suite, ws: &Workspace, dir: &std::path::Path, write: bool, json: bool) -> Result<i32, String> {
+    let target = ws.dir.join("problems");
+    if write && !target.join("suite.toml").is_file() {
+        return Err(format!(
+            "--write needs a workspace with its own problems/ ({} has none); run it in a checkout or pass --workspace",
+            ws.dir.display()
+        ));
+    }
+    let report = crate::import::import(suite, dir, if write { Some(&target) } else { None })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+    } else {
+        println!(
+            "compared {} operators, {} shapes with {}",
+            report.operators_compared, report.shapes_compared, report.bench_dir
+        );
+        for n in &report.missing_in_problems {
+            println!("  missing in problems/: {n}");
+        }
+        for n in &report.missing_in_bench {
+            println!("  missing in the benchmark: {n}");
+        }
+        for d in &report.disagreements {
+            let shape = d.shape.map(|s| format!(" shape {s}")).unwrap_or_default();
+            println!("  {}{shape}: {}: ours {} · benchmark {}", d.operator, d.what, d.ours, d.theirs);
+        }
+        for w in &report.written {
+            println!("  wrote {w}");
+        }
+        if report.disagreements.is_empty() && report.missing_in_bench.is_empty() && report.missing_in_problems.is_empty() {
+            println!("problems/ agrees with the benchmark");
+        }
+    }
+    Ok(0)
+}

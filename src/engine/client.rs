@@ -1,0 +1,313 @@
+//! The client side of the worker protocol: spawns `atrex-tui worker`, queues jobs, forwards
+//! events on tokio channels, enforces the watchdog and restarts a worker that died.
+
+use super::protocol::*;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::{mpsc, oneshot};
+
+/// How to start a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub exe: PathBuf,
+    pub device: u32,
+    /// A job is killed when the worker sends nothing for this long.
+    pub watchdog: Duration,
+    /// Extra arguments (tests use `--simulate`).
+    pub extra_args: Vec<String>,
+}
+
+impl WorkerConfig {
+    pub fn new(device: u32) -> WorkerConfig {
+        let exe = std::env::var_os("ATREX_WORKER_EXE")
+            .map(PathBuf::from)
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| PathBuf::from("atrex-tui"));
+        let secs = std::env::var("ATREX_WATCHDOG_SECS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(10.0);
+        WorkerConfig { exe, device, watchdog: Duration::from_secs_f64(secs.max(0.1)), extra_args: Vec::new() }
+    }
+}
+
+/// What the client tells a job's owner besides the worker's own events.
+#[derive(Debug, Clone)]
+pub enum JobEvent {
+    /// An event from the worker.
+    Worker(Event),
+    /// The worker died or hung during the job; it is being restarted. The job ends with this.
+    WorkerLost { verdict: Verdict, message: String },
+}
+
+enum Msg {
+    Submit { id: u64, job: Box<Job>, events: mpsc::UnboundedSender<JobEvent> },
+    Cancel { id: u64 },
+    Hello { reply: oneshot::Sender<Result<Event, String>> },
+    Calibrate { reply: oneshot::Sender<Result<Event, String>> },
+}
+
+/// A handle to one worker (one GPU). Cheap to clone.
+#[derive(Clone)]
+pub struct WorkerClient {
+    tx: mpsc::UnboundedSender<Msg>,
+    next_id: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// Restarts so far (for the UI).
+    pub restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl WorkerClient {
+    /// Starts the supervisor task (the worker process is started on first use).
+    pub fn spawn(cfg: WorkerConfig) -> WorkerClient {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let restarts = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        tokio::spawn(supervise(cfg, rx, restarts.clone()));
+        WorkerClient { tx, next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)), restarts }
+    }
+
+    /// Queues a job; events arrive on the returned receiver, ending with `Done` or `WorkerLost`.
+    pub fn submit(&self, job: Job) -> (u64, mpsc::UnboundedReceiver<JobEvent>) {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let (etx, erx) = mpsc::unbounded_channel();
+        let _ = self.tx.send(Msg::Submit { id, job: Box::new(job), events: etx });
+        (id, erx)
+    }
+
+    pub fn cancel(&self, id: u64) {
+        let _ = self.tx.send(Msg::Cancel { id });
+    }
+
+    pub async fn hello(&self) -> Result<Event, String> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Msg::Hello { reply: tx }).map_err(|_| "worker supervisor stopped".to_string())?;
+        rx.await.map_err(|_| "worker supervisor stopped".to_string())?
+    }
+
+    pub async fn calibrate(&self) -> Result<Event, String> {
+        let (tx, rx) = oneshot::channel();
+        self.tx.send(Msg::Calibrate { reply: tx }).map_err(|_| "worker supervisor stopped".to_string())?;
+        rx.await.map_err(|_| "worker supervisor stopped".to_string())?
+    }
+}
+
+struct Proc {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::UnboundedReceiver<String>,
+}
+
+async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
+    let mut cmd = Command::new(&cfg.exe);
+    cmd.arg("worker").arg("--device").arg(cfg.device.to_string());
+    cmd.args(&cfg.extra_args);
+    cmd.env("LD_LIBRARY_PATH", super::locate::worker_ld_library_path());
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+    let mut child = cmd.spawn().map_err(|e| format!("cannot start the worker {}: {e}", cfg.exe.display()))?;
+    let stdin = child.stdin.take().ok_or("worker has no stdin")?;
+    let stdout = child.stdout.take().ok_or("worker has no stdout")?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut r = BufReader::new(stdout).lines();
+        while let Ok(Some(l)) = r.next_line().await {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    Ok(Proc { child, stdin, lines: rx })
+}
+
+async fn send(p: &mut Proc, r: &Request) -> Result<(), String> {
+    let mut line = serde_json::to_string(r).map_err(|e| e.to_string())?;
+    line.push('\n');
+    p.stdin.write_all(line.as_bytes()).await.map_err(|e| format!("worker stdin: {e}"))?;
+    p.stdin.flush().await.map_err(|e| format!("worker stdin: {e}"))
+}
+
+/// Describes how a worker ended.
+async fn exit_reason(p: &mut Proc) -> String {
+    match tokio::time::timeout(Duration::from_millis(500), p.child.wait()).await {
+        Ok(Ok(st)) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::process::ExitStatusExt;
+                if let Some(sig) = st.signal() {
+                    return format!("worker killed by signal {sig}");
+                }
+            }
+            format!("worker exited with {st}")
+        }
+        _ => "worker stopped answering".into(),
+    }
+}
+
+/// Waits for one reply to a synchronous request (hello, calibrate).
+async fn request_reply(p: &mut Proc, req: Request, id: u64, limit: Duration) -> Result<Event, String> {
+    send(p, &req).await?;
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, p.lines.recv()).await {
+            Err(_) => return Err("worker did not answer in time".into()),
+            Ok(None) => return Err(exit_reason(p).await),
+            Ok(Some(l)) => {
+                if let Ok(ev) = serde_json::from_str::<Event>(&l) {
+                    if ev.id() == id {
+                        return match ev {
+                            Event::Error { message, .. } => Err(message),
+                            other => Ok(other),
+                        };
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn supervise(cfg: WorkerConfig, mut rx: mpsc::UnboundedReceiver<Msg>, restarts: std::sync::Arc<std::sync::atomic::AtomicU64>) {
+    let mut proc: Option<Proc> = None;
+    let mut queue: VecDeque<(u64, Box<Job>, mpsc::UnboundedSender<JobEvent>)> = VecDeque::new();
+    let mut sync_id: u64 = 1 << 62;
+    loop {
+        // Take the next message, or the next queued job.
+        if queue.is_empty() {
+            match rx.recv().await {
+                None => break,
+                Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
+                Some(Msg::Cancel { .. }) => {}
+                Some(Msg::Hello { reply }) => {
+                    let r = match ensure(&cfg, &mut proc).await {
+                        Ok(p) => {
+                            sync_id += 1;
+                            // The first hello also creates the context: allow time for it.
+                            let r = request_reply(p, Request::Hello { id: sync_id }, sync_id, Duration::from_secs(30)).await;
+                            if r.is_err() {
+                                drop_proc(&mut proc).await;
+                            }
+                            r
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let _ = reply.send(r);
+                }
+                Some(Msg::Calibrate { reply }) => {
+                    let r = match ensure(&cfg, &mut proc).await {
+                        Ok(p) => {
+                            sync_id += 1;
+                            let r = request_reply(p, Request::Calibrate { id: sync_id }, sync_id, Duration::from_secs(60)).await;
+                            if r.is_err() {
+                                drop_proc(&mut proc).await;
+                            }
+                            r
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let _ = reply.send(r);
+                }
+            }
+            continue;
+        }
+        let Some((id, job, events)) = queue.pop_front() else { continue };
+        let p = match ensure(&cfg, &mut proc).await {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = events.send(JobEvent::WorkerLost { verdict: Verdict::Error, message: e });
+                continue;
+            }
+        };
+        if let Err(e) = send(p, &Request::Job { id, job }).await {
+            let reason = exit_reason(p).await;
+            let _ = events.send(JobEvent::WorkerLost { verdict: Verdict::Fault, message: format!("{e} ({reason})") });
+            drop_proc(&mut proc).await;
+            restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            continue;
+        }
+        // Forward events until Done, a crash, or the watchdog.
+        let mut lost: Option<(Verdict, String)> = None;
+        loop {
+            let Some(p) = proc.as_mut() else { break };
+            tokio::select! {
+                line = tokio::time::timeout(cfg.watchdog, p.lines.recv()) => {
+                    match line {
+                        Err(_) => {
+                            lost = Some((Verdict::Timeout, format!(
+                                "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",
+                                cfg.watchdog.as_secs_f64()
+                            )));
+                            break;
+                        }
+                        Ok(None) => {
+                            let reason = exit_reason(p).await;
+                            lost = Some((Verdict::Fault, format!("{reason} during the job; restarted")));
+                            break;
+                        }
+                        Ok(Some(l)) => {
+                            let Ok(ev) = serde_json::from_str::<Event>(&l) else { continue };
+                            if ev.id() != id { continue; }
+                            let done = matches!(ev, Event::Done { .. });
+                            let _ = events.send(JobEvent::Worker(ev));
+                            if done { break; }
+                        }
+                    }
+                }
+                msg = rx.recv() => {
+                    match msg {
+                        None => return,
+                        Some(Msg::Cancel { id: c }) if c == id => {
+                            let _ = send(p, &Request::Cancel { id }).await;
+                        }
+                        Some(Msg::Cancel { id: c }) => {
+                            queue.retain(|(q, _, ev)| {
+                                if *q == c {
+                                    let _ = ev.send(JobEvent::WorkerLost { verdict: Verdict::Cancelled, message: "cancelled before it started".into() });
+                                }
+                                *q != c
+                            });
+                        }
+                        Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
+                        Some(Msg::Hello { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
+                        Some(Msg::Calibrate { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
+                    }
+                }
+            }
+        }
+        if let Some((verdict, message)) = lost {
+            let _ = events.send(JobEvent::WorkerLost { verdict, message });
+            drop_proc(&mut proc).await;
+            restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Restart at once so that the next job finds a warm worker.
+            let _ = ensure(&cfg, &mut proc).await;
+        }
+    }
+    drop_proc(&mut proc).await;
+}
+
+async fn ensure<'a>(cfg: &WorkerConfig, proc: &'a mut Option<Proc>) -> Result<&'a mut Proc, String> {
+    let alive = match proc.as_mut() {
+        Some(p) => matches!(p.child.try_wait(), Ok(None)),
+        None => false,
+    };
+    if !alive {
+        *proc = Some(start(cfg).await?);
+    }
+    proc.as_mut().ok_or_else(|| "worker did not start".to_string())
+}
+
+async fn drop_proc(proc: &mut Option<Proc>) {
+    if let Some(mut p) = proc.take() {
+        let _ = p.child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(2), p.child.wait()).await;
+    }
+}
+
+/// Starts a worker, asks for the device description, and stops it (for `doctor`).
+pub fn probe_blocking(device: u32) -> Result<ProbeInfo, String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let c = WorkerClient::spawn(WorkerConfig::new(device));
+        match c.hello().await? {
+            Event::Hello { probe, .. } => Ok(probe),
+            other => Err(format!("unexpected reply {other:?}")),
+        }
+    })
+}

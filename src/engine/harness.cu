@@ -1,0 +1,130 @@
+// The measurement harness's own device code: seeded input generators and an input checksum.
+// Compiled once per worker with NVRTC; no candidate code is linked with it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+typedef unsigned long long u64;
+
+// splitmix64 over (seed, tensor, index): a counter-based generator, so every element is
+// independent of the launch configuration.
+__device__ __forceinline__ u64 mix64(u64 z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ u64 rnd(u64 seed, u64 stream, u64 i) {
+    return mix64(mix64(seed ^ mix64(stream * 0xD1B54A32D192ED03ull)) + i);
+}
+
+// Uniform in (0, 1): 24 random bits, never 0.
+__device__ __forceinline__ float unif(u64 r) {
+    return ((float)(r >> 40) + 0.5f) * (1.0f / 16777216.0f);
+}
+
+// Standard normal by Box-Muller from two independent uniforms.
+__device__ __forceinline__ float normal(u64 seed, u64 stream, u64 i) {
+    u64 r = rnd(seed, stream, i);
+    float u1 = ((float)(r >> 40) + 0.5f) * (1.0f / 16777216.0f);
+    float u2 = ((float)((r >> 16) & 0xFFFFFFull) + 0.5f) * (1.0f / 16777216.0f);
+    return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+template <typename T> __device__ __forceinline__ float to_f(T x);
+template <> __device__ __forceinline__ float to_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <> __device__ __forceinline__ float to_f<__half>(__half x) { return __half2float(x); }
+
+// s·N(0,1) drawn in the dtype: the sample is rounded to T, then multiplied by s and rounded again.
+template <typename T>
+__device__ void gen_normal(T* out, u64 n, u64 seed, u64 stream, float s, float unused) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        float z = to_f<T>(from_f<T>(normal(seed, stream, i)));
+        out[i] = from_f<T>(z * s);
+    }
+}
+
+// T(1 + T(s·T(N(0,1)))).
+template <typename T>
+__device__ void gen_one_plus_normal(T* out, u64 n, u64 seed, u64 stream, float s, float unused) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        float z = to_f<T>(from_f<T>(normal(seed, stream, i)));
+        float d = to_f<T>(from_f<T>(z * s));
+        out[i] = from_f<T>(1.0f + d);
+    }
+}
+
+template <typename T>
+__device__ void gen_uniform(T* out, u64 n, u64 seed, u64 stream, float a, float b) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        out[i] = from_f<T>(a + (b - a) * unif(rnd(seed, stream, i)));
+    }
+}
+
+template <typename T>
+__device__ void gen_const(T* out, u64 n, u64 seed, u64 stream, float a, float b) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        out[i] = from_f<T>(a);
+    }
+}
+
+// Integers uniform in [a, b).
+template <typename I>
+__device__ void gen_randint(I* out, u64 n, u64 seed, u64 stream, long long a, long long b) {
+    u64 span = (u64)(b - a);
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        out[i] = (I)(a + (long long)(rnd(seed, stream, i) % span));
+    }
+}
+
+template <typename I>
+__device__ void gen_arange(I* out, u64 n, u64 seed, u64 stream, long long a, long long b) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        out[i] = (I)(a + (long long)i);
+    }
+}
+
+#define FLOAT_GEN(KIND, NAME, T) \
+    extern "C" __global__ void gen_##KIND##_##NAME(T* out, u64 n, u64 seed, u64 stream, float a, float b) { \
+        gen_##KIND<T>(out, n, seed, stream, a, b); }
+#define FLOAT_GENS(KIND) FLOAT_GEN(KIND, bf16, __nv_bfloat16) FLOAT_GEN(KIND, fp16, __half) FLOAT_GEN(KIND, fp32, float)
+FLOAT_GENS(normal)
+FLOAT_GENS(one_plus_normal)
+FLOAT_GENS(uniform)
+FLOAT_GENS(const)
+
+#define INT_GEN(KIND, NAME, I) \
+    extern "C" __global__ void gen_##KIND##_##NAME(I* out, u64 n, u64 seed, u64 stream, long long a, long long b) { \
+        gen_##KIND<I>(out, n, seed, stream, a, b); }
+INT_GEN(randint, int32, int)
+INT_GEN(randint, int64, long long)
+INT_GEN(arange, int32, int)
+INT_GEN(arange, int64, long long)
+
+// Order-independent checksum of a buffer: Σ mix(word ⊕ index) mod 2^64, plus the tail bytes.
+extern "C" __global__ void checksum(const unsigned char* p, u64 nbytes, u64* out) {
+    u64 words = nbytes / 8;
+    const u64* w = (const u64*)p;
+    u64 acc = 0;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < words; i += (u64)gridDim.x * blockDim.x) {
+        acc += mix64(w[i] ^ (i * 0x9E3779B97F4A7C15ull));
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        for (u64 i = words * 8; i < nbytes; ++i) acc += mix64(((u64)p[i] << 8) ^ i);
+    }
+    // warp reduction, then one atomic per warp
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
+}
+
+// A plain copy, for calibration: 16-byte loads and stores.
+extern "C" __global__ void copy16(const uint4* __restrict__ src, uint4* __restrict__ dst, u64 n) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        dst[i] = src[i];
+    }
+}

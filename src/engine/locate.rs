@@ -1,0 +1,134 @@
+//! Finding the CUDA installation: libraries for the worker's loader path, headers for NVRTC,
+//! and tools such as ncu.
+
+use std::path::{Path, PathBuf};
+
+/// Candidate CUDA installation roots, most specific first.
+pub fn cuda_roots() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
+        if let Ok(v) = std::env::var(var) {
+            if !v.is_empty() {
+                out.push(PathBuf::from(v));
+            }
+        }
+    }
+    out.push(PathBuf::from("/usr/local/cuda"));
+    if let Ok(rd) = std::fs::read_dir("/usr/local") {
+        let mut versioned: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.file_name().and_then(|n| n.to_str()).map(|n| n.starts_with("cuda-")).unwrap_or(false))
+            .collect();
+        versioned.sort();
+        versioned.reverse();
+        out.extend(versioned);
+    }
+    out.push(PathBuf::from("/opt/cuda"));
+    out.retain(|p| p.is_dir());
+    out.dedup();
+    out
+}
+
+/// Folders holding libnvrtc / libcuda that are not necessarily on the loader path.
+pub fn library_dirs() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for root in cuda_roots() {
+        for sub in ["lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"] {
+            let d = root.join(sub);
+            if has_lib(&d, "libnvrtc") {
+                out.push(d);
+            }
+        }
+    }
+    // Python wheels of NVRTC (nvidia-cuda-nvrtc) are a common place too.
+    for base in ["/usr/local/lib", "/usr/lib"] {
+        if let Ok(rd) = std::fs::read_dir(base) {
+            for e in rd.filter_map(|e| e.ok()) {
+                let n = e.file_name();
+                let n = n.to_string_lossy();
+                if n.starts_with("python3") {
+                    for site in ["dist-packages", "site-packages"] {
+                        for pkg in ["nvidia/cuda_nvrtc/lib", "nvidia/cu13/lib"] {
+                            let d = e.path().join(site).join(pkg);
+                            if has_lib(&d, "libnvrtc") {
+                                out.push(d);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.dedup();
+    out
+}
+
+fn has_lib(dir: &Path, prefix: &str) -> bool {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with(&format!("{prefix}.so")))
+        })
+        .unwrap_or(false)
+}
+
+/// The CUDA include folder with cuda_bf16.h, cuda_fp16.h, cuda_fp8.h.
+pub fn include_dir() -> Option<PathBuf> {
+    for root in cuda_roots() {
+        for sub in ["include", "targets/x86_64-linux/include", "targets/sbsa-linux/include"] {
+            let d = root.join(sub);
+            if d.join("cuda_bf16.h").is_file() {
+                return Some(d);
+            }
+        }
+    }
+    None
+}
+
+/// A tool on PATH, else in a CUDA installation's bin/.
+pub fn find_tool(name: &str) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&path) {
+            let p = d.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    for root in cuda_roots() {
+        let p = root.join("bin").join(name);
+        if p.is_file() {
+            return Some(p);
+        }
+        // Nsight Compute installs beside the toolkit.
+        if let Ok(rd) = std::fs::read_dir(root.join("..")) {
+            for e in rd.filter_map(|e| e.ok()) {
+                if e.file_name().to_string_lossy().starts_with("nsight-compute") {
+                    let p = e.path().join(name);
+                    if p.is_file() {
+                        return Some(p);
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// LD_LIBRARY_PATH for the worker: the current value plus the CUDA library folders.
+pub fn worker_ld_library_path() -> String {
+    let mut parts: Vec<String> = std::env::var("LD_LIBRARY_PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.to_string())
+        .collect();
+    for d in library_dirs() {
+        let s = d.display().to_string();
+        if !parts.contains(&s) {
+            parts.push(s);
+        }
+    }
+    parts.join(":")
+}

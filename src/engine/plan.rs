@@ -1,0 +1,521 @@
+//! The launch plan of a candidate kernel: a TOML block inside a leading comment
+//! `/* atrex:plan ... */` (docs/kernel-contract.md).
+
+use crate::expr::{self, Env, Expr, Value};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use toml::Spanned;
+
+pub const PLAN_START: &str = "/* atrex:plan";
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanError {
+    /// 1-based line in the candidate file.
+    pub line: usize,
+    pub msg: String,
+}
+
+impl fmt::Display for PlanError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.msg)
+    }
+}
+
+impl std::error::Error for PlanError {}
+
+/// Scalar types a kernel argument can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarType {
+    I32,
+    I64,
+    U32,
+    U64,
+    F32,
+    F64,
+}
+
+impl ScalarType {
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "i32" | "int" => ScalarType::I32,
+            "i64" => ScalarType::I64,
+            "u32" => ScalarType::U32,
+            "u64" => ScalarType::U64,
+            "f32" | "float" => ScalarType::F32,
+            "f64" | "double" => ScalarType::F64,
+            _ => return None,
+        })
+    }
+}
+
+/// One kernel argument: a buffer (operator tensor or scratch, by name) or a scalar expression.
+#[derive(Debug, Clone)]
+pub enum Arg {
+    Buffer(String),
+    Scalar { src: String, expr: Expr, ty: ScalarType },
+}
+
+#[derive(Debug, Clone)]
+pub struct PlanExpr {
+    pub src: String,
+    pub expr: Expr,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub kernel: String,
+    pub grid: Vec<PlanExpr>,
+    pub block: Vec<PlanExpr>,
+    pub smem: Option<PlanExpr>,
+    pub args: Vec<Arg>,
+    pub line: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scratch {
+    pub name: String,
+    pub dtype: String,
+    /// Number of elements.
+    pub size: PlanExpr,
+    /// Zero-initialized before each run (else poisoned).
+    pub zero: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub launches: Vec<Launch>,
+    pub scratch: Vec<Scratch>,
+    /// Tunable parameters and their candidate values, passed as -D defines.
+    pub tune: BTreeMap<String, Vec<Value>>,
+    /// The values in use (default: the first of each `tune` list).
+    pub defines: BTreeMap<String, Value>,
+    /// The kernel may give different bits from run to run (atomics); skips the determinism check.
+    pub nondeterministic: bool,
+    /// Lines of the plan block in the file (first, last), 1-based.
+    pub lines: (usize, usize),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPlan {
+    #[serde(default)]
+    launch: Vec<Spanned<RawLaunch>>,
+    #[serde(default)]
+    scratch: Vec<Spanned<RawScratch>>,
+    #[serde(default)]
+    tune: BTreeMap<String, Spanned<Vec<toml::Value>>>,
+    #[serde(default)]
+    defines: BTreeMap<String, Spanned<toml::Value>>,
+    #[serde(default)]
+    nondeterministic: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLaunch {
+    kernel: String,
+    grid: Spanned<ExprList>,
+    block: Spanned<ExprList>,
+    #[serde(default)]
+    smem: Option<Spanned<ExprOrNum>>,
+    args: Spanned<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ExprOrNum {
+    Num(i64),
+    Str(String),
+}
+
+impl ExprOrNum {
+    fn text(&self) -> String {
+        match self {
+            ExprOrNum::Num(n) => n.to_string(),
+            ExprOrNum::Str(s) => s.clone(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ExprList {
+    One(ExprOrNum),
+    Many(Vec<ExprOrNum>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScratch {
+    name: String,
+    dtype: String,
+    size: ExprOrNum,
+    #[serde(default)]
+    zero: bool,
+}
+
+/// Finds the plan block: returns (TOML text, 1-based line of its first TOML line, last line).
+fn find_block(source: &str) -> Result<(String, usize, usize), PlanError> {
+    let Some(start) = source.find(PLAN_START) else {
+        return Err(PlanError {
+            line: 1,
+            msg: format!("no launch plan: the file needs a `{PLAN_START} ... */` comment (docs/kernel-contract.md)"),
+        });
+    };
+    let body_start = start + PLAN_START.len();
+    let Some(end_rel) = source[body_start..].find("*/") else {
+        return Err(PlanError {
+            line: crate::suite::line_of(source, start),
+            msg: "the launch plan comment is not closed with `*/`".into(),
+        });
+    };
+    let body = &source[body_start..body_start + end_rel];
+    let first_line = crate::suite::line_of(source, body_start);
+    let last_line = crate::suite::line_of(source, body_start + end_rel);
+    Ok((body.to_string(), first_line, last_line))
+}
+
+fn value_from_toml(v: &toml::Value) -> Option<Value> {
+    Value::from_toml(v)
+}
+
+/// Parses the launch plan of a candidate source.
+pub fn parse(source: &str) -> Result<Plan, PlanError> {
+    let (body, first_line, last_line) = find_block(source)?;
+    let at = |span_start: usize| first_line + crate::suite::line_of(&body, span_start) - 1;
+    let raw: RawPlan = toml::from_str(&body).map_err(|e| PlanError {
+        line: e.span().map(|s| at(s.start)).unwrap_or(first_line),
+        msg: format!("launch plan: {}", e.message()),
+    })?;
+    let pe = |text: String, line: usize, what: &str| -> Result<PlanExpr, PlanError> {
+        let expr = expr::parse(&text).map_err(|e| PlanError {
+            line,
+            msg: format!("bad expression in {what} `{text}`: {e}"),
+        })?;
+        Ok(PlanExpr { src: text, expr, line })
+    };
+    let mut launches = Vec::new();
+    for l in &raw.launch {
+        let line = at(l.span().start);
+        let r = l.get_ref();
+        let dims = |d: &Spanned<ExprList>, what: &str| -> Result<Vec<PlanExpr>, PlanError> {
+            let line = at(d.span().start);
+            let items: Vec<String> = match d.get_ref() {
+                ExprList::One(x) => vec![x.text()],
+                ExprList::Many(xs) => xs.iter().map(|x| x.text()).collect(),
+            };
+            if items.is_empty() || items.len() > 3 {
+                return Err(PlanError { line, msg: format!("{what} needs 1 to 3 dimensions, got {}", items.len()) });
+            }
+            items.into_iter().map(|t| pe(t, line, what)).collect()
+        };
+        if r.kernel.is_empty() || !r.kernel.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return Err(PlanError { line, msg: format!("bad kernel name `{}`", r.kernel) });
+        }
+        let grid = dims(&r.grid, "grid")?;
+        let block = dims(&r.block, "block")?;
+        let smem = match &r.smem {
+            Some(s) => Some(pe(s.get_ref().text(), at(s.span().start), "smem")?),
+            None => None,
+        };
+        let aline = at(r.args.span().start);
+        let mut args = Vec::new();
+        for a in r.args.get_ref() {
+            if let Some((e, ty)) = a.rsplit_once(':') {
+                let Some(t) = ScalarType::parse(ty.trim()) else {
+                    return Err(PlanError {
+                        line: aline,
+                        msg: format!("unknown argument type `{}` in `{a}` (i32, i64, u32, u64, f32, f64)", ty.trim()),
+                    });
+                };
+                let x = pe(e.trim().to_string(), aline, "args")?;
+                args.push(Arg::Scalar { src: x.src, expr: x.expr, ty: t });
+            } else {
+                let name = a.trim();
+                if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                    return Err(PlanError {
+                        line: aline,
+                        msg: format!("argument `{a}` is neither a buffer name nor `expression:type`"),
+                    });
+                }
+                args.push(Arg::Buffer(name.to_string()));
+            }
+        }
+        launches.push(Launch { kernel: r.kernel.clone(), grid, block, smem, args, line });
+    }
+    if launches.is_empty() {
+        return Err(PlanError { line: first_line, msg: "the launch plan has no [[launch]]".into() });
+    }
+    let mut scratch = Vec::new();
+    for s in &raw.scratch {
+        let line = at(s.span().start);
+        let r = s.get_ref();
+        if crate::suite::dtype_size(&r.dtype).is_none() {
+            return Err(PlanError { line, msg: format!("scratch `{}`: unknown dtype `{}`", r.name, r.dtype) });
+        }
+        scratch.push(Scratch {
+            name: r.name.clone(),
+            dtype: r.dtype.clone(),
+            size: pe(r.size.text(), line, "scratch size")?,
+            zero: r.zero,
+        });
+    }
+    let mut tune = BTreeMap::new();
+    for (k, vs) in &raw.tune {
+        let line = at(vs.span().start);
+        let vals: Vec<Value> = vs
+            .get_ref()
+            .iter()
+            .map(value_from_toml)
+            .collect::<Option<_>>()
+            .ok_or_else(|| PlanError { line, msg: format!("tune `{k}`: unsupported value") })?;
+        if vals.is_empty() {
+            return Err(PlanError { line, msg: format!("tune `{k}` has no values") });
+        }
+        tune.insert(k.clone(), vals);
+    }
+    let mut defines = BTreeMap::new();
+    for (k, v) in &raw.defines {
+        let line = at(v.span().start);
+        let val = value_from_toml(v.get_ref())
+            .ok_or_else(|| PlanError { line, msg: format!("define `{k}`: unsupported value") })?;
+        if let Some(allowed) = tune.get(k) {
+            if !allowed.iter().any(|a| a.num_eq(&val)) {
+                return Err(PlanError { line, msg: format!("define {k} = {val} is not among its tune values") });
+            }
+        }
+        defines.insert(k.clone(), val);
+    }
+    for (k, vals) in &tune {
+        defines.entry(k.clone()).or_insert_with(|| vals[0].clone());
+    }
+    Ok(Plan { launches, scratch, tune, defines, nondeterministic: raw.nondeterministic, lines: (first_line, last_line) })
+}
+
+/// A launch with every expression evaluated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedLaunch {
+    pub kernel: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub smem: u32,
+    pub args: Vec<ResolvedArg>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResolvedArg {
+    Buffer(String),
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    F64(f64),
+}
+
+fn eval_dim(e: &PlanExpr, env: &Env, what: &str) -> Result<u32, PlanError> {
+    let v = e.expr.eval(env).map_err(|x| PlanError { line: e.line, msg: format!("{what} `{}`: {x}", e.src) })?;
+    match v.as_int() {
+        Some(i) if (0..=u32::MAX as i128).contains(&i) => Ok(i as u32),
+        _ => Err(PlanError { line: e.line, msg: format!("{what} `{}` gives {v}, not a size", e.src) }),
+    }
+}
+
+impl Plan {
+    /// The environment for launch expressions: shape env plus defines (defines win).
+    pub fn env(&self, shape_env: &Env, defines: &BTreeMap<String, Value>) -> Env {
+        let mut env = shape_env.clone();
+        for (k, v) in defines {
+            env.insert(k.clone(), v.clone());
+        }
+        env
+    }
+
+    /// Evaluates every launch for a shape. `buffers` are the names that bind to device memory.
+    pub fn resolve(&self, env: &Env, is_buffer: &dyn Fn(&str) -> bool) -> Result<Vec<ResolvedLaunch>, PlanError> {
+        let mut out = Vec::new();
+        for l in &self.launches {
+            let mut grid = [1u32; 3];
+            let mut block = [1u32; 3];
+            for (i, e) in l.grid.iter().enumerate() {
+                grid[i] = eval_dim(e, env, "grid")?;
+            }
+            for (i, e) in l.block.iter().enumerate() {
+                block[i] = eval_dim(e, env, "block")?;
+            }
+            if grid.iter().any(|g| *g == 0) {
+                return Err(PlanError { line: l.line, msg: format!("kernel {}: grid {grid:?} has a zero dimension", l.kernel) });
+            }
+            let threads = block.iter().map(|b| *b as u64).product::<u64>();
+            if threads == 0 || threads > 1024 {
+                return Err(PlanError {
+                    line: l.line,
+                    msg: format!("kernel {}: block {block:?} has {threads} threads (1 to 1024)", l.kernel),
+                });
+            }
+            let smem = match &l.smem {
+                Some(e) => eval_dim(e, env, "smem")?,
+                None => 0,
+            };
+            let mut args = Vec::new();
+            for a in &l.args {
+                args.push(match a {
+                    Arg::Buffer(name) => {
+                        if !is_buffer(name) {
+                            return Err(PlanError {
+                                line: l.line,
+                                msg: format!(
+                                    "kernel {}: argument `{name}` is not an input, output or scratch buffer; scalars need a type, e.g. `{name}:i32`",
+                                    l.kernel
+                                ),
+                            });
+                        }
+                        ResolvedArg::Buffer(name.clone())
+                    }
+                    Arg::Scalar { src, expr, ty } => {
+                        let v = expr.eval(env).map_err(|x| PlanError {
+                            line: l.line,
+                            msg: format!("kernel {}: argument `{src}`: {x}", l.kernel),
+                        })?;
+                        let bad = || PlanError {
+                            line: l.line,
+                            msg: format!("kernel {}: argument `{src}` = {v} does not fit {ty:?}", l.kernel),
+                        };
+                        match ty {
+                            ScalarType::F32 => ResolvedArg::F32(v.as_f64().ok_or_else(bad)? as f32),
+                            ScalarType::F64 => ResolvedArg::F64(v.as_f64().ok_or_else(bad)?),
+                            ScalarType::I32 => ResolvedArg::I32(i32::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
+                            ScalarType::I64 => ResolvedArg::I64(i64::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
+                            ScalarType::U32 => ResolvedArg::U32(u32::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
+                            ScalarType::U64 => ResolvedArg::U64(u64::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
+                        }
+                    }
+                });
+            }
+            out.push(ResolvedLaunch { kernel: l.kernel.clone(), grid, block, smem, args });
+        }
+        Ok(out)
+    }
+
+    /// Scratch sizes in elements for a shape.
+    pub fn scratch_sizes(&self, env: &Env) -> Result<Vec<(Scratch, u64)>, PlanError> {
+        self.scratch
+            .iter()
+            .map(|s| {
+                let v = s.size.expr.eval(env).map_err(|x| PlanError { line: s.size.line, msg: format!("scratch {}: {x}", s.name) })?;
+                match v.as_int() {
+                    Some(i) if i >= 0 => Ok((s.clone(), i as u64)),
+                    _ => Err(PlanError { line: s.size.line, msg: format!("scratch {} size gives {v}", s.name) }),
+                }
+            })
+            .collect()
+    }
+}
+
+/// `-D` options for NVRTC from defines.
+pub fn define_options(defines: &BTreeMap<String, Value>) -> Vec<String> {
+    defines
+        .iter()
+        .map(|(k, v)| match v {
+            Value::Str(s) => format!("-D{k}={s}"),
+            Value::Bool(b) => format!("-D{k}={}", *b as i32),
+            other => format!("-D{k}={other}"),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = r#"// a kernel
+/* atrex:plan
+[[launch]]
+kernel = "k"
+grid = ["T"]
+block = "BLOCK"
+smem = "BLOCK * 4"
+args = ["out", "x", "T:i32", "eps:f32", "H * 2:i64"]
+
+[[scratch]]
+name = "tmp"
+dtype = "fp32"
+size = "T * 2"
+zero = true
+
+[tune]
+BLOCK = [256, 128, 512]
+VEC = [1, 2]
+
+[defines]
+VEC = 2
+*/
+__global__ void k() {}
+"#;
+
+    fn env() -> Env {
+        let mut e = Env::new();
+        e.insert("T".into(), Value::Int(10));
+        e.insert("H".into(), Value::Int(64));
+        e.insert("eps".into(), Value::Float(1e-6));
+        e
+    }
+
+    #[test]
+    fn parses_and_resolves() {
+        let p = parse(SRC).unwrap();
+        assert_eq!(p.lines.0, 2);
+        assert_eq!(p.defines["BLOCK"], Value::Int(256));
+        assert_eq!(p.defines["VEC"], Value::Int(2));
+        let env = p.env(&env(), &p.defines);
+        let r = p.resolve(&env, &|n| n == "out" || n == "x" || n == "tmp").unwrap();
+        assert_eq!(r[0].grid, [10, 1, 1]);
+        assert_eq!(r[0].block, [256, 1, 1]);
+        assert_eq!(r[0].smem, 1024);
+        assert_eq!(
+            r[0].args,
+            vec![
+                ResolvedArg::Buffer("out".into()),
+                ResolvedArg::Buffer("x".into()),
+                ResolvedArg::I32(10),
+                ResolvedArg::F32(1e-6),
+                ResolvedArg::I64(128)
+            ]
+        );
+        assert_eq!(p.scratch_sizes(&env).unwrap()[0].1, 20);
+        assert_eq!(define_options(&p.defines), vec!["-DBLOCK=256", "-DVEC=2"]);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        assert_eq!(parse("__global__ void k(){}").unwrap_err().line, 1);
+        let bad = SRC.replace("block = \"BLOCK\"", "block = \"BLOCK +\"");
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.line, 6, "{e}");
+        assert!(e.msg.contains("bad expression"), "{e}");
+        let bad = SRC.replace("\"T:i32\"", "\"T:int7\"");
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.line, 8, "{e}");
+        let bad = SRC.replace("kernel = \"k\"", "kernal = \"k\"");
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.line, 4, "{e}");
+        let bad = SRC.replace("VEC = 2\n*/", "VEC = 3\n*/");
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.line, 21, "{e}");
+        assert!(parse("/* atrex:plan\n[[launch]]\n").unwrap_err().msg.contains("not closed"));
+    }
+
+    #[test]
+    fn unknown_scalar_without_type_is_rejected_at_resolve() {
+        let p = parse(SRC).unwrap();
+        let env = p.env(&env(), &p.defines);
+        let e = p.resolve(&env, &|n| n == "out").unwrap_err();
+        assert!(e.msg.contains("`x`"), "{e}");
+        let bigblock = SRC.replace("BLOCK = [256, 128, 512]", "BLOCK = [2048]");
+        let p = parse(&bigblock).unwrap();
+        let env = p.env(&env, &p.defines);
+        assert!(p.resolve(&env, &|_| true).unwrap_err().msg.contains("threads"));
+    }
+}

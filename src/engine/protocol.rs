@@ -1,0 +1,285 @@
+//! The worker protocol: JSON lines over stdio (docs/worker-protocol.md).
+
+use super::compare::{TensorCheck, Tol};
+use super::stats::TimingStats;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Client → worker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    /// Asks for the device description; answered with `Hello`.
+    Hello { id: u64 },
+    /// Runs a job; answered with `Progress`/`Compiled`/`ShapeDone` events and one `Done`.
+    Job { id: u64, job: Box<Job> },
+    /// Cancels a running job (between shapes and between timing batches).
+    Cancel { id: u64 },
+    /// Measures copy bandwidth; answered with `Calibration`.
+    Calibrate { id: u64 },
+    /// Ends the worker.
+    Shutdown,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum JobKind {
+    /// Compile only.
+    Compile,
+    /// Compile and check correctness.
+    Check,
+    /// Compile and time (no correctness check; results are labelled unchecked).
+    Time,
+    /// Compile, check, then time the shapes that passed.
+    All,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// 1 seed, ≥ 10 samples / 100 ms.
+    Quick,
+    /// 5 seeds, adaptive sampling to 0.5 % noise.
+    Full,
+}
+
+/// A kernel source with its defines.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Source {
+    /// A name for logs (e.g. "rms_norm v3").
+    pub name: String,
+    pub code: String,
+    /// Defines overriding the plan's own (`-D` options).
+    #[serde(default)]
+    pub defines: BTreeMap<String, serde_json::Value>,
+}
+
+/// One tensor of a shape, fully resolved.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TensorDesc {
+    pub name: String,
+    pub dtype: String,
+    pub dims: Vec<u64>,
+    /// Value generator with its arguments evaluated; outputs have none.
+    #[serde(default)]
+    #[serde(rename = "gen")]
+    pub generator: Option<GenSpec>,
+    #[serde(default)]
+    pub inplace: bool,
+    /// "float" or "exact" (outputs).
+    #[serde(default)]
+    pub compare: String,
+}
+
+impl TensorDesc {
+    pub fn elements(&self) -> u64 {
+        self.dims.iter().product()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.elements() * crate::suite::dtype_size(&self.dtype).unwrap_or(1) as u64
+    }
+}
+
+/// A value generator: kind (normal, one_plus_normal, uniform, randint, arange, const, zeros)
+/// and its numeric arguments.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GenSpec {
+    pub kind: String,
+    #[serde(default)]
+    pub args: Vec<f64>,
+}
+
+/// One shape of a job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ShapeJob {
+    pub id: u32,
+    /// Parameters and `let` values, for launch-plan expressions.
+    pub env: BTreeMap<String, serde_json::Value>,
+    pub inputs: Vec<TensorDesc>,
+    pub outputs: Vec<TensorDesc>,
+    /// Speed of light on this GPU's profile, seconds (0 when unknown).
+    pub sol_s: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Job {
+    pub operator: String,
+    pub kind: JobKind,
+    pub mode: Mode,
+    pub candidate: Source,
+    /// Needed for Check and All.
+    #[serde(default)]
+    pub reference: Option<Source>,
+    pub shapes: Vec<ShapeJob>,
+    pub tolerance: Tol,
+    /// Seeds for correctness (quick: 1, full: 5); a fresh input draw each.
+    pub seeds: Vec<u64>,
+}
+
+/// Device description.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeviceInfo {
+    pub index: u32,
+    pub name: String,
+    pub cc_major: i32,
+    pub cc_minor: i32,
+    pub sm_count: i32,
+    pub l2_bytes: u64,
+    pub memory_bytes: u64,
+    /// Max SM clock (MHz).
+    pub sm_clock_mhz: u32,
+    pub mem_clock_mhz: u32,
+    pub arch: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProbeInfo {
+    pub driver_version: String,
+    pub nvrtc_version: Option<String>,
+    pub devices: Vec<DeviceInfo>,
+}
+
+/// A compile diagnostic on the candidate's own line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Diagnostic {
+    pub line: usize,
+    pub severity: String,
+    pub msg: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Pass,
+    CompileError,
+    PlanError,
+    Incorrect,
+    Fault,
+    Timeout,
+    /// Faster than the speed of light: the measurement cannot be right.
+    Impossible,
+    /// Timed without a correctness check (JobKind::Time).
+    Unchecked,
+    Cancelled,
+    Error,
+}
+
+impl Verdict {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::CompileError => "compile error",
+            Verdict::PlanError => "plan error",
+            Verdict::Incorrect => "incorrect",
+            Verdict::Fault => "fault",
+            Verdict::Timeout => "timeout",
+            Verdict::Impossible => "impossible",
+            Verdict::Unchecked => "unchecked",
+            Verdict::Cancelled => "cancelled",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+/// The result of one shape.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ShapeResult {
+    pub shape: u32,
+    pub verdict: Verdict,
+    /// Per output, the worst seed.
+    #[serde(default)]
+    pub checks: Vec<TensorCheck>,
+    /// Passes the benchmark-compatible level (atol 1e-2, rtol 0.05).
+    pub bench_ok: bool,
+    /// Passes the strict level (needed to accept).
+    pub strict_ok: bool,
+    pub seeds_checked: usize,
+    #[serde(default)]
+    pub timing: Option<TimingStats>,
+    pub sol_ms: f64,
+    /// T_SOL / T_median (never capped).
+    #[serde(default)]
+    pub s: Option<f64>,
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Worker → client.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    Hello { id: u64, protocol: u32, probe: ProbeInfo, device: Option<DeviceInfo> },
+    Progress { id: u64, stage: String, shape: Option<u32>, done: usize, total: usize },
+    Compiled {
+        id: u64,
+        which: String,
+        ok: bool,
+        cached: bool,
+        ms: f64,
+        #[serde(default)]
+        diagnostics: Vec<Diagnostic>,
+        #[serde(default)]
+        log: String,
+        /// Registers per thread, static shared memory and local (spill) bytes of each kernel.
+        #[serde(default)]
+        resources: BTreeMap<String, KernelResources>,
+    },
+    ShapeDone { id: u64, result: ShapeResult },
+    Done { id: u64, verdict: Verdict, message: Option<String> },
+    Calibration { id: u64, copy_bytes_per_s: f64, bytes: u64, median_ms: f64 },
+    /// A fatal fault: the worker exits after sending it.
+    Fault { id: u64, message: String },
+    Error { id: u64, message: String },
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelResources {
+    pub registers: i32,
+    pub static_smem: i32,
+    pub local_bytes: i32,
+    pub max_threads: i32,
+}
+
+impl Event {
+    pub fn id(&self) -> u64 {
+        match self {
+            Event::Hello { id, .. }
+            | Event::Progress { id, .. }
+            | Event::Compiled { id, .. }
+            | Event::ShapeDone { id, .. }
+            | Event::Done { id, .. }
+            | Event::Calibration { id, .. }
+            | Event::Fault { id, .. }
+            | Event::Error { id, .. } => *id,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_as_json_lines() {
+        let r = Request::Cancel { id: 7 };
+        let s = serde_json::to_string(&r).unwrap();
+        assert_eq!(s, r#"{"type":"cancel","id":7}"#);
+        let back: Request = serde_json::from_str(&s).unwrap();
+        assert!(matches!(back, Request::Cancel { id: 7 }));
+        let e = Event::Done { id: 3, verdict: Verdict::CompileError, message: Some("x".into()) };
+        let s = serde_json::to_string(&e).unwrap();
+        assert!(s.contains(r#""verdict":"compile_error""#), "{s}");
+        assert!(!s.contains('\n'));
+        let back: Event = serde_json::from_str(&s).unwrap();
+        assert_eq!(back.id(), 3);
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_not_panics() {
+        for bad in ["", "{", "{\"type\":\"nope\"}", "[1,2]", "{\"type\":\"job\",\"id\":1}"] {
+            assert!(serde_json::from_str::<Request>(bad).is_err(), "{bad}");
+        }
+    }
+}

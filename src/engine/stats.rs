@@ -1,0 +1,138 @@
+//! Timing statistics: median (the headline), min, mean, p20, p80, relative IQR.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TimingStats {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub mean_ms: f64,
+    pub p20_ms: f64,
+    pub p80_ms: f64,
+    /// (p75 − p25) / median.
+    pub rel_iqr: f64,
+    pub n: usize,
+    /// Fewer samples than a full measurement (quick mode).
+    pub quick: bool,
+    /// SM clock while timing (MHz), where known.
+    pub sm_clock_mhz: Option<u32>,
+}
+
+/// Linear-interpolated percentile (0..=100) of sorted data.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    if sorted.len() == 1 {
+        return sorted[0];
+    }
+    let rank = (p / 100.0).clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lo = rank.floor() as usize;
+    let hi = rank.ceil() as usize;
+    let frac = rank - lo as f64;
+    sorted[lo] * (1.0 - frac) + sorted[hi] * frac
+}
+
+/// Relative noise of the median: relative IQR scaled by 1/sqrt(n) (a robust standard error).
+pub fn median_noise(samples: &[f64]) -> f64 {
+    if samples.len() < 3 {
+        return f64::INFINITY;
+    }
+    let mut s = samples.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let med = percentile(&s, 50.0);
+    if med <= 0.0 {
+        return f64::INFINITY;
+    }
+    let iqr = percentile(&s, 75.0) - percentile(&s, 25.0);
+    // For a normal distribution σ ≈ IQR / 1.349 and SE(median) ≈ 1.2533 σ / √n.
+    1.2533 * (iqr / 1.349) / (s.len() as f64).sqrt() / med
+}
+
+pub fn summarize(samples_ms: &[f64], quick: bool, sm_clock_mhz: Option<u32>) -> Option<TimingStats> {
+    if samples_ms.is_empty() {
+        return None;
+    }
+    let mut s = samples_ms.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let median = percentile(&s, 50.0);
+    Some(TimingStats {
+        median_ms: median,
+        min_ms: s[0],
+        mean_ms: s.iter().sum::<f64>() / s.len() as f64,
+        p20_ms: percentile(&s, 20.0),
+        p80_ms: percentile(&s, 80.0),
+        rel_iqr: if median > 0.0 { (percentile(&s, 75.0) - percentile(&s, 25.0)) / median } else { 0.0 },
+        n: s.len(),
+        quick,
+        sm_clock_mhz,
+    })
+}
+
+/// When to stop sampling.
+#[derive(Debug, Clone, Copy)]
+pub struct StopRule {
+    pub min_samples: usize,
+    pub max_samples: usize,
+    /// Minimum total kernel time sampled before stopping (ms).
+    pub min_time_ms: f64,
+    /// Maximum wall time spent sampling (ms).
+    pub max_wall_ms: f64,
+    /// Target relative noise of the median.
+    pub target_noise: f64,
+}
+
+impl StopRule {
+    pub fn quick() -> Self {
+        StopRule { min_samples: 10, max_samples: 200, min_time_ms: 0.0, max_wall_ms: 100.0, target_noise: 0.01 }
+    }
+    pub fn full() -> Self {
+        StopRule { min_samples: 30, max_samples: 2000, min_time_ms: 0.0, max_wall_ms: 2000.0, target_noise: 0.005 }
+    }
+
+    /// Whether sampling may stop now.
+    pub fn done(&self, samples: &[f64], wall_ms: f64) -> bool {
+        if samples.len() >= self.max_samples {
+            return true;
+        }
+        if samples.len() < self.min_samples {
+            return false;
+        }
+        if wall_ms >= self.max_wall_ms {
+            return true;
+        }
+        let total: f64 = samples.iter().sum();
+        total >= self.min_time_ms && median_noise(samples) <= self.target_noise
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_figures() {
+        let s = summarize(&[5.0, 1.0, 3.0, 2.0, 4.0], false, Some(1980)).unwrap();
+        assert_eq!(s.median_ms, 3.0);
+        assert_eq!(s.min_ms, 1.0);
+        assert_eq!(s.mean_ms, 3.0);
+        assert!((s.p20_ms - 1.8).abs() < 1e-12);
+        assert!((s.p80_ms - 4.2).abs() < 1e-12);
+        assert!((s.rel_iqr - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(s.n, 5);
+        assert!(summarize(&[], true, None).is_none());
+    }
+
+    #[test]
+    fn stop_rule_needs_minimum_samples_and_low_noise() {
+        let r = StopRule::quick();
+        let flat = vec![1.0; 9];
+        assert!(!r.done(&flat, 1.0));
+        let flat = vec![1.0; 10];
+        assert!(r.done(&flat, 1.0));
+        let noisy: Vec<f64> = (0..50).map(|i| if i % 2 == 0 { 1.0 } else { 2.0 }).collect();
+        assert!(!r.done(&noisy, 10.0), "noise {}", median_noise(&noisy));
+        assert!(r.done(&noisy, 150.0), "wall-time cap");
+        assert!(r.done(&vec![1.0; 200], 1.0), "sample cap");
+    }
+}

@@ -1,0 +1,1124 @@
+//! `atrex-tui worker`: owns one GPU's CUDA context and answers JSON-line requests on stdio.
+//! A kernel that faults poisons the context: the worker reports it and exits; the client
+//! restarts it.
+
+use super::compare::{self, Mode as CmpMode, TensorCheck};
+use super::plan::{self, Plan, ResolvedArg};
+use super::protocol::*;
+use super::stats::{self, StopRule};
+use crate::expr::{Env, Value};
+use cudarc::driver::result as cu;
+use cudarc::driver::sys;
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CStr, CString, c_void};
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Instant;
+
+const HARNESS_SRC: &str = include_str!("harness.cu");
+
+/// An error from the GPU. `sticky` errors leave the context unusable.
+#[derive(Debug)]
+pub struct GpuError {
+    pub msg: String,
+    pub sticky: bool,
+}
+
+impl From<cu::DriverError> for GpuError {
+    fn from(e: cu::DriverError) -> Self {
+        use sys::CUresult::*;
+        let sticky = matches!(
+            e.0,
+            CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUDA_ERROR_LAUNCH_FAILED
+                | CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | CUDA_ERROR_INVALID_PC
+                | CUDA_ERROR_HARDWARE_STACK_ERROR
+                | CUDA_ERROR_ASSERT
+                | CUDA_ERROR_LAUNCH_TIMEOUT
+                | CUDA_ERROR_ECC_UNCORRECTABLE
+                | CUDA_ERROR_CONTEXT_IS_DESTROYED
+        );
+        let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
+        let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        GpuError { msg: format!("{name}: {text}"), sticky }
+    }
+}
+
+fn gerr(msg: impl Into<String>) -> GpuError {
+    GpuError { msg: msg.into(), sticky: false }
+}
+
+type GResult<T> = Result<T, GpuError>;
+
+/// Writes events as JSON lines.
+#[derive(Clone)]
+struct Out(Arc<Mutex<std::io::Stdout>>);
+
+impl Out {
+    fn send(&self, e: &Event) {
+        if let Ok(line) = serde_json::to_string(e) {
+            if let Ok(mut o) = self.0.lock() {
+                let _ = writeln!(o, "{line}");
+                let _ = o.flush();
+            }
+        }
+    }
+}
+
+/// Device memory, freed on drop.
+struct DevBuf {
+    ptr: sys::CUdeviceptr,
+    bytes: usize,
+}
+
+impl DevBuf {
+    fn new(bytes: usize) -> GResult<DevBuf> {
+        let ptr = unsafe { cu::malloc_sync(bytes.max(256)) }.map_err(|e| {
+            let mut g = GpuError::from(e);
+            g.msg = format!("allocating {bytes} bytes: {}", g.msg);
+            g
+        })?;
+        Ok(DevBuf { ptr, bytes })
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        unsafe {
+            let _ = cu::free_sync(self.ptr);
+        }
+    }
+}
+
+struct Module {
+    module: sys::CUmodule,
+    functions: HashMap<String, sys::CUfunction>,
+}
+
+impl Module {
+    fn function(&mut self, name: &str) -> GResult<sys::CUfunction> {
+        if let Some(f) = self.functions.get(name) {
+            return Ok(*f);
+        }
+        let c = CString::new(name).map_err(|_| gerr("bad kernel name"))?;
+        let f = unsafe { cu::module::get_function(self.module, c) }.map_err(|e| {
+            if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND {
+                gerr(format!("kernel `{name}` not found in the module: declare it `extern \"C\" __global__`"))
+            } else {
+                GpuError::from(e)
+            }
+        })?;
+        self.functions.insert(name.to_string(), f);
+        Ok(f)
+    }
+}
+
+/// A compiled candidate ready to launch.
+struct Loaded {
+    key: String,
+    plan: Plan,
+    defines: BTreeMap<String, Value>,
+}
+
+struct Nvml {
+    _lib: libloading::Library,
+    clock: unsafe extern "C" fn(*mut c_void, u32, *mut u32) -> i32,
+    device: *mut c_void,
+}
+
+impl Nvml {
+    /// NVML for the current SM clock; optional (None when the library is missing).
+    fn open(pci_bus_id: &str) -> Option<Nvml> {
+        unsafe {
+            let lib = libloading::Library::new("libnvidia-ml.so.1").ok()?;
+            let init: libloading::Symbol<unsafe extern "C" fn() -> i32> = lib.get(b"nvmlInit_v2").ok()?;
+            if init() != 0 {
+                return None;
+            }
+            let by_pci: libloading::Symbol<unsafe extern "C" fn(*const i8, *mut *mut c_void) -> i32> =
+                lib.get(b"nvmlDeviceGetHandleByPciBusId_v2").ok()?;
+            let clock: libloading::Symbol<unsafe extern "C" fn(*mut c_void, u32, *mut u32) -> i32> =
+                lib.get(b"nvmlDeviceGetClockInfo").ok()?;
+            let clock = *clock;
+            let bus = CString::new(pci_bus_id).ok()?;
+            let mut dev = std::ptr::null_mut();
+            if by_pci(bus.as_ptr(), &mut dev) != 0 {
+                return None;
+            }
+            Some(Nvml { _lib: lib, clock, device: dev })
+        }
+    }
+
+    fn sm_clock(&self) -> Option<u32> {
+        let mut mhz = 0u32;
+        // NVML_CLOCK_SM = 1
+        let rc = unsafe { (self.clock)(self.device, 1, &mut mhz) };
+        (rc == 0).then_some(mhz)
+    }
+}
+
+struct Gpu {
+    info: DeviceInfo,
+    stream: sys::CUstream,
+    arch: String,
+    include: Option<PathBuf>,
+    nvrtc_version: String,
+    harness: Module,
+    modules: HashMap<String, Module>,
+    flush: DevBuf,
+    nvml: Option<Nvml>,
+    cache_dir: Option<PathBuf>,
+}
+
+/// The driver and NVRTC, probed without panicking when a library is missing.
+pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), String> {
+    if !unsafe { sys::is_culib_present() } {
+        return Err("libcuda not found (no NVIDIA driver on this machine)".into());
+    }
+    cu::init().map_err(|e| format!("cuInit failed: {}", GpuError::from(e).msg))?;
+    let mut v = 0;
+    unsafe { sys::cuDriverGetVersion(&mut v) }.result().map_err(|e| GpuError::from(e).msg)?;
+    let driver_version = format!("{}.{}", v / 1000, (v % 1000) / 10);
+    let nvrtc_version = if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        let (mut a, mut b) = (0, 0);
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
+        Some(format!("{a}.{b}"))
+    } else {
+        None
+    };
+    let n = cu::device::get_count().map_err(|e| GpuError::from(e).msg)?;
+    let mut devices = Vec::new();
+    for i in 0..n {
+        devices.push(device_info(i as u32).map_err(|e| e.msg)?);
+    }
+    let chosen = device.and_then(|d| devices.iter().find(|x| x.index == d).cloned());
+    Ok((ProbeInfo { driver_version, nvrtc_version, devices }, chosen))
+}
+
+fn device_info(index: u32) -> GResult<DeviceInfo> {
+    use sys::CUdevice_attribute::*;
+    let dev = cu::device::get(index as i32)?;
+    let attr = |a| unsafe { cu::device::get_attribute(dev, a) };
+    let cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    // Architecture-specific features (wgmma, setmaxnreg) need the `a` targets on 9.0 and 10.x.
+    let suffix = if cc_major >= 9 { "a" } else { "" };
+    Ok(DeviceInfo {
+        index,
+        name: cu::device::get_name(dev)?,
+        cc_major,
+        cc_minor,
+        sm_count: attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        l2_bytes: attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
+        memory_bytes: unsafe { cu::device::total_mem(dev)? } as u64,
+        sm_clock_mhz: (attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? / 1000) as u32,
+        mem_clock_mhz: (attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? / 1000) as u32,
+        arch: format!("sm_{cc_major}{cc_minor}{suffix}"),
+    })
+}
+
+fn sha(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Parses NVRTC's log into diagnostics on the candidate's own lines.
+pub fn parse_nvrtc_log(log: &str, file: &str) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for l in log.lines() {
+        let Some(rest) = l.strip_prefix(file) else { continue };
+        let Some(rest) = rest.strip_prefix('(') else { continue };
+        let Some((num, rest)) = rest.split_once("): ") else { continue };
+        let Ok(line) = num.parse::<usize>() else { continue };
+        let (sev, msg) = rest.split_once(": ").unwrap_or(("error", rest));
+        let severity = if sev.contains("warning") { "warning" } else if sev.contains("error") { "error" } else { sev };
+        out.push(Diagnostic { line, severity: severity.to_string(), msg: msg.trim().to_string() });
+    }
+    out
+}
+
+struct Compiled {
+    cubin: Vec<u8>,
+    log: String,
+    ok: bool,
+    cached: bool,
+}
+
+impl Gpu {
+    fn new(index: u32) -> GResult<Gpu> {
+        cu::init()?;
+        let info = device_info(index)?;
+        let dev = cu::device::get(index as i32)?;
+        unsafe {
+            let ctx = cu::primary_ctx::retain(dev)?;
+            cu::ctx::set_current(ctx)?;
+        }
+        let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)?;
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(gerr("libnvrtc not found: add the CUDA toolkit's lib64 to LD_LIBRARY_PATH or set CUDA_HOME"));
+        }
+        let (mut a, mut b) = (0, 0);
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
+        let mut pci = [0i8; 32];
+        let pci_id = unsafe {
+            sys::cuDeviceGetPCIBusId(pci.as_mut_ptr(), 32, dev).result()?;
+            CStr::from_ptr(pci.as_ptr()).to_string_lossy().into_owned()
+        };
+        // The L2 flush buffer: at least twice the L2 size.
+        let flush = DevBuf::new((2 * info.l2_bytes as usize).max(8 << 20))?;
+        let cache_dir = dirs::cache_dir().map(|d| d.join("atrex-tui").join("cubin"));
+        let mut g = Gpu {
+            arch: info.arch.clone(),
+            info,
+            stream,
+            include: super::locate::include_dir(),
+            nvrtc_version: format!("{a}.{b}"),
+            harness: Module { module: std::ptr::null_mut(), functions: HashMap::new() },
+            modules: HashMap::new(),
+            flush,
+            nvml: Nvml::open(&pci_id),
+            cache_dir,
+        };
+        let c = g.compile_cubin(HARNESS_SRC, "harness.cu", &[])?;
+        if !c.ok {
+            return Err(gerr(format!("the harness failed to compile:\n{}", c.log)));
+        }
+        g.harness = g.load_module(&c.cubin)?;
+        Ok(g)
+    }
+
+    fn options(&self, defines: &[String]) -> Vec<String> {
+        let mut o = vec![
+            format!("--gpu-architecture={}", self.arch),
+            "-std=c++17".to_string(),
+            "-lineinfo".to_string(),
+            "--device-as-default-execution-space".to_string(),
+        ];
+        if let Some(inc) = &self.include {
+            o.push(format!("-I{}", inc.display()));
+        }
+        o.extend(defines.iter().cloned());
+        o
+    }
+
+    /// NVRTC straight to CUBIN, cached on disk by hash of (source, options, architecture, NVRTC).
+    fn compile_cubin(&self, src: &str, file: &str, defines: &[String]) -> GResult<Compiled> {
+        let opts = self.options(defines);
+        let key = sha(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
+        if let Some(dir) = &self.cache_dir {
+            if let Ok(cubin) = std::fs::read(dir.join(format!("{key}.cubin"))) {
+                let log = std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
+                return Ok(Compiled { cubin, log, ok: true, cached: true });
+            }
+        }
+        use cudarc::nvrtc::{result as nr, sys as ns};
+        let csrc = CString::new(src).map_err(|_| gerr("source contains a NUL byte"))?;
+        let cname = CString::new(file).map_err(|_| gerr("bad file name"))?;
+        let prog = nr::create_program(&csrc, Some(&cname)).map_err(|e| gerr(format!("nvrtcCreateProgram: {e:?}")))?;
+        let compiled = unsafe { nr::compile_program(prog, &opts) };
+        let log = unsafe { nr::get_program_log(prog) }
+            .map(|v| {
+                let bytes: Vec<u8> = v.iter().map(|c| *c as u8).take_while(|c| *c != 0).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .unwrap_or_default();
+        let mut out = Compiled { cubin: Vec::new(), log, ok: compiled.is_ok(), cached: false };
+        if out.ok {
+            let mut size = 0usize;
+            unsafe {
+                ns::nvrtcGetCUBINSize(prog, &mut size).result().map_err(|e| gerr(format!("nvrtcGetCUBINSize: {e:?}")))?;
+                out.cubin = vec![0u8; size];
+                ns::nvrtcGetCUBIN(prog, out.cubin.as_mut_ptr() as *mut _)
+                    .result()
+                    .map_err(|e| gerr(format!("nvrtcGetCUBIN: {e:?}")))?;
+            }
+            if let Some(dir) = &self.cache_dir {
+                if std::fs::create_dir_all(dir).is_ok() {
+                    let tmp = dir.join(format!("{key}.tmp{}", std::process::id()));
+                    if std::fs::write(&tmp, &out.cubin).is_ok() {
+                        let _ = std::fs::write(dir.join(format!("{key}.log")), &out.log);
+                        let _ = std::fs::rename(&tmp, dir.join(format!("{key}.cubin")));
+                    }
+                }
+            }
+        }
+        unsafe {
+            let _ = nr::destroy_program(prog);
+        }
+        Ok(out)
+    }
+
+    fn load_module(&self, cubin: &[u8]) -> GResult<Module> {
+        let module = unsafe { cu::module::load_data(cubin.as_ptr() as *const c_void) }?;
+        Ok(Module { module, functions: HashMap::new() })
+    }
+
+    /// Parses the plan, compiles and loads a source. Sends the `Compiled` event.
+    fn prepare(&mut self, out: &Out, id: u64, which: &str, src: &Source) -> GResult<Result<Loaded, (Verdict, String)>> {
+        let t0 = Instant::now();
+        let plan = match plan::parse(&src.code) {
+            Ok(p) => p,
+            Err(e) => {
+                out.send(&Event::Compiled {
+                    id,
+                    which: which.into(),
+                    ok: false,
+                    cached: false,
+                    ms: 0.0,
+                    diagnostics: vec![Diagnostic { line: e.line, severity: "error".into(), msg: e.msg.clone() }],
+                    log: String::new(),
+                    resources: BTreeMap::new(),
+                });
+                return Ok(Err((Verdict::PlanError, format!("{}: launch plan, {e}", src.name))));
+            }
+        };
+        let mut defines = plan.defines.clone();
+        for (k, v) in &src.defines {
+            if let Some(val) = Value::from_json(v) {
+                defines.insert(k.clone(), val);
+            }
+        }
+        let dopts = plan::define_options(&defines);
+        let file = "candidate.cu";
+        let c = self.compile_cubin(&src.code, file, &dopts)?;
+        let diagnostics = parse_nvrtc_log(&c.log, file);
+        if !c.ok {
+            out.send(&Event::Compiled {
+                id,
+                which: which.into(),
+                ok: false,
+                cached: false,
+                ms: t0.elapsed().as_secs_f64() * 1e3,
+                diagnostics,
+                log: c.log.clone(),
+                resources: BTreeMap::new(),
+            });
+            let first = c.log.lines().find(|l| l.contains("error")).unwrap_or("").to_string();
+            return Ok(Err((Verdict::CompileError, format!("{}: compile error {first}", src.name))));
+        }
+        let key = sha(&[&src.code, &dopts.join(" ")]);
+        if !self.modules.contains_key(&key) {
+            let m = self.load_module(&c.cubin)?;
+            self.modules.insert(key.clone(), m);
+        }
+        let mut resources = BTreeMap::new();
+        let mut missing = None;
+        if let Some(m) = self.modules.get_mut(&key) {
+            for l in &plan.launches {
+                match m.function(&l.kernel) {
+                    Ok(f) => {
+                        use sys::CUfunction_attribute::*;
+                        let get = |a| unsafe { cu::function::get_function_attribute(f, a) }.unwrap_or(-1);
+                        resources.insert(
+                            l.kernel.clone(),
+                            KernelResources {
+                                registers: get(CU_FUNC_ATTRIBUTE_NUM_REGS),
+                                static_smem: get(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+                                local_bytes: get(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+                                max_threads: get(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK),
+                            },
+                        );
+                    }
+                    Err(e) => missing = Some((l.line, e.msg)),
+                }
+            }
+        }
+        let mut diagnostics = diagnostics;
+        if let Some((line, msg)) = &missing {
+            diagnostics.push(Diagnostic { line: *line, severity: "error".into(), msg: msg.clone() });
+        }
+        out.send(&Event::Compiled {
+            id,
+            which: which.into(),
+            ok: missing.is_none(),
+            cached: c.cached,
+            ms: t0.elapsed().as_secs_f64() * 1e3,
+            diagnostics,
+            log: c.log,
+            resources,
+        });
+        if let Some((_, msg)) = missing {
+            return Ok(Err((Verdict::PlanError, format!("{}: {msg}", src.name))));
+        }
+        Ok(Ok(Loaded { key, plan, defines }))
+    }
+
+    fn sync(&self) -> GResult<()> {
+        unsafe { cu::stream::synchronize(self.stream) }?;
+        Ok(())
+    }
+
+    fn launch_raw(&self, f: sys::CUfunction, grid: u32, block: u32, args: &mut [*mut c_void]) -> GResult<()> {
+        unsafe { cu::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, self.stream, args) }?;
+        Ok(())
+    }
+
+    fn grid_for(&self, n: u64) -> u32 {
+        let max = (self.info.sm_count.max(1) as u64) * 8;
+        n.div_ceil(256).clamp(1, max) as u32
+    }
+
+    /// Fills a tensor per its generator.
+    fn generate(&mut self, buf: &DevBuf, t: &TensorDesc, seed: u64, stream_id: u64) -> GResult<()> {
+        let Some(g) = &t.generator else {
+            return Err(gerr(format!("input `{}` has no generator", t.name)));
+        };
+        let n = t.elements();
+        if n == 0 {
+            return Ok(());
+        }
+        if g.kind == "zeros" {
+            unsafe { cu::memset_d8_async(buf.ptr, 0, buf.bytes, self.stream) }?;
+            return Ok(());
+        }
+        let dt = match t.dtype.as_str() {
+            "bf16" | "fp16" | "fp32" | "int32" | "int64" => t.dtype.as_str(),
+            other => return Err(gerr(format!("input `{}`: no generator for dtype {other} yet", t.name))),
+        };
+        let is_int = dt.starts_with("int");
+        let kind = match (g.kind.as_str(), is_int) {
+            ("normal" | "one_plus_normal" | "uniform", false) => g.kind.as_str(),
+            ("const", _) => {
+                if is_int {
+                    "arange_const"
+                } else {
+                    "const"
+                }
+            }
+            ("randint" | "arange", true) => g.kind.as_str(),
+            ("custom", _) => {
+                return Err(gerr(format!(
+                    "input `{}` needs the operator's own generator (`custom`), which this engine does not have yet",
+                    t.name
+                )));
+            }
+            (k, _) => return Err(gerr(format!("input `{}`: generator `{k}` does not apply to {dt}", t.name))),
+        };
+        let a = g.args.first().copied().unwrap_or(0.0);
+        let b = g.args.get(1).copied().unwrap_or(0.0);
+        let (fname, mut storage): (String, [u64; 6]) = if is_int {
+            // const for integers: arange with a span of 0 is not possible; use randint over [a, a+1).
+            let (k, lo, hi) = match kind {
+                "arange_const" => ("randint", a as i64, a as i64 + 1),
+                "arange" => ("arange", 0i64, 0i64),
+                _ => ("randint", a as i64, b as i64),
+            };
+            if k == "randint" && hi <= lo {
+                return Err(gerr(format!("input `{}`: randint({lo}, {hi}) is an empty range", t.name)));
+            }
+            (format!("gen_{k}_{dt}"), [buf.ptr, n, seed, stream_id, lo as u64, hi as u64])
+        } else {
+            let (fa, fb) = match kind {
+                "normal" | "one_plus_normal" => (if g.args.is_empty() { 1.0 } else { a as f32 }, 0.0f32),
+                _ => (a as f32, b as f32),
+            };
+            (format!("gen_{kind}_{dt}"), [buf.ptr, n, seed, stream_id, fa.to_bits() as u64, fb.to_bits() as u64])
+        };
+        let f = self.harness.function(&fname)?;
+        let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+        let grid = self.grid_for(n);
+        self.launch_raw(f, grid, 256, &mut args)
+    }
+
+    fn checksum(&mut self, buf: &DevBuf, scratch: &DevBuf) -> GResult<u64> {
+        unsafe { cu::memset_d8_async(scratch.ptr, 0, 8, self.stream) }?;
+        let f = self.harness.function("checksum")?;
+        let mut storage = [buf.ptr, buf.bytes as u64, scratch.ptr];
+        let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+        let grid = self.grid_for((buf.bytes / 8) as u64);
+        self.launch_raw(f, grid, 256, &mut args)?;
+        self.sync()?;
+        let mut h = [0u64; 1];
+        unsafe { cu::memcpy_dtoh_sync(&mut h, scratch.ptr) }?;
+        Ok(h[0])
+    }
+
+    fn poison(&self, buf: &DevBuf, dtype: &str, which: u8) -> GResult<()> {
+        let p = compare::poison(dtype, which);
+        unsafe {
+            match p.len() {
+                1 => cu::memset_d8_async(buf.ptr, p[0], buf.bytes, self.stream)?,
+                2 => sys::cuMemsetD16Async(buf.ptr, u16::from_le_bytes([p[0], p[1]]), buf.bytes / 2, self.stream).result()?,
+                _ => sys::cuMemsetD32Async(buf.ptr, u32::from_le_bytes([p[0], p[1], p[2], p[3]]), buf.bytes / 4, self.stream)
+                    .result()?,
+            }
+        }
+        Ok(())
+    }
+
+    fn download(&self, buf: &DevBuf) -> GResult<Vec<u8>> {
+        let mut v = vec![0u8; buf.bytes];
+        unsafe { cu::memcpy_dtoh_sync(&mut v, buf.ptr) }?;
+        Ok(v)
+    }
+
+    /// Enqueues the launches of a loaded kernel on one set of buffers (does not synchronize).
+    fn enqueue(&mut self, l: &Loaded, env: &Env, bufs: &HashMap<String, sys::CUdeviceptr>) -> GResult<()> {
+        let penv = l.plan.env(env, &l.defines);
+        let launches = l
+            .plan
+            .resolve(&penv, &|n| bufs.contains_key(n))
+            .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
+        let module = self.modules.get_mut(&l.key).ok_or_else(|| gerr("module not loaded"))?;
+        for rl in &launches {
+            let f = module.function(&rl.kernel)?;
+            let mut storage: Vec<u64> = rl
+                .args
+                .iter()
+                .map(|a| match a {
+                    ResolvedArg::Buffer(n) => bufs[n],
+                    ResolvedArg::I32(v) => *v as u32 as u64,
+                    ResolvedArg::U32(v) => *v as u64,
+                    ResolvedArg::I64(v) => *v as u64,
+                    ResolvedArg::U64(v) => *v,
+                    ResolvedArg::F32(v) => v.to_bits() as u64,
+                    ResolvedArg::F64(v) => v.to_bits(),
+                })
+                .collect();
+            let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+            if rl.smem > 48 * 1024 {
+                unsafe {
+                    let _ = cu::function::set_function_attribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        rl.smem as i32,
+                    );
+                }
+            }
+            unsafe {
+                cu::launch_kernel(
+                    f,
+                    (rl.grid[0], rl.grid[1], rl.grid[2]),
+                    (rl.block[0], rl.block[1], rl.block[2]),
+                    rl.smem,
+                    self.stream,
+                    &mut args,
+                )
+            }
+            .map_err(|e| {
+                let mut g = GpuError::from(e);
+                g.msg = format!(
+                    "launching {} grid {:?} block {:?} smem {}: {}",
+                    rl.kernel, rl.grid, rl.block, rl.smem, g.msg
+                );
+                g
+            })?;
+        }
+        Ok(())
+    }
+
+    fn scratch_for(&self, l: &Loaded, env: &Env) -> GResult<Vec<(String, String, bool, DevBuf)>> {
+        let penv = l.plan.env(env, &l.defines);
+        let sizes = l.plan.scratch_sizes(&penv).map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
+        sizes
+            .into_iter()
+            .map(|(s, n)| {
+                let bytes = n as usize * crate::suite::dtype_size(&s.dtype).unwrap_or(1);
+                Ok((s.name, s.dtype, s.zero, DevBuf::new(bytes)?))
+            })
+            .collect()
+    }
+
+    fn reset_scratch(&self, scratch: &[(String, String, bool, DevBuf)]) -> GResult<()> {
+        for (_, dtype, zero, b) in scratch {
+            if *zero {
+                unsafe { cu::memset_d8_async(b.ptr, 0, b.bytes, self.stream) }?;
+            } else {
+                self.poison(b, dtype, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Correctness of one shape over the job's seeds.
+    fn check_shape(
+        &mut self,
+        job: &Job,
+        shape: &ShapeJob,
+        env: &Env,
+        cand: &Loaded,
+        reference: &Loaded,
+    ) -> GResult<(bool, bool, Vec<TensorCheck>, Option<String>)> {
+        let inputs: Vec<DevBuf> = shape.inputs.iter().map(|t| DevBuf::new(t.bytes() as usize)).collect::<GResult<_>>()?;
+        let outputs: Vec<DevBuf> = shape.outputs.iter().map(|t| DevBuf::new(t.bytes() as usize)).collect::<GResult<_>>()?;
+        let hash_scratch = DevBuf::new(256)?;
+        let cand_scratch = self.scratch_for(cand, env)?;
+        let ref_scratch = self.scratch_for(reference, env)?;
+        let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
+        for (t, b) in shape.inputs.iter().zip(&inputs) {
+            map.insert(t.name.clone(), b.ptr);
+        }
+        for (t, b) in shape.outputs.iter().zip(&outputs) {
+            map.insert(t.name.clone(), b.ptr);
+        }
+        let with = |map: &HashMap<String, sys::CUdeviceptr>, s: &[(String, String, bool, DevBuf)]| {
+            let mut m = map.clone();
+            for (n, _, _, b) in s {
+                m.insert(n.clone(), b.ptr);
+            }
+            m
+        };
+        let cand_map = with(&map, &cand_scratch);
+        let ref_map = with(&map, &ref_scratch);
+        let mut worst: Vec<Option<TensorCheck>> = vec![None; shape.outputs.len()];
+        let mut bench_ok = true;
+        let mut strict_ok = true;
+        let mut message = None;
+        for seed in &job.seeds {
+            let regen = |g: &mut Gpu| -> GResult<()> {
+                for (i, (t, b)) in shape.inputs.iter().zip(&inputs).enumerate() {
+                    g.generate(b, t, *seed, i as u64)?;
+                }
+                Ok(())
+            };
+            // Reference.
+            regen(self)?;
+            for (t, b) in shape.outputs.iter().zip(&outputs) {
+                self.poison(b, &t.dtype, 0)?;
+            }
+            self.reset_scratch(&ref_scratch)?;
+            self.enqueue(reference, env, &ref_map)?;
+            self.sync()?;
+            let refs: Vec<Vec<u8>> = outputs.iter().map(|b| self.download(b)).collect::<GResult<_>>()?;
+            // Candidate, twice, with different poisons; inputs hashed around the first run.
+            let mut runs: Vec<Vec<Vec<u8>>> = Vec::new();
+            for which in 0..2u8 {
+                regen(self)?;
+                let mut before = Vec::new();
+                if which == 0 {
+                    for (t, b) in shape.inputs.iter().zip(&inputs) {
+                        if !t.inplace {
+                            before.push((t.name.clone(), self.checksum(b, &hash_scratch)?));
+                        }
+                    }
+                }
+                for (t, b) in shape.outputs.iter().zip(&outputs) {
+                    self.poison(b, &t.dtype, which)?;
+                }
+                self.reset_scratch(&cand_scratch)?;
+                self.enqueue(cand, env, &cand_map)?;
+                self.sync()?;
+                runs.push(outputs.iter().map(|b| self.download(b)).collect::<GResult<_>>()?);
+                if which == 0 {
+                    for (t, b) in shape.inputs.iter().zip(&inputs) {
+                        if let Some((_, h0)) = before.iter().find(|(n, _)| *n == t.name) {
+                            let h1 = self.checksum(b, &hash_scratch)?;
+                            if h1 != *h0 {
+                                strict_ok = false;
+                                bench_ok = false;
+                                message.get_or_insert(format!(
+                                    "modified input `{}`, which is not declared in-place (seed {seed})",
+                                    t.name
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            for (i, t) in shape.outputs.iter().enumerate() {
+                let mode = if t.compare == "exact" { CmpMode::Exact } else { CmpMode::Float };
+                let c = compare::check_tensor(
+                    &t.name,
+                    &t.dtype,
+                    mode,
+                    &refs[i],
+                    &runs[0][i],
+                    &runs[1][i],
+                    &compare::poison(&t.dtype, 0),
+                    &compare::poison(&t.dtype, 1),
+                    job.tolerance,
+                    cand.plan.nondeterministic,
+                );
+                bench_ok &= c.bench_ok;
+                strict_ok &= c.strict_ok;
+                if !c.strict_ok && message.is_none() {
+                    message = Some(format!("output `{}` (seed {seed}): {}", t.name, c.reason.clone().unwrap_or_default()));
+                }
+                let replace = match &worst[i] {
+                    None => true,
+                    Some(w) => (w.strict_ok && !c.strict_ok) || (w.strict_ok == c.strict_ok && c.max_abs > w.max_abs),
+                };
+                if replace {
+                    worst[i] = Some(c);
+                }
+            }
+        }
+        Ok((bench_ok, strict_ok, worst.into_iter().flatten().collect(), message))
+    }
+
+    /// Times one shape: cold L2 (flush before every sample), rotating input sets, adaptive count.
+    fn time_shape(
+        &mut self,
+        job: &Job,
+        shape: &ShapeJob,
+        env: &Env,
+        cand: &Loaded,
+        cancel: &AtomicU64,
+        id: u64,
+    ) -> GResult<Option<stats::TimingStats>> {
+        let set_bytes: u64 = shape.inputs.iter().chain(&shape.outputs).map(|t| t.bytes()).sum::<u64>().max(1);
+        let (free, _) = cu::mem_get_info()?;
+        let budget = (free as u64 / 2).min(16 << 30);
+        let want = (2 * self.info.l2_bytes).div_ceil(set_bytes).clamp(2, 8);
+        let sets = want.min((budget / set_bytes).max(1));
+        let mut bufs = Vec::new();
+        let mut maps = Vec::new();
+        let scratch = self.scratch_for(cand, env)?;
+        for s in 0..sets {
+            let mut m = HashMap::new();
+            let mut owned = Vec::new();
+            for (i, t) in shape.inputs.iter().enumerate() {
+                let b = DevBuf::new(t.bytes() as usize)?;
+                self.generate(&b, t, 0x5EED_0000 + s, i as u64)?;
+                m.insert(t.name.clone(), b.ptr);
+                owned.push(b);
+            }
+            for t in &shape.outputs {
+                let b = DevBuf::new(t.bytes() as usize)?;
+                self.poison(&b, &t.dtype, 0)?;
+                m.insert(t.name.clone(), b.ptr);
+                owned.push(b);
+            }
+            for (n, _, _, b) in &scratch {
+                m.insert(n.clone(), b.ptr);
+            }
+            bufs.push(owned);
+            maps.push(m);
+        }
+        let rule = if job.mode == Mode::Quick { StopRule::quick() } else { StopRule::full() };
+        let has_zero_scratch = scratch.iter().any(|s| s.2);
+        // Warm-up: at least 3 runs and 10 ms.
+        let t0 = Instant::now();
+        let mut k = 0usize;
+        while k < 3 || (t0.elapsed().as_secs_f64() < 0.01 && k < 100) {
+            self.reset_scratch(&scratch)?;
+            self.enqueue(cand, env, &maps[k % maps.len()])?;
+            self.sync()?;
+            k += 1;
+        }
+        const BATCH: usize = 16;
+        let mut starts = Vec::new();
+        let mut ends = Vec::new();
+        for _ in 0..BATCH {
+            starts.push(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?);
+            ends.push(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?);
+        }
+        let mut samples = Vec::new();
+        let wall = Instant::now();
+        let mut result = Ok(());
+        let mut cancelled = false;
+        'outer: loop {
+            for i in 0..BATCH {
+                let set = (samples.len() + i) % maps.len();
+                if has_zero_scratch {
+                    self.reset_scratch(&scratch)?;
+                }
+                unsafe {
+                    if let Err(e) = sys::cuMemsetD32Async(self.flush.ptr, i as u32, self.flush.bytes / 4, self.stream).result() {
+                        result = Err(GpuError::from(e));
+                        break 'outer;
+                    }
+                    cu::event::record(starts[i], self.stream)?;
+                }
+                if let Err(e) = self.enqueue(cand, env, &maps[set]) {
+                    result = Err(e);
+                    break 'outer;
+                }
+                unsafe { cu::event::record(ends[i], self.stream) }?;
+            }
+            self.sync()?;
+            for i in 0..BATCH {
+                let ms = unsafe { cu::event::elapsed(starts[i], ends[i]) }?;
+                samples.push(ms as f64);
+            }
+            if rule.done(&samples, wall.elapsed().as_secs_f64() * 1e3) {
+                break;
+            }
+            if cancel.load(Ordering::SeqCst) == id {
+                cancelled = true;
+                break;
+            }
+        }
+        for e in starts.into_iter().chain(ends) {
+            unsafe {
+                let _ = cu::event::destroy(e);
+            }
+        }
+        result?;
+        if cancelled {
+            return Ok(None);
+        }
+        let clock = self.nvml.as_ref().and_then(|n| n.sm_clock());
+        Ok(stats::summarize(&samples, job.mode == Mode::Quick, clock))
+    }
+
+    fn calibrate(&mut self) -> GResult<(f64, u64, f64)> {
+        let bytes: usize = 1 << 30;
+        let src = DevBuf::new(bytes)?;
+        let dst = DevBuf::new(bytes)?;
+        unsafe { cu::memset_d8_async(src.ptr, 0x5A, bytes, self.stream) }?;
+        let f = self.harness.function("copy16")?;
+        let n = (bytes / 16) as u64;
+        let grid = (self.info.sm_count.max(1) as u32) * 16;
+        let mut samples = Vec::new();
+        let start = cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
+        let end = cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
+        for i in 0..23 {
+            let mut storage = [src.ptr, dst.ptr, n];
+            let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+            unsafe { cu::event::record(start, self.stream) }?;
+            self.launch_raw(f, grid, 512, &mut args)?;
+            unsafe { cu::event::record(end, self.stream) }?;
+            self.sync()?;
+            if i >= 3 {
+                samples.push(unsafe { cu::event::elapsed(start, end) }? as f64);
+            }
+        }
+        unsafe {
+            let _ = cu::event::destroy(start);
+            let _ = cu::event::destroy(end);
+        }
+        let med = crate::roofline::median(&samples);
+        Ok((2.0 * bytes as f64 / (med * 1e-3), 2 * bytes as u64, med))
+    }
+}
+
+fn env_from_json(m: &BTreeMap<String, serde_json::Value>) -> Env {
+    m.iter().filter_map(|(k, v)| Value::from_json(v).map(|x| (k.clone(), x))).collect()
+}
+
+/// Runs one job. Returns Err only for GPU errors (sticky ones end the worker).
+fn run_job(g: &mut Gpu, out: &Out, id: u64, job: &Job, cancel: &AtomicU64) -> GResult<(Verdict, Option<String>)> {
+    let cand = match g.prepare(out, id, "candidate", &job.candidate)? {
+        Ok(l) => l,
+        Err((v, msg)) => return Ok((v, Some(msg))),
+    };
+    if job.kind == JobKind::Compile {
+        return Ok((Verdict::Pass, None));
+    }
+    let needs_check = matches!(job.kind, JobKind::Check | JobKind::All);
+    let reference = if needs_check {
+        let Some(r) = &job.reference else {
+            return Ok((Verdict::Error, Some("a check needs the reference kernel".into())));
+        };
+        match g.prepare(out, id, "reference", r)? {
+            Ok(l) => Some(l),
+            Err((v, msg)) => return Ok((Verdict::Error, Some(format!("the reference does not build ({}): {msg}", v.name())))),
+        }
+    } else {
+        None
+    };
+    let total = job.shapes.len();
+    let mut overall = Verdict::Pass;
+    let mut first_msg = None;
+    for (k, shape) in job.shapes.iter().enumerate() {
+        if cancel.load(Ordering::SeqCst) == id {
+            return Ok((Verdict::Cancelled, Some(format!("cancelled after {k} of {total} shapes"))));
+        }
+        let env = env_from_json(&shape.env);
+        let mut res = ShapeResult {
+            shape: shape.id,
+            verdict: Verdict::Pass,
+            checks: Vec::new(),
+            bench_ok: false,
+            strict_ok: false,
+            seeds_checked: 0,
+            timing: None,
+            sol_ms: shape.sol_s * 1e3,
+            s: None,
+            message: None,
+        };
+        let mut ok_to_time = true;
+        if let Some(r) = &reference {
+            out.send(&Event::Progress { id, stage: "check".into(), shape: Some(shape.id), done: k, total });
+            match g.check_shape(job, shape, &env, &cand, r) {
+                Ok((b, s, checks, msg)) => {
+                    res.bench_ok = b;
+                    res.strict_ok = s;
+                    res.checks = checks;
+                    res.seeds_checked = job.seeds.len();
+                    if !s {
+                        res.verdict = Verdict::Incorrect;
+                        res.message = msg;
+                        ok_to_time = false;
+                    }
+                }
+                Err(e) if e.sticky => return Err(e),
+                Err(e) => {
+                    res.verdict = Verdict::Error;
+                    res.message = Some(e.msg);
+                    ok_to_time = false;
+                }
+            }
+        } else {
+            res.verdict = Verdict::Unchecked;
+        }
+        if ok_to_time && matches!(job.kind, JobKind::Time | JobKind::All) {
+            out.send(&Event::Progress { id, stage: "time".into(), shape: Some(shape.id), done: k, total });
+            match g.time_shape(job, shape, &env, &cand, cancel, id) {
+                Ok(Some(t)) => {
+                    let t_s = t.median_ms * 1e-3;
+                    let s = crate::roofline::speed_of_light_fraction(shape.sol_s, t_s);
+                    if shape.sol_s > 0.0 && t_s < shape.sol_s {
+                        res.verdict = Verdict::Impossible;
+                        res.message = Some(format!(
+                            "measured {:.4} ms is below the speed of light {:.4} ms: the kernel cannot have done the work",
+                            t.median_ms,
+                            shape.sol_s * 1e3
+                        ));
+                    } else {
+                        res.s = Some(s);
+                    }
+                    res.timing = Some(t);
+                }
+                Ok(None) => {
+                    res.verdict = Verdict::Cancelled;
+                }
+                Err(e) if e.sticky => return Err(e),
+                Err(e) => {
+                    res.verdict = Verdict::Error;
+                    res.message = Some(e.msg);
+                }
+            }
+        }
+        if res.verdict != Verdict::Pass && res.verdict != Verdict::Unchecked && overall == Verdict::Pass {
+            overall = res.verdict.clone();
+            first_msg = res.message.clone().map(|m| format!("shape {}: {m}", shape.id));
+        }
+        out.send(&Event::ShapeDone { id, result: res });
+    }
+    out.send(&Event::Progress { id, stage: "done".into(), shape: None, done: total, total });
+    Ok((overall, first_msg))
+}
+
+/// The worker's main loop. Returns the process exit code.
+pub fn main(device: u32) -> i32 {
+    let out = Out(Arc::new(Mutex::new(std::io::stdout())));
+    let cancel = Arc::new(AtomicU64::new(0));
+    let (tx, rx) = mpsc::channel::<Request>();
+    {
+        let cancel = cancel.clone();
+        let out = out.clone();
+        std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            for line in stdin.lock().lines() {
+                let Ok(line) = line else { break };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                match serde_json::from_str::<Request>(&line) {
+                    Ok(Request::Cancel { id }) => cancel.store(id, Ordering::SeqCst),
+                    Ok(r) => {
+                        if tx.send(r).is_err() {
+                            break;
+                        }
+                    }
+                    Err(e) => out.send(&Event::Error { id: 0, message: format!("malformed request: {e}") }),
+                }
+            }
+            let _ = tx.send(Request::Shutdown);
+        });
+    }
+    let mut gpu: Option<Gpu> = None;
+    let mut init_error: Option<String> = None;
+    let ensure = |gpu: &mut Option<Gpu>, init_error: &mut Option<String>| -> Result<(), String> {
+        if gpu.is_some() {
+            return Ok(());
+        }
+        if let Some(e) = init_error {
+            return Err(e.clone());
+        }
+        if let Err(e) = probe(Some(device)) {
+            *init_error = Some(e.clone());
+            return Err(e);
+        }
+        match Gpu::new(device) {
+            Ok(g) => {
+                *gpu = Some(g);
+                Ok(())
+            }
+            Err(e) => {
+                *init_error = Some(e.msg.clone());
+                Err(e.msg)
+            }
+        }
+    };
+    while let Ok(req) = rx.recv() {
+        match req {
+            Request::Shutdown => break,
+            Request::Cancel { .. } => {}
+            Request::Hello { id } => match probe(Some(device)) {
+                Ok((p, d)) => {
+                    // Set up the context now, so that the first job is fast.
+                    let _ = ensure(&mut gpu, &mut init_error);
+                    out.send(&Event::Hello { id, protocol: PROTOCOL_VERSION, probe: p, device: d });
+                }
+                Err(e) => out.send(&Event::Error { id, message: e }),
+            },
+            Request::Calibrate { id } => {
+                if let Err(e) = ensure(&mut gpu, &mut init_error) {
+                    out.send(&Event::Error { id, message: e });
+                    continue;
+                }
+                let Some(g) = gpu.as_mut() else { continue };
+                match g.calibrate() {
+                    Ok((bw, bytes, med)) => out.send(&Event::Calibration { id, copy_bytes_per_s: bw, bytes, median_ms: med }),
+                    Err(e) => {
+                        out.send(&Event::Error { id, message: e.msg.clone() });
+                        if e.sticky {
+                            return 3;
+                        }
+                    }
+                }
+            }
+            Request::Job { id, job } => {
+                if let Err(e) = ensure(&mut gpu, &mut init_error) {
+                    out.send(&Event::Done { id, verdict: Verdict::Error, message: Some(format!("no GPU: {e}")) });
+                    continue;
+                }
+                let Some(g) = gpu.as_mut() else { continue };
+                match run_job(g, &out, id, &job, &cancel) {
+                    Ok((v, m)) => out.send(&Event::Done { id, verdict: v, message: m }),
+                    Err(e) => {
+                        let message = format!("{}: {}", job.candidate.name, e.msg);
+                        if e.sticky {
+                            out.send(&Event::Fault { id, message: message.clone() });
+                            out.send(&Event::Done { id, verdict: Verdict::Fault, message: Some(message) });
+                            // The context is unusable: exit, the client restarts us.
+                            return 3;
+                        }
+                        out.send(&Event::Done { id, verdict: Verdict::Error, message: Some(message) });
+                    }
+                }
+            }
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvrtc_log_maps_to_candidate_lines() {
+        let log = "candidate.cu(12): error: identifier \"foo\" is undefined\n\
+                   candidate.cu(30): warning #177-D: variable \"x\" was declared but never referenced\n\
+                   1 error detected in the compilation of \"candidate.cu\".\n";
+        let d = parse_nvrtc_log(log, "candidate.cu");
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0], Diagnostic { line: 12, severity: "error".into(), msg: "identifier \"foo\" is undefined".into() });
+        assert_eq!(d[1].line, 30);
+        assert_eq!(d[1].severity, "warning");
+    }
+}

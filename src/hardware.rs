@@ -1,0 +1,112 @@
+//! Hardware profiles: problems/hardware/<KEY>.toml.
+
+use crate::suite::{LoadError, SuiteSource, line_of, toml_error};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct RawHardware {
+    name: String,
+    key: String,
+    #[serde(default)]
+    arch: String,
+    sm_count: u32,
+    l2_bytes: u64,
+    #[serde(default)]
+    hbm_bytes: u64,
+    hbm_bytes_per_s: f64,
+    peak_flops: BTreeMap<String, f64>,
+    #[serde(default)]
+    sources: BTreeMap<String, String>,
+}
+
+/// Peak rates and sizes of one GPU model.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HardwareProfile {
+    pub name: String,
+    pub key: String,
+    pub arch: String,
+    pub sm_count: u32,
+    pub l2_bytes: u64,
+    pub hbm_bytes: u64,
+    /// Bytes per second.
+    pub hbm_bytes_per_s: f64,
+    /// Dense FLOP/s per dtype path, keyed by the W dtype labels.
+    pub peak_flops: BTreeMap<String, f64>,
+    pub sources: BTreeMap<String, String>,
+    #[serde(skip)]
+    pub file: String,
+}
+
+impl HardwareProfile {
+    /// The ridge point (FLOP per byte) of a dtype path.
+    pub fn ridge(&self, dtype: &str) -> Option<f64> {
+        self.peak_flops.get(dtype).map(|p| p / self.hbm_bytes_per_s)
+    }
+}
+
+/// Parses one hardware profile.
+pub fn parse(file: &str, text: &str) -> Result<HardwareProfile, LoadError> {
+    let raw: RawHardware = toml::from_str(text).map_err(|e| toml_error(file, None, text, e))?;
+    let bad = |field: &str, msg: String| LoadError {
+        file: file.to_string(),
+        operator: None,
+        field: Some(field.to_string()),
+        line: text
+            .lines()
+            .position(|l| l.trim_start().starts_with(field.rsplit('.').next().unwrap_or(field)))
+            .map(|i| i + 1)
+            .or(Some(line_of(text, 0))),
+        msg,
+    };
+    if !(raw.hbm_bytes_per_s.is_finite() && raw.hbm_bytes_per_s > 0.0) {
+        return Err(bad("hbm_bytes_per_s", format!("{} is not a positive rate", raw.hbm_bytes_per_s)));
+    }
+    for (d, v) in &raw.peak_flops {
+        if !crate::suite::DTYPES.contains(&d.as_str()) {
+            return Err(bad(&format!("peak_flops.{d}"), format!("unknown dtype `{d}`")));
+        }
+        if !(v.is_finite() && *v > 0.0) {
+            return Err(bad(&format!("peak_flops.{d}"), format!("{v} is not a positive rate")));
+        }
+    }
+    Ok(HardwareProfile {
+        name: raw.name,
+        key: raw.key,
+        arch: raw.arch,
+        sm_count: raw.sm_count,
+        l2_bytes: raw.l2_bytes,
+        hbm_bytes: raw.hbm_bytes,
+        hbm_bytes_per_s: raw.hbm_bytes_per_s,
+        peak_flops: raw.peak_flops,
+        sources: raw.sources,
+        file: file.to_string(),
+    })
+}
+
+/// Loads every problems/hardware/*.toml, sorted by key; keys must be unique.
+pub fn load_all(source: &SuiteSource) -> Result<Vec<HardwareProfile>, LoadError> {
+    let mut out: Vec<HardwareProfile> = Vec::new();
+    for f in source.list("hardware") {
+        if !f.ends_with(".toml") {
+            continue;
+        }
+        let rel = format!("hardware/{f}");
+        let file = source.display_path(&rel);
+        let text = source.read(&rel).unwrap_or_default();
+        let hw = parse(&file, &text)?;
+        if let Some(other) = out.iter().find(|h| h.key.eq_ignore_ascii_case(&hw.key)) {
+            return Err(LoadError {
+                file,
+                operator: None,
+                field: Some("key".into()),
+                line: None,
+                msg: format!("duplicate hardware key `{}` (also {})", hw.key, other.file),
+            });
+        }
+        out.push(hw);
+    }
+    out.sort_by(|a, b| a.key.cmp(&b.key));
+    Ok(out)
+}

@@ -1,0 +1,12 @@
+//! atrex-tui: a terminal workbench for GPU kernel engineering.
+
+pub mod bench;
+pub mod cli;
+pub mod doctor;
+pub mod engine;
+pub mod expr;
+pub mod hardware;
+pub mod import;
+pub mod roofline;
+pub mod suite;
+pub mod tui;

@@ -13,11 +13,18 @@ pub const EXIT_NO_GPU: i32 = 2;
 /// Reads a kernel of an operator from the suite (`baseline.cu`, `reference.cu`).
 pub fn suite_kernel(suite: &Suite, p: &Problem, file: &str) -> Result<Source, String> {
     let rel = format!("{}/{file}", p.name);
-    let code = suite
-        .source
-        .read(&rel)
-        .ok_or_else(|| format!("{}: missing ({} has no {file} yet)", suite.source.display_path(&rel), p.name))?;
-    Ok(Source { name: format!("{} {}", p.name, file.trim_end_matches(".cu")), code, defines: Default::default() })
+    let code = suite.source.read(&rel).ok_or_else(|| {
+        format!(
+            "{}: missing ({} has no {file} yet)",
+            suite.source.display_path(&rel),
+            p.name
+        )
+    })?;
+    Ok(Source {
+        name: format!("{} {}", p.name, file.trim_end_matches(".cu")),
+        code,
+        defines: Default::default(),
+    })
 }
 
 /// The outcome of a job as collected by `collect`.
@@ -35,7 +42,16 @@ pub async fn collect(client: &WorkerClient, job: Job, progress: bool) -> Outcome
     let mut o = Outcome::default();
     while let Some(ev) = rx.recv().await {
         match ev {
-            JobEvent::Worker(Event::Compiled { which, ok, cached, ms, diagnostics, log, resources, id }) => {
+            JobEvent::Worker(Event::Compiled {
+                which,
+                ok,
+                cached,
+                ms,
+                diagnostics,
+                log,
+                resources,
+                id,
+            }) => {
                 if progress {
                     eprintln!(
                         "compiled {which}: {} in {ms:.0} ms{}",
@@ -46,15 +62,36 @@ pub async fn collect(client: &WorkerClient, job: Job, progress: bool) -> Outcome
                         eprintln!("  line {}: {}: {}", d.line, d.severity, d.msg);
                     }
                 }
-                o.compiled.push(Event::Compiled { which, ok, cached, ms, diagnostics, log, resources, id });
+                o.compiled.push(Event::Compiled {
+                    which,
+                    ok,
+                    cached,
+                    ms,
+                    diagnostics,
+                    log,
+                    resources,
+                    id,
+                });
             }
-            JobEvent::Worker(Event::Progress { stage, shape, done, total, .. }) => {
+            JobEvent::Worker(Event::Progress {
+                stage,
+                shape,
+                done,
+                total,
+                ..
+            }) => {
                 if progress && stage != "done" {
-                    eprint!("\r{stage} shape {} ({}/{total})      ", shape.map(|s| s.to_string()).unwrap_or_default(), done + 1);
+                    eprint!(
+                        "\r{stage} shape {} ({}/{total})      ",
+                        shape.map(|s| s.to_string()).unwrap_or_default(),
+                        done + 1
+                    );
                 }
             }
             JobEvent::Worker(Event::ShapeDone { result, .. }) => o.shapes.push(result),
-            JobEvent::Worker(Event::Done { verdict, message, .. }) => {
+            JobEvent::Worker(Event::Done {
+                verdict, message, ..
+            }) => {
                 o.verdict = Some(verdict);
                 o.message = message;
                 break;
@@ -87,7 +124,11 @@ pub fn s_op_of(results: &[ShapeResult]) -> f64 {
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -101,9 +142,9 @@ pub fn run(
     device: u32,
     as_json: bool,
 ) -> Result<i32, String> {
-    let p = suite.problem(op).ok_or_else(|| {
-        format!("unknown operator `{op}` (see `atrex-tui suite`)")
-    })?;
+    let p = suite
+        .problem(op)
+        .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
     let candidate = match kernel {
         Some(f) => Source {
             name: f.display().to_string(),
@@ -115,15 +156,31 @@ pub fn run(
     let reference = suite_kernel(suite, p, "reference.cu")?;
     for id in shape_ids {
         if p.shape(*id).is_none() {
-            return Err(format!("{} has no shape {id} (shapes: {})", p.name, p.shapes.iter().map(|s| s.id.to_string()).collect::<Vec<_>>().join(", ")));
+            return Err(format!(
+                "{} has no shape {id} (shapes: {})",
+                p.name,
+                p.shapes
+                    .iter()
+                    .map(|s| s.id.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
     }
-    let ids: Vec<u32> = if shape_ids.is_empty() { p.shapes.iter().map(|s| s.id).collect() } else { shape_ids.to_vec() };
+    let ids: Vec<u32> = if shape_ids.is_empty() {
+        p.shapes.iter().map(|s| s.id).collect()
+    } else {
+        shape_ids.to_vec()
+    };
     let rt = runtime()?;
     rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(device));
         let (dev, driver, nvrtc) = match client.hello().await {
-            Ok(Event::Hello { device: Some(d), probe, .. }) => (d, probe.driver_version, probe.nvrtc_version),
+            Ok(Event::Hello {
+                device: Some(d),
+                probe,
+                ..
+            }) => (d, probe.driver_version, probe.nvrtc_version),
             Ok(Event::Hello { device: None, .. }) => {
                 eprintln!("atrex-tui: no GPU {device}: measurement is unavailable");
                 return Ok(EXIT_NO_GPU);
@@ -139,16 +196,32 @@ pub fn run(
             None => crate::engine::profile_for_device(&suite.hardware, &dev.name),
         };
         let Some(hw) = hw else {
-            return Err(format!("no hardware profile matches `{}`; pass --hardware", dev.name));
+            return Err(format!(
+                "no hardware profile matches `{}`; pass --hardware",
+                dev.name
+            ));
         };
         let mode = if quick { Mode::Quick } else { Mode::Full };
-        let job = crate::engine::build_job(p, candidate.clone(), Some(reference), &ids, JobKind::All, mode, Some(hw))?;
+        let job = crate::engine::build_job(
+            p,
+            candidate.clone(),
+            Some(reference),
+            &ids,
+            JobKind::All,
+            mode,
+            Some(hw),
+        )?;
         let t0 = std::time::Instant::now();
         let o = collect(&client, job, !as_json).await;
         let wall_s = t0.elapsed().as_secs_f64();
         let s_op = s_op_of(&o.shapes);
-        let failed = o.shapes.iter().any(|r| !matches!(r.verdict, Verdict::Pass)) || o.shapes.len() < ids.len();
-        let code = if failed || !matches!(o.verdict, Some(Verdict::Pass)) { 1 } else { 0 };
+        let failed = o.shapes.iter().any(|r| !matches!(r.verdict, Verdict::Pass))
+            || o.shapes.len() < ids.len();
+        let code = if failed || !matches!(o.verdict, Some(Verdict::Pass)) {
+            1
+        } else {
+            0
+        };
         if as_json {
             let doc = json!({
                 "operator": p.name,
@@ -165,10 +238,33 @@ pub fn run(
                 "s_op": s_op,
                 "wall_s": wall_s,
             });
-            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
         } else {
-            println!("{} · {} · {} ({} SMs) · driver {} · NVRTC {} · T_SOL on {}", p.name, candidate.name, dev.name, dev.sm_count, driver, nvrtc.unwrap_or_default(), hw.key);
-            println!("{:>5} {:<11} {:>11} {:>11} {:>11} {:>8} {:>7} {:>11} {:>5}", "shape", "verdict", "median ms", "min ms", "T_SOL ms", "S", "IQR%", "max |err|", "n");
+            println!(
+                "{} · {} · {} ({} SMs) · driver {} · NVRTC {} · T_SOL on {}",
+                p.name,
+                candidate.name,
+                dev.name,
+                dev.sm_count,
+                driver,
+                nvrtc.unwrap_or_default(),
+                hw.key
+            );
+            println!(
+                "{:>5} {:<11} {:>11} {:>11} {:>11} {:>8} {:>7} {:>11} {:>5}",
+                "shape",
+                "verdict",
+                "median ms",
+                "min ms",
+                "T_SOL ms",
+                "S",
+                "IQR%",
+                "max |err|",
+                "n"
+            );
             for r in &o.shapes {
                 let t = r.timing.as_ref();
                 let err = r.checks.iter().map(|c| c.max_abs).fold(0.0, f64::max);
@@ -176,11 +272,14 @@ pub fn run(
                     "{:>5} {:<11} {:>11} {:>11} {:>11.5} {:>8} {:>7} {:>11.3e} {:>5}",
                     r.shape,
                     r.verdict.name(),
-                    t.map(|t| format!("{:.5}", t.median_ms)).unwrap_or_else(|| "-".into()),
-                    t.map(|t| format!("{:.5}", t.min_ms)).unwrap_or_else(|| "-".into()),
+                    t.map(|t| format!("{:.5}", t.median_ms))
+                        .unwrap_or_else(|| "-".into()),
+                    t.map(|t| format!("{:.5}", t.min_ms))
+                        .unwrap_or_else(|| "-".into()),
                     r.sol_ms,
                     r.s.map(|s| format!("{s:.3}")).unwrap_or_else(|| "-".into()),
-                    t.map(|t| format!("{:.1}", t.rel_iqr * 100.0)).unwrap_or_else(|| "-".into()),
+                    t.map(|t| format!("{:.1}", t.rel_iqr * 100.0))
+                        .unwrap_or_else(|| "-".into()),
                     err,
                     t.map(|t| t.n.to_string()).unwrap_or_else(|| "-".into()),
                 );
@@ -190,12 +289,18 @@ pub fn run(
             }
             println!(
                 "S_op = {s_op:.4} ({} of {} shapes passed){}",
-                o.shapes.iter().filter(|r| r.verdict == Verdict::Pass).count(),
+                o.shapes
+                    .iter()
+                    .filter(|r| r.verdict == Verdict::Pass)
+                    .count(),
                 ids.len(),
                 if quick { " · quick" } else { "" }
             );
             if let Some(m) = &o.message {
-                println!("{}: {m}", o.verdict.as_ref().map(|v| v.name()).unwrap_or("error"));
+                println!(
+                    "{}: {m}",
+                    o.verdict.as_ref().map(|v| v.name()).unwrap_or("error")
+                );
             }
         }
         Ok(code)
@@ -204,7 +309,10 @@ pub fn run(
 
 /// Where calibration results are cached.
 pub fn calibration_file(gpu_name: &str) -> Option<std::path::PathBuf> {
-    let safe: String = gpu_name.chars().map(|c| if c.is_alphanumeric() { c } else { '_' }).collect();
+    let safe: String = gpu_name
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { '_' })
+        .collect();
     dirs::cache_dir().map(|d| d.join("atrex-tui").join(format!("calibration-{safe}.json")))
 }
 

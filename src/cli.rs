@@ -7,7 +7,11 @@ use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Parser, Debug)]
-#[command(name = "atrex-tui", version, about = "A terminal workbench for GPU kernel engineering")]
+#[command(
+    name = "atrex-tui",
+    version,
+    about = "A terminal workbench for GPU kernel engineering"
+)]
 pub struct Cli {
     /// The workspace directory (suite edits, accepted kernels, sessions). Default: the current
     /// directory when it has problems/, else the user's data directory.
@@ -102,19 +106,44 @@ pub fn main() -> i32 {
     let ws = Workspace::resolve(cli.workspace.as_deref());
     let result = match cli.command {
         None => crate::tui::run(&ws),
-        Some(Command::Suite { hardware, phase, shapes, json }) => {
-            load_suite(&ws).and_then(|s| cmd_suite(&s, &hardware, phase, shapes, json))
-        }
+        Some(Command::Suite {
+            hardware,
+            phase,
+            shapes,
+            json,
+        }) => load_suite(&ws).and_then(|s| cmd_suite(&s, &hardware, phase, shapes, json)),
         Some(Command::ImportAtrexBench { dir, write, json }) => {
             load_suite(&ws).and_then(|s| cmd_import(&s, &ws, &dir, write, json))
         }
         Some(Command::Doctor { json }) => crate::doctor::run(&ws, json),
-        Some(Command::Bench { op, kernel, shapes, quick, full: _, hardware, device, json }) => {
-            load_suite(&ws).and_then(|s| crate::bench::run(&s, &op, kernel.as_deref(), &shapes, quick, hardware.as_deref(), device, json))
-        }
+        Some(Command::Bench {
+            op,
+            kernel,
+            shapes,
+            quick,
+            full: _,
+            hardware,
+            device,
+            json,
+        }) => load_suite(&ws).and_then(|s| {
+            crate::bench::run(
+                &s,
+                &op,
+                kernel.as_deref(),
+                &shapes,
+                quick,
+                hardware.as_deref(),
+                device,
+                json,
+            )
+        }),
         Some(Command::Calibrate { device, json }) => crate::bench::calibrate(device, json),
         Some(Command::Worker { device, simulate }) => {
-            return if simulate { crate::engine::simulate::main() } else { crate::engine::worker::main(device) };
+            return if simulate {
+                crate::engine::simulate::main()
+            } else {
+                crate::engine::worker::main(device)
+            };
         }
     };
     match result {
@@ -127,7 +156,12 @@ pub fn main() -> i32 {
 }
 
 /// The JSON document of `suite --json`.
-pub fn suite_json(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool) -> Result<serde_json::Value, String> {
+pub fn suite_json(
+    suite: &Suite,
+    hardware: &str,
+    phase: PhaseFilter,
+    shapes: bool,
+) -> Result<serde_json::Value, String> {
     let hw = suite.hardware(hardware)?;
     let weights = suite.weights(phase);
     let mut ops = Vec::new();
@@ -146,8 +180,11 @@ pub fn suite_json(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: boo
             for s in &p.shapes {
                 let w = p.work(s).map_err(|e| e.to_string())?;
                 let sol = roofline::sol(&w, hw)?;
-                let params: serde_json::Map<String, serde_json::Value> =
-                    s.params.iter().map(|(k, v)| (k.clone(), v.to_json())).collect();
+                let params: serde_json::Map<String, serde_json::Value> = s
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect();
                 let flops: serde_json::Map<String, serde_json::Value> = w
                     .flops
                     .iter()
@@ -175,10 +212,19 @@ pub fn suite_json(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: boo
     }))
 }
 
-fn cmd_suite(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool, json: bool) -> Result<i32, String> {
+fn cmd_suite(
+    suite: &Suite,
+    hardware: &str,
+    phase: PhaseFilter,
+    shapes: bool,
+    json: bool,
+) -> Result<i32, String> {
     let doc = suite_json(suite, hardware, phase, shapes)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
         return Ok(0);
     }
     let hw = suite.hardware(hardware)?;
@@ -191,7 +237,10 @@ fn cmd_suite(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool, js
         hw.name,
         suite.source.describe()
     );
-    println!("{:<30} {:<10} {:>8} {:>10} {:<15} {:>6}", "operator", "id", "weight", "raw", "phase", "shapes");
+    println!(
+        "{:<30} {:<10} {:>8} {:>10} {:<15} {:>6}",
+        "operator", "id", "weight", "raw", "phase", "shapes"
+    );
     for op in doc["operators"].as_array().into_iter().flatten() {
         println!(
             "{:<30} {:<10} {:>7.2}% {:>10.6} {:<15} {:>6}",
@@ -210,7 +259,11 @@ fn cmd_suite(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool, js
                     .flatten()
                     .map(|(k, v)| {
                         let v = v.to_string();
-                        let v = if v.len() > 24 { format!("{}…", &v[..23]) } else { v };
+                        let v = if v.len() > 24 {
+                            format!("{}…", &v[..23])
+                        } else {
+                            v
+                        };
                         format!("{k}={v}")
                     })
                     .collect();
@@ -223,7 +276,11 @@ fn cmd_suite(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool, js
                 println!(
                     "    #{:<4} W {:<28} Q {:>14} + {:>14} B  SOL {:>11.6} ms  {:<8}  {}",
                     s["id"],
-                    if flops.is_empty() { "-".to_string() } else { flops.join(",") },
+                    if flops.is_empty() {
+                        "-".to_string()
+                    } else {
+                        flops.join(",")
+                    },
                     s["q_read_bytes"],
                     s["q_write_bytes"],
                     s["sol_ms"].as_f64().unwrap_or(0.0),
@@ -236,7 +293,13 @@ fn cmd_suite(suite: &Suite, hardware: &str, phase: PhaseFilter, shapes: bool, js
     Ok(0)
 }
 
-fn cmd_import(suite: &Suite, ws: &Workspace, dir: &std::path::Path, write: bool, json: bool) -> Result<i32, String> {
+fn cmd_import(
+    suite: &Suite,
+    ws: &Workspace,
+    dir: &std::path::Path,
+    write: bool,
+    json: bool,
+) -> Result<i32, String> {
     let target = ws.dir.join("problems");
     if write && !target.join("suite.toml").is_file() {
         return Err(format!(
@@ -246,7 +309,10 @@ fn cmd_import(suite: &Suite, ws: &Workspace, dir: &std::path::Path, write: bool,
     }
     let report = crate::import::import(suite, dir, if write { Some(&target) } else { None })?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?
+        );
     } else {
         println!(
             "compared {} operators, {} shapes with {}",
@@ -260,12 +326,18 @@ fn cmd_import(suite: &Suite, ws: &Workspace, dir: &std::path::Path, write: bool,
         }
         for d in &report.disagreements {
             let shape = d.shape.map(|s| format!(" shape {s}")).unwrap_or_default();
-            println!("  {}{shape}: {}: ours {} · benchmark {}", d.operator, d.what, d.ours, d.theirs);
+            println!(
+                "  {}{shape}: {}: ours {} · benchmark {}",
+                d.operator, d.what, d.ours, d.theirs
+            );
         }
         for w in &report.written {
             println!("  wrote {w}");
         }
-        if report.disagreements.is_empty() && report.missing_in_bench.is_empty() && report.missing_in_problems.is_empty() {
+        if report.disagreements.is_empty()
+            && report.missing_in_bench.is_empty()
+            && report.missing_in_problems.is_empty()
+        {
             println!("problems/ agrees with the benchmark");
         }
     }

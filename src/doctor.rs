@@ -5,7 +5,9 @@ use serde_json::json;
 
 /// Terminal colour support from the environment.
 pub fn colour_support() -> &'static str {
-    let ct = std::env::var("COLORTERM").unwrap_or_default().to_lowercase();
+    let ct = std::env::var("COLORTERM")
+        .unwrap_or_default()
+        .to_lowercase();
     if ct.contains("truecolor") || ct.contains("24bit") {
         return "truecolor";
     }
@@ -27,7 +29,11 @@ pub fn find_ncu() -> Option<std::path::PathBuf> {
 /// Which LLM endpoint is configured, without any secret.
 pub fn llm_endpoint() -> Option<String> {
     if let Ok(url) = std::env::var("OPENAI_BASE_URL") {
-        let key = if std::env::var("OPENAI_API_KEY").is_ok() { "key set" } else { "no key" };
+        let key = if std::env::var("OPENAI_API_KEY").is_ok() {
+            "key set"
+        } else {
+            "no key"
+        };
         return Some(format!("OpenAI-compatible at {url} ({key})"));
     }
     if std::env::var("OPENAI_API_KEY").is_ok() {
@@ -56,19 +62,32 @@ pub fn run(ws: &Workspace, as_json: bool) -> Result<i32, String> {
             "llm_endpoint": llm,
             "terminal_colours": colours,
         });
-        println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
         return Ok(0);
     }
     println!("atrex-tui {}", env!("CARGO_PKG_VERSION"));
     println!("workspace:  {} ({})", ws.dir.display(), ws.reason);
     match &suite {
-        Ok(s) => println!("suite:      {} — {} operators, {} shapes", s.source.describe(), s.problems.len(), s.shape_count()),
+        Ok(s) => println!(
+            "suite:      {} — {} operators, {} shapes",
+            s.source.describe(),
+            s.problems.len(),
+            s.shape_count()
+        ),
         Err(e) => println!("suite:      error: {e}"),
     }
     match &probe {
         Ok(p) => {
             println!("driver:     CUDA {} (libcuda found)", p.driver_version);
-            println!("nvrtc:      {}", p.nvrtc_version.as_deref().unwrap_or("not found: kernels cannot be compiled"));
+            println!(
+                "nvrtc:      {}",
+                p.nvrtc_version
+                    .as_deref()
+                    .unwrap_or("not found: kernels cannot be compiled")
+            );
             if p.devices.is_empty() {
                 println!("gpus:       none visible");
             }

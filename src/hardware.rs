@@ -55,20 +55,32 @@ pub fn parse(file: &str, text: &str) -> Result<HardwareProfile, LoadError> {
         field: Some(field.to_string()),
         line: text
             .lines()
-            .position(|l| l.trim_start().starts_with(field.rsplit('.').next().unwrap_or(field)))
+            .position(|l| {
+                l.trim_start()
+                    .starts_with(field.rsplit('.').next().unwrap_or(field))
+            })
             .map(|i| i + 1)
             .or(Some(line_of(text, 0))),
         msg,
     };
     if !(raw.hbm_bytes_per_s.is_finite() && raw.hbm_bytes_per_s > 0.0) {
-        return Err(bad("hbm_bytes_per_s", format!("{} is not a positive rate", raw.hbm_bytes_per_s)));
+        return Err(bad(
+            "hbm_bytes_per_s",
+            format!("{} is not a positive rate", raw.hbm_bytes_per_s),
+        ));
     }
     for (d, v) in &raw.peak_flops {
         if !crate::suite::DTYPES.contains(&d.as_str()) {
-            return Err(bad(&format!("peak_flops.{d}"), format!("unknown dtype `{d}`")));
+            return Err(bad(
+                &format!("peak_flops.{d}"),
+                format!("unknown dtype `{d}`"),
+            ));
         }
         if !(v.is_finite() && *v > 0.0) {
-            return Err(bad(&format!("peak_flops.{d}"), format!("{v} is not a positive rate")));
+            return Err(bad(
+                &format!("peak_flops.{d}"),
+                format!("{v} is not a positive rate"),
+            ));
         }
     }
     Ok(HardwareProfile {

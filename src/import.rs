@@ -55,7 +55,8 @@ pub struct BenchRoof {
 }
 
 fn shape_id(k: &str, file: &Path) -> Result<u32, String> {
-    k.parse::<u32>().map_err(|_| format!("{}: shape key `{k}` is not an integer", file.display()))
+    k.parse::<u32>()
+        .map_err(|_| format!("{}: shape key `{k}` is not an integer", file.display()))
 }
 
 /// Reads one operator's files under DIR/data/<op>/.
@@ -64,14 +65,17 @@ pub fn read_bench_op(data: &Path, name: &str) -> Result<BenchOp, String> {
     let mut shapes = BTreeMap::new();
     let sf = dir.join("shapes.json");
     let sj = read_json(&sf)?;
-    let obj = sj.as_object().ok_or_else(|| format!("{}: not an object", sf.display()))?;
+    let obj = sj
+        .as_object()
+        .ok_or_else(|| format!("{}: not an object", sf.display()))?;
     for (k, v) in obj {
         let mut params = BTreeMap::new();
         for part in ["init_kwargs", "input_kwargs"] {
             if let Some(m) = v.get(part).and_then(|x| x.as_object()) {
                 for (pk, pv) in m {
-                    let val = Value::from_json(pv)
-                        .ok_or_else(|| format!("{}: shape {k}: unsupported value for {pk}", sf.display()))?;
+                    let val = Value::from_json(pv).ok_or_else(|| {
+                        format!("{}: shape {k}: unsupported value for {pk}", sf.display())
+                    })?;
                     params.insert(pk.clone(), val);
                 }
             }
@@ -86,19 +90,33 @@ pub fn read_bench_op(data: &Path, name: &str) -> Result<BenchOp, String> {
             let flops = v
                 .get("semantic_W_flops")
                 .and_then(|x| x.as_object())
-                .map(|o| o.iter().filter_map(|(d, n)| Some((d.clone(), n.as_f64()?))).collect())
+                .map(|o| {
+                    o.iter()
+                        .filter_map(|(d, n)| Some((d.clone(), n.as_f64()?)))
+                        .collect()
+                })
                 .unwrap_or_default();
             let sol_ms = v
                 .get("SOL_time_ms")
                 .and_then(|x| x.as_object())
-                .map(|o| o.iter().filter_map(|(d, n)| Some((d.clone(), n.as_f64()?))).collect())
+                .map(|o| {
+                    o.iter()
+                        .filter_map(|(d, n)| Some((d.clone(), n.as_f64()?)))
+                        .collect()
+                })
                 .unwrap_or_default();
             roofline.insert(
                 shape_id(k, &rf)?,
                 BenchRoof {
                     flops,
-                    read_bytes: v.get("semantic_Q_read_bytes").and_then(|x| x.as_f64()).unwrap_or(f64::NAN),
-                    write_bytes: v.get("semantic_Q_write_bytes").and_then(|x| x.as_f64()).unwrap_or(f64::NAN),
+                    read_bytes: v
+                        .get("semantic_Q_read_bytes")
+                        .and_then(|x| x.as_f64())
+                        .unwrap_or(f64::NAN),
+                    write_bytes: v
+                        .get("semantic_Q_write_bytes")
+                        .and_then(|x| x.as_f64())
+                        .unwrap_or(f64::NAN),
                     sol_ms,
                 },
             );
@@ -124,7 +142,13 @@ pub fn read_bench_op(data: &Path, name: &str) -> Result<BenchOp, String> {
             }
         }
     }
-    Ok(BenchOp { name: name.to_string(), importance, shapes, roofline, production })
+    Ok(BenchOp {
+        name: name.to_string(),
+        importance,
+        shapes,
+        roofline,
+        production,
+    })
 }
 
 /// Lists the operators of a checkout: folders of DIR/data with a shapes.json.
@@ -141,7 +165,10 @@ pub fn bench_operators(dir: &Path) -> Result<Vec<String>, String> {
 }
 
 fn fmt_params(p: &BTreeMap<String, Value>) -> String {
-    p.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    p.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn same(a: f64, b: f64) -> bool {
@@ -160,24 +187,46 @@ pub fn compare_op(p: &Problem, b: &BenchOp) -> Vec<Disagreement> {
     };
     if let Some(imp) = b.importance {
         if !same(imp, p.importance) {
-            out.push(d(None, "importance", p.importance.to_string(), imp.to_string()));
+            out.push(d(
+                None,
+                "importance",
+                p.importance.to_string(),
+                imp.to_string(),
+            ));
         }
     }
     let ours: BTreeSet<u32> = p.shapes.iter().map(|s| s.id).collect();
     let theirs: BTreeSet<u32> = b.shapes.keys().copied().collect();
     for id in theirs.difference(&ours) {
-        out.push(d(Some(*id), "shape missing in problems/", String::new(), fmt_params(&b.shapes[id])));
+        out.push(d(
+            Some(*id),
+            "shape missing in problems/",
+            String::new(),
+            fmt_params(&b.shapes[id]),
+        ));
     }
     for id in ours.difference(&theirs) {
-        out.push(d(Some(*id), "shape missing in the benchmark", String::new(), String::new()));
+        out.push(d(
+            Some(*id),
+            "shape missing in the benchmark",
+            String::new(),
+            String::new(),
+        ));
     }
     for s in &p.shapes {
-        let Some(bp) = b.shapes.get(&s.id) else { continue };
+        let Some(bp) = b.shapes.get(&s.id) else {
+            continue;
+        };
         // Compare benchmark parameters (recorded ones are ours alone).
         let ours_p: BTreeMap<String, Value> = s
             .params
             .iter()
-            .filter(|(k, _)| p.params.get(*k).map(|d| d.source != "recorded").unwrap_or(true))
+            .filter(|(k, _)| {
+                p.params
+                    .get(*k)
+                    .map(|d| d.source != "recorded")
+                    .unwrap_or(true)
+            })
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let keys: BTreeSet<&String> = ours_p.keys().chain(bp.keys()).collect();
@@ -186,10 +235,17 @@ pub fn compare_op(p: &Problem, b: &BenchOp) -> Vec<Disagreement> {
             _ => true,
         });
         if mismatch {
-            out.push(d(Some(s.id), "parameters", fmt_params(&ours_p), fmt_params(bp)));
+            out.push(d(
+                Some(s.id),
+                "parameters",
+                fmt_params(&ours_p),
+                fmt_params(bp),
+            ));
             continue;
         }
-        let Some(br) = b.roofline.get(&s.id) else { continue };
+        let Some(br) = b.roofline.get(&s.id) else {
+            continue;
+        };
         match p.work(s) {
             Err(e) => out.push(d(Some(s.id), "W/Q", e.to_string(), String::new())),
             Ok(w) => {
@@ -202,15 +258,26 @@ pub fn compare_op(p: &Problem, b: &BenchOp) -> Vec<Disagreement> {
                             Some(s.id),
                             &format!("W[{k}]"),
                             a.map(|x| format!("{x}")).unwrap_or_else(|| "absent".into()),
-                            bb.map(|x| format!("{x}")).unwrap_or_else(|| "absent".into()),
+                            bb.map(|x| format!("{x}"))
+                                .unwrap_or_else(|| "absent".into()),
                         ));
                     }
                 }
                 if !same(w.read_bytes, br.read_bytes) {
-                    out.push(d(Some(s.id), "Q_read", w.read_bytes.to_string(), br.read_bytes.to_string()));
+                    out.push(d(
+                        Some(s.id),
+                        "Q_read",
+                        w.read_bytes.to_string(),
+                        br.read_bytes.to_string(),
+                    ));
                 }
                 if !same(w.write_bytes, br.write_bytes) {
-                    out.push(d(Some(s.id), "Q_write", w.write_bytes.to_string(), br.write_bytes.to_string()));
+                    out.push(d(
+                        Some(s.id),
+                        "Q_write",
+                        w.write_bytes.to_string(),
+                        br.write_bytes.to_string(),
+                    ));
                 }
             }
         }
@@ -228,15 +295,34 @@ pub fn compare_op(p: &Problem, b: &BenchOp) -> Vec<Disagreement> {
 }
 
 /// Runs the comparison; with `write`, updates problems/ under `problems_dir`.
-pub fn import(suite: &Suite, bench_dir: &Path, write_to: Option<&Path>) -> Result<ImportReport, String> {
-    let mut report = ImportReport { bench_dir: bench_dir.display().to_string(), ..Default::default() };
+pub fn import(
+    suite: &Suite,
+    bench_dir: &Path,
+    write_to: Option<&Path>,
+) -> Result<ImportReport, String> {
+    let mut report = ImportReport {
+        bench_dir: bench_dir.display().to_string(),
+        ..Default::default()
+    };
     let theirs = bench_operators(bench_dir)?;
     let ours: Vec<String> = suite.problems.iter().map(|p| p.name.clone()).collect();
-    report.missing_in_problems = theirs.iter().filter(|n| !ours.contains(n)).cloned().collect();
-    report.missing_in_bench = ours.iter().filter(|n| !theirs.contains(n)).cloned().collect();
+    report.missing_in_problems = theirs
+        .iter()
+        .filter(|n| !ours.contains(n))
+        .cloned()
+        .collect();
+    report.missing_in_bench = ours
+        .iter()
+        .filter(|n| !theirs.contains(n))
+        .cloned()
+        .collect();
     // Importance from operator_importance.json, where present.
     let imp_file = bench_dir.join("data").join("operator_importance.json");
-    let imp_json = if imp_file.is_file() { Some(read_json(&imp_file)?) } else { None };
+    let imp_json = if imp_file.is_file() {
+        Some(read_json(&imp_file)?)
+    } else {
+        None
+    };
     for p in &suite.problems {
         if !theirs.contains(&p.name) {
             continue;
@@ -268,7 +354,10 @@ pub fn import(suite: &Suite, bench_dir: &Path, write_to: Option<&Path>) -> Resul
 /// problem.toml, keeping everything above the first [[shapes]] as it is.
 fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let head_end = text.find("\n[[shapes]]").map(|i| i + 1).unwrap_or(text.len());
+    let head_end = text
+        .find("\n[[shapes]]")
+        .map(|i| i + 1)
+        .unwrap_or(text.len());
     let mut head = text[..head_end].to_string();
     if let Some(imp) = b.importance {
         let mut lines: Vec<String> = head.lines().map(|l| l.to_string()).collect();
@@ -287,14 +376,21 @@ fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
         // Keep our recorded parameters.
         if let Some(o) = old {
             for (k, v) in &o.params {
-                if p.params.get(k).map(|d| d.source == "recorded").unwrap_or(false) {
+                if p.params
+                    .get(k)
+                    .map(|d| d.source == "recorded")
+                    .unwrap_or(false)
+                {
                     merged.insert(k.clone(), v.clone());
                 }
             }
         }
         out.push_str("\n[[shapes]]\n");
         out.push_str(&format!("id = {id}\n"));
-        let ps: Vec<String> = merged.iter().map(|(k, v)| format!("{k} = {}", toml_value(v))).collect();
+        let ps: Vec<String> = merged
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", toml_value(v)))
+            .collect();
         out.push_str(&format!("params = {{ {} }}\n", ps.join(", ")));
         if let Some(o) = old {
             if !o.note.is_empty() {
@@ -303,7 +399,10 @@ fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
         }
         if let Some(prod) = b.production.get(id) {
             if !prod.is_empty() {
-                let ps: Vec<String> = prod.iter().map(|(k, v)| format!("{} = {v}", toml::Value::String(k.clone()))).collect();
+                let ps: Vec<String> = prod
+                    .iter()
+                    .map(|(k, v)| format!("{} = {v}", toml::Value::String(k.clone())))
+                    .collect();
                 out.push_str(&format!("production_us = {{ {} }}\n", ps.join(", ")));
             }
         }
@@ -318,10 +417,17 @@ fn toml_value(v: &Value) -> String {
         Value::Int(i) => i.to_string(),
         Value::Float(x) => {
             let s = format!("{x:?}");
-            if s.contains('.') || s.contains('e') { s } else { format!("{s}.0") }
+            if s.contains('.') || s.contains('e') {
+                s
+            } else {
+                format!("{s}.0")
+            }
         }
         Value::Bool(b) => b.to_string(),
         Value::Str(s) => toml::Value::String(s.clone()).to_string(),
-        Value::List(xs) => format!("[{}]", xs.iter().map(toml_value).collect::<Vec<_>>().join(", ")),
+        Value::List(xs) => format!(
+            "[{}]",
+            xs.iter().map(toml_value).collect::<Vec<_>>().join(", ")
+        ),
     }
 }

@@ -55,19 +55,29 @@ pub fn sol(w: &WorkQ, hw: &HardwareProfile) -> Result<Sol, String> {
     }
     let memory_s = w.bytes() / hw.hbm_bytes_per_s;
     let sol_s = compute_s.max(memory_s);
-    let bottleneck = if memory_s > 0.0 && compute_s > 0.0 && (compute_s / memory_s - 1.0).abs() <= 0.05 {
-        Bottleneck::Balanced
-    } else if compute_s > memory_s {
-        Bottleneck::Compute
-    } else {
-        Bottleneck::Memory
-    };
-    Ok(Sol { compute_s, memory_s, sol_s, bottleneck })
+    let bottleneck =
+        if memory_s > 0.0 && compute_s > 0.0 && (compute_s / memory_s - 1.0).abs() <= 0.05 {
+            Bottleneck::Balanced
+        } else if compute_s > memory_s {
+            Bottleneck::Compute
+        } else {
+            Bottleneck::Memory
+        };
+    Ok(Sol {
+        compute_s,
+        memory_s,
+        sol_s,
+        bottleneck,
+    })
 }
 
 /// S = T_SOL / T_measured. Never capped: S > 1 is an inconsistency the caller reports.
 pub fn speed_of_light_fraction(sol_s: f64, measured_s: f64) -> f64 {
-    if measured_s > 0.0 { sol_s / measured_s } else { 0.0 }
+    if measured_s > 0.0 {
+        sol_s / measured_s
+    } else {
+        0.0
+    }
 }
 
 /// Median of the values (mean of the middle two for an even count); 0 for none.
@@ -78,7 +88,11 @@ pub fn median(values: &[f64]) -> f64 {
     let mut v: Vec<f64> = values.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
 }
 
 /// The result of one shape for scoring: its S when it passed correctness, else failed (counts 0).
@@ -146,7 +160,11 @@ mod tests {
 
     #[test]
     fn sol_takes_the_larger_time_and_sums_dtype_paths() {
-        let s = sol(&wq(&[("bf16", 100e12), ("fp32", 10e12)], 0.5e12, 0.5e12), &hw()).unwrap();
+        let s = sol(
+            &wq(&[("bf16", 100e12), ("fp32", 10e12)], 0.5e12, 0.5e12),
+            &hw(),
+        )
+        .unwrap();
         assert_eq!(s.compute_s, 2.0);
         assert_eq!(s.memory_s, 1.0);
         assert_eq!(s.sol_s, 2.0);
@@ -170,12 +188,23 @@ mod tests {
 
     #[test]
     fn unknown_dtype_is_an_error() {
-        assert!(sol(&wq(&[("fp8_e4m3", 1.0)], 1.0, 1.0), &hw()).unwrap_err().contains("fp8_e4m3"));
+        assert!(
+            sol(&wq(&[("fp8_e4m3", 1.0)], 1.0, 1.0), &hw())
+                .unwrap_err()
+                .contains("fp8_e4m3")
+        );
     }
 
     #[test]
     fn s_op_is_the_median_with_failures_as_zero() {
-        assert_eq!(s_op(&[ShapeScore::Passed(0.5), ShapeScore::Passed(0.7), ShapeScore::Failed]), 0.5);
+        assert_eq!(
+            s_op(&[
+                ShapeScore::Passed(0.5),
+                ShapeScore::Passed(0.7),
+                ShapeScore::Failed
+            ]),
+            0.5
+        );
         assert_eq!(s_op(&[ShapeScore::Passed(0.4), ShapeScore::Failed]), 0.2);
         assert_eq!(s_op(&[ShapeScore::Passed(1.3)]), 1.3, "never capped");
         assert_eq!(s_op(&[]), 0.0);

@@ -129,7 +129,11 @@ impl SuiteSource {
 
 /// 1-based line of a byte offset.
 pub fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset.min(text.len())].bytes().filter(|b| *b == b'\n').count() + 1
+    text[..offset.min(text.len())]
+        .bytes()
+        .filter(|b| *b == b'\n')
+        .count()
+        + 1
 }
 
 /// Operator phase.
@@ -406,15 +410,19 @@ impl Problem {
     }
 
     fn eval_num(&self, env: &Env, e: &SrcExpr, field: &str, shape: u32) -> Result<f64, LoadError> {
-        let v = e.expr.eval(env).map_err(|x| {
-            self.err(field, e.line, format!("shape {shape}: {x} in `{}`", e.src))
-        })?;
+        let v = e
+            .expr
+            .eval(env)
+            .map_err(|x| self.err(field, e.line, format!("shape {shape}: {x} in `{}`", e.src)))?;
         match v.as_f64() {
             Some(x) if x.is_finite() && x >= 0.0 => Ok(x),
             _ => Err(self.err(
                 field,
                 e.line,
-                format!("shape {shape}: `{}` gives {v}, not a non-negative number", e.src),
+                format!(
+                    "shape {shape}: `{}` gives {v}, not a non-negative number",
+                    e.src
+                ),
             )),
         }
     }
@@ -428,7 +436,10 @@ impl Problem {
     pub fn work_in(&self, env: &Env, shape_id: u32) -> Result<WorkQ, LoadError> {
         let mut flops = BTreeMap::new();
         for (d, e) in &self.flops {
-            flops.insert(d.clone(), self.eval_num(env, e, &format!("work.flops.{d}"), shape_id)?);
+            flops.insert(
+                d.clone(),
+                self.eval_num(env, e, &format!("work.flops.{d}"), shape_id)?,
+            );
         }
         Ok(WorkQ {
             flops,
@@ -443,7 +454,11 @@ impl Problem {
             .iter()
             .map(|e| {
                 let v = e.expr.eval(env).map_err(|x| {
-                    self.err(&format!("tensor {}", t.name), e.line, format!("{x} in `{}`", e.src))
+                    self.err(
+                        &format!("tensor {}", t.name),
+                        e.line,
+                        format!("{x} in `{}`", e.src),
+                    )
                 })?;
                 match v.as_int() {
                     Some(i) if i >= 0 => Ok(i as usize),
@@ -548,7 +563,9 @@ impl Suite {
     }
 
     pub fn problem(&self, name: &str) -> Option<&Problem> {
-        self.problems.iter().find(|p| p.name == name || p.id == name)
+        self.problems
+            .iter()
+            .find(|p| p.name == name || p.id == name)
     }
 
     /// Σ raw importance over all operators.
@@ -567,14 +584,31 @@ impl Suite {
         self.problems
             .iter()
             .filter(|p| phase.admits(&p.phases))
-            .map(|p| (p.name.clone(), if total > 0.0 { p.importance / total } else { 0.0 }))
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    if total > 0.0 {
+                        p.importance / total
+                    } else {
+                        0.0
+                    },
+                )
+            })
             .collect()
     }
 
     /// Operators admitted by the filter, in descending weight (ties by name).
     pub fn by_weight(&self, phase: PhaseFilter) -> Vec<&Problem> {
-        let mut v: Vec<&Problem> = self.problems.iter().filter(|p| phase.admits(&p.phases)).collect();
-        v.sort_by(|a, b| b.importance.total_cmp(&a.importance).then(a.name.cmp(&b.name)));
+        let mut v: Vec<&Problem> = self
+            .problems
+            .iter()
+            .filter(|p| phase.admits(&p.phases))
+            .collect();
+        v.sort_by(|a, b| {
+            b.importance
+                .total_cmp(&a.importance)
+                .then(a.name.cmp(&b.name))
+        });
         v
     }
 
@@ -593,7 +627,12 @@ impl Suite {
     }
 }
 
-pub(crate) fn toml_error(file: &str, op: Option<&str>, text: &str, e: toml::de::Error) -> LoadError {
+pub(crate) fn toml_error(
+    file: &str,
+    op: Option<&str>,
+    text: &str,
+    e: toml::de::Error,
+) -> LoadError {
     let line = e.span().map(|s| line_of(text, s.start));
     let msg = e.message().to_string();
     let field = msg
@@ -609,7 +648,13 @@ pub(crate) fn toml_error(file: &str, op: Option<&str>, text: &str, e: toml::de::
     }
 }
 
-fn parse_expr(file: &str, op: &str, field: &str, text: &str, s: &Spanned<String>) -> Result<SrcExpr, LoadError> {
+fn parse_expr(
+    file: &str,
+    op: &str,
+    field: &str,
+    text: &str,
+    s: &Spanned<String>,
+) -> Result<SrcExpr, LoadError> {
     let line = line_of(text, s.span().start);
     let src = s.get_ref().clone();
     let expr = expr::parse(&src).map_err(|e| LoadError {
@@ -624,7 +669,8 @@ fn parse_expr(file: &str, op: &str, field: &str, text: &str, s: &Spanned<String>
 
 /// Parses one problem.toml. `folder` is the operator folder name.
 pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, LoadError> {
-    let raw: RawProblem = toml::from_str(text).map_err(|e| toml_error(file, Some(folder), text, e))?;
+    let raw: RawProblem =
+        toml::from_str(text).map_err(|e| toml_error(file, Some(folder), text, e))?;
     let op = folder;
     let e = |field: &str, line: usize, msg: String| LoadError {
         file: file.to_string(),
@@ -637,12 +683,19 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         return Err(e(
             "name",
             line_of(text, raw.name.span().start),
-            format!("`{}` does not match its folder `{folder}`", raw.name.get_ref()),
+            format!(
+                "`{}` does not match its folder `{folder}`",
+                raw.name.get_ref()
+            ),
         ));
     }
     let id = raw.id.get_ref().clone();
     if !id.starts_with("atrex_") {
-        return Err(e("id", line_of(text, raw.id.span().start), format!("`{id}` is not of the form atrex_NNN")));
+        return Err(e(
+            "id",
+            line_of(text, raw.id.span().start),
+            format!("`{id}` is not of the form atrex_NNN"),
+        ));
     }
     let check_dtype = |d: &Spanned<String>, field: &str| -> Result<String, LoadError> {
         if DTYPES.contains(&d.get_ref().as_str()) {
@@ -651,7 +704,11 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             Err(e(
                 field,
                 line_of(text, d.span().start),
-                format!("unknown dtype `{}` (known: {})", d.get_ref(), DTYPES.join(", ")),
+                format!(
+                    "unknown dtype `{}` (known: {})",
+                    d.get_ref(),
+                    DTYPES.join(", ")
+                ),
             ))
         }
     };
@@ -671,7 +728,11 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         });
     }
     if phases.is_empty() {
-        return Err(e("phase", line_of(text, raw.phase.span().start), "no phase given".into()));
+        return Err(e(
+            "phase",
+            line_of(text, raw.phase.span().start),
+            "no phase given".into(),
+        ));
     }
     if !(raw.importance.is_finite() && raw.importance >= 0.0) {
         return Err(LoadError {
@@ -689,18 +750,29 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             return Err(e(
                 &format!("params.{name}.type"),
                 line_of(text, p.ty.span().start),
-                format!("unknown parameter type `{ty}` (int, float, bool, str, int_list, float_list)"),
+                format!(
+                    "unknown parameter type `{ty}` (int, float, bool, str, int_list, float_list)"
+                ),
             ));
         }
         let default = match &p.default {
             None => None,
             Some(v) => Some(Value::from_toml(v).ok_or_else(|| {
-                e(&format!("params.{name}.default"), line_of(text, p.ty.span().start), format!("unsupported default {v}"))
+                e(
+                    &format!("params.{name}.default"),
+                    line_of(text, p.ty.span().start),
+                    format!("unsupported default {v}"),
+                )
             })?),
         };
         params.insert(
             name,
-            ParamDecl { ty, source: p.source.unwrap_or_else(|| "input".into()), default, doc: p.doc },
+            ParamDecl {
+                ty,
+                source: p.source.unwrap_or_else(|| "input".into()),
+                default,
+                doc: p.doc,
+            },
         );
     }
     let mut lets = Vec::new();
@@ -708,14 +780,26 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         let line = line_of(text, l.span().start);
         let s = l.get_ref();
         let Some((name, rhs)) = s.split_once('=') else {
-            return Err(e("let", line, format!("`{s}` is not of the form `NAME = expression`")));
+            return Err(e(
+                "let",
+                line,
+                format!("`{s}` is not of the form `NAME = expression`"),
+            ));
         };
         let name = name.trim().to_string();
         if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
             return Err(e("let", line, format!("bad name `{name}` in `{s}`")));
         }
-        let expr = expr::parse(rhs.trim()).map_err(|x| e("let", line, format!("bad expression in `{s}`: {x}")))?;
-        lets.push((name, SrcExpr { src: rhs.trim().to_string(), expr, line }));
+        let expr = expr::parse(rhs.trim())
+            .map_err(|x| e("let", line, format!("bad expression in `{s}`: {x}")))?;
+        lets.push((
+            name,
+            SrcExpr {
+                src: rhs.trim().to_string(),
+                expr,
+                line,
+            },
+        ));
     }
     let tensors = |raws: Vec<RawTensor>, kind: &str| -> Result<Vec<TensorSpec>, LoadError> {
         let mut out = Vec::new();
@@ -723,7 +807,11 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         for t in raws {
             let field = format!("{kind}.{}", t.name);
             if !names.insert(t.name.clone()) {
-                return Err(e(&field, line_of(text, t.dtype.span().start), format!("duplicate {kind} name `{}`", t.name)));
+                return Err(e(
+                    &field,
+                    line_of(text, t.dtype.span().start),
+                    format!("duplicate {kind} name `{}`", t.name),
+                ));
             }
             let dtype = check_dtype(&t.dtype, &format!("{field}.dtype"))?;
             let shape = t
@@ -732,14 +820,22 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
                 .map(|s| parse_expr(file, op, &format!("{field}.shape"), text, s))
                 .collect::<Result<Vec<_>, _>>()?;
             let compare = t.compare.unwrap_or_else(|| {
-                if dtype.starts_with("int") || dtype.starts_with("fp8") || dtype == "bool" || dtype == "uint8" {
+                if dtype.starts_with("int")
+                    || dtype.starts_with("fp8")
+                    || dtype == "bool"
+                    || dtype == "uint8"
+                {
                     "exact".into()
                 } else {
                     "float".into()
                 }
             });
             if compare != "float" && compare != "exact" {
-                return Err(e(&format!("{field}.compare"), line_of(text, t.dtype.span().start), format!("unknown compare `{compare}` (float, exact)")));
+                return Err(e(
+                    &format!("{field}.compare"),
+                    line_of(text, t.dtype.span().start),
+                    format!("unknown compare `{compare}` (float, exact)"),
+                ));
             }
             out.push(TensorSpec {
                 name: t.name,
@@ -755,6 +851,19 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
     };
     let inputs = tensors(raw.inputs, "inputs")?;
     let outputs = tensors(raw.outputs, "outputs")?;
+    for o in &outputs {
+        if inputs.iter().any(|i| i.name == o.name) {
+            let line = o.shape.first().map(|s| s.line).unwrap_or(1);
+            return Err(e(
+                &format!("outputs.{}", o.name),
+                line,
+                format!(
+                    "output `{}` has the name of an input; kernel arguments bind by name, so give it its own (e.g. `{}_out`)",
+                    o.name, o.name
+                ),
+            ));
+        }
+    }
     if outputs.is_empty() {
         return Err(LoadError {
             file: file.into(),
@@ -773,7 +882,10 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
                 format!("unknown dtype `{d}` (known: {})", DTYPES.join(", ")),
             ));
         }
-        flops.insert(d.clone(), parse_expr(file, op, &format!("work.flops.{d}"), text, s)?);
+        flops.insert(
+            d.clone(),
+            parse_expr(file, op, &format!("work.flops.{d}"), text, s)?,
+        );
     }
     let read_bytes = parse_expr(file, op, "work.read_bytes", text, &raw.work.read_bytes)?;
     let write_bytes = parse_expr(file, op, "work.write_bytes", text, &raw.work.write_bytes)?;
@@ -789,13 +901,20 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         let mut sp = BTreeMap::new();
         for (k, v) in &r.params {
             let Some(val) = Value::from_toml(v) else {
-                return Err(e(&format!("shapes.params.{k}"), line, format!("shape {}: unsupported value {v}", r.id)));
+                return Err(e(
+                    &format!("shapes.params.{k}"),
+                    line,
+                    format!("shape {}: unsupported value {v}", r.id),
+                ));
             };
             if !params.is_empty() && !params.contains_key(k) {
                 return Err(e(
                     &format!("shapes.params.{k}"),
                     line,
-                    format!("shape {}: parameter `{k}` is not declared under [params]", r.id),
+                    format!(
+                        "shape {}: parameter `{k}` is not declared under [params]",
+                        r.id
+                    ),
                 ));
             }
             sp.insert(k.clone(), val);
@@ -873,17 +992,26 @@ impl Workspace {
     /// user's data directory.
     pub fn resolve(explicit: Option<&Path>) -> Workspace {
         if let Some(d) = explicit {
-            return Workspace { dir: d.to_path_buf(), reason: "--workspace" };
+            return Workspace {
+                dir: d.to_path_buf(),
+                reason: "--workspace",
+            };
         }
         if let Ok(cwd) = std::env::current_dir() {
             if cwd.join("problems").join("suite.toml").is_file() {
-                return Workspace { dir: cwd, reason: "current directory (has problems/)" };
+                return Workspace {
+                    dir: cwd,
+                    reason: "current directory (has problems/)",
+                };
             }
         }
         let dir = dirs::data_dir()
             .map(|d| d.join("atrex-tui"))
             .unwrap_or_else(|| PathBuf::from(".atrex-tui"));
-        Workspace { dir, reason: "user data directory" }
+        Workspace {
+            dir,
+            reason: "user data directory",
+        }
     }
 
     /// The suite source: the workspace's problems/ when it has one, else the built-in copy.

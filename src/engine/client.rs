@@ -27,8 +27,16 @@ impl WorkerConfig {
             .map(PathBuf::from)
             .or_else(|| std::env::current_exe().ok())
             .unwrap_or_else(|| PathBuf::from("atrex-tui"));
-        let secs = std::env::var("ATREX_WATCHDOG_SECS").ok().and_then(|s| s.parse::<f64>().ok()).unwrap_or(10.0);
-        WorkerConfig { exe, device, watchdog: Duration::from_secs_f64(secs.max(0.1)), extra_args: Vec::new() }
+        let secs = std::env::var("ATREX_WATCHDOG_SECS")
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .unwrap_or(10.0);
+        WorkerConfig {
+            exe,
+            device,
+            watchdog: Duration::from_secs_f64(secs.max(0.1)),
+            extra_args: Vec::new(),
+        }
     }
 }
 
@@ -42,10 +50,20 @@ pub enum JobEvent {
 }
 
 enum Msg {
-    Submit { id: u64, job: Box<Job>, events: mpsc::UnboundedSender<JobEvent> },
-    Cancel { id: u64 },
-    Hello { reply: oneshot::Sender<Result<Event, String>> },
-    Calibrate { reply: oneshot::Sender<Result<Event, String>> },
+    Submit {
+        id: u64,
+        job: Box<Job>,
+        events: mpsc::UnboundedSender<JobEvent>,
+    },
+    Cancel {
+        id: u64,
+    },
+    Hello {
+        reply: oneshot::Sender<Result<Event, String>>,
+    },
+    Calibrate {
+        reply: oneshot::Sender<Result<Event, String>>,
+    },
 }
 
 /// A handle to one worker (one GPU). Cheap to clone.
@@ -63,14 +81,24 @@ impl WorkerClient {
         let (tx, rx) = mpsc::unbounded_channel();
         let restarts = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         tokio::spawn(supervise(cfg, rx, restarts.clone()));
-        WorkerClient { tx, next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)), restarts }
+        WorkerClient {
+            tx,
+            next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
+            restarts,
+        }
     }
 
     /// Queues a job; events arrive on the returned receiver, ending with `Done` or `WorkerLost`.
     pub fn submit(&self, job: Job) -> (u64, mpsc::UnboundedReceiver<JobEvent>) {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (etx, erx) = mpsc::unbounded_channel();
-        let _ = self.tx.send(Msg::Submit { id, job: Box::new(job), events: etx });
+        let _ = self.tx.send(Msg::Submit {
+            id,
+            job: Box::new(job),
+            events: etx,
+        });
         (id, erx)
     }
 
@@ -80,14 +108,20 @@ impl WorkerClient {
 
     pub async fn hello(&self) -> Result<Event, String> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send(Msg::Hello { reply: tx }).map_err(|_| "worker supervisor stopped".to_string())?;
-        rx.await.map_err(|_| "worker supervisor stopped".to_string())?
+        self.tx
+            .send(Msg::Hello { reply: tx })
+            .map_err(|_| "worker supervisor stopped".to_string())?;
+        rx.await
+            .map_err(|_| "worker supervisor stopped".to_string())?
     }
 
     pub async fn calibrate(&self) -> Result<Event, String> {
         let (tx, rx) = oneshot::channel();
-        self.tx.send(Msg::Calibrate { reply: tx }).map_err(|_| "worker supervisor stopped".to_string())?;
-        rx.await.map_err(|_| "worker supervisor stopped".to_string())?
+        self.tx
+            .send(Msg::Calibrate { reply: tx })
+            .map_err(|_| "worker supervisor stopped".to_string())?;
+        rx.await
+            .map_err(|_| "worker supervisor stopped".to_string())?
     }
 }
 
@@ -99,11 +133,18 @@ struct Proc {
 
 async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
     let mut cmd = Command::new(&cfg.exe);
-    cmd.arg("worker").arg("--device").arg(cfg.device.to_string());
+    cmd.arg("worker")
+        .arg("--device")
+        .arg(cfg.device.to_string());
     cmd.args(&cfg.extra_args);
     cmd.env("LD_LIBRARY_PATH", super::locate::worker_ld_library_path());
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start the worker {}: {e}", cfg.exe.display()))?;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the worker {}: {e}", cfg.exe.display()))?;
     let stdin = child.stdin.take().ok_or("worker has no stdin")?;
     let stdout = child.stdout.take().ok_or("worker has no stdout")?;
     let (tx, rx) = mpsc::unbounded_channel();
@@ -115,14 +156,24 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
             }
         }
     });
-    Ok(Proc { child, stdin, lines: rx })
+    Ok(Proc {
+        child,
+        stdin,
+        lines: rx,
+    })
 }
 
 async fn send(p: &mut Proc, r: &Request) -> Result<(), String> {
     let mut line = serde_json::to_string(r).map_err(|e| e.to_string())?;
     line.push('\n');
-    p.stdin.write_all(line.as_bytes()).await.map_err(|e| format!("worker stdin: {e}"))?;
-    p.stdin.flush().await.map_err(|e| format!("worker stdin: {e}"))
+    p.stdin
+        .write_all(line.as_bytes())
+        .await
+        .map_err(|e| format!("worker stdin: {e}"))?;
+    p.stdin
+        .flush()
+        .await
+        .map_err(|e| format!("worker stdin: {e}"))
 }
 
 /// Describes how a worker ended.
@@ -143,7 +194,12 @@ async fn exit_reason(p: &mut Proc) -> String {
 }
 
 /// Waits for one reply to a synchronous request (hello, calibrate).
-async fn request_reply(p: &mut Proc, req: Request, id: u64, limit: Duration) -> Result<Event, String> {
+async fn request_reply(
+    p: &mut Proc,
+    req: Request,
+    id: u64,
+    limit: Duration,
+) -> Result<Event, String> {
     send(p, &req).await?;
     let deadline = tokio::time::Instant::now() + limit;
     loop {
@@ -164,7 +220,11 @@ async fn request_reply(p: &mut Proc, req: Request, id: u64, limit: Duration) -> 
     }
 }
 
-async fn supervise(cfg: WorkerConfig, mut rx: mpsc::UnboundedReceiver<Msg>, restarts: std::sync::Arc<std::sync::atomic::AtomicU64>) {
+async fn supervise(
+    cfg: WorkerConfig,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
     let mut proc: Option<Proc> = None;
     let mut queue: VecDeque<(u64, Box<Job>, mpsc::UnboundedSender<JobEvent>)> = VecDeque::new();
     let mut sync_id: u64 = 1 << 62;
@@ -180,7 +240,13 @@ async fn supervise(cfg: WorkerConfig, mut rx: mpsc::UnboundedReceiver<Msg>, rest
                         Ok(p) => {
                             sync_id += 1;
                             // The first hello also creates the context: allow time for it.
-                            let r = request_reply(p, Request::Hello { id: sync_id }, sync_id, Duration::from_secs(30)).await;
+                            let r = request_reply(
+                                p,
+                                Request::Hello { id: sync_id },
+                                sync_id,
+                                Duration::from_secs(30),
+                            )
+                            .await;
                             if r.is_err() {
                                 drop_proc(&mut proc).await;
                             }
@@ -194,7 +260,13 @@ async fn supervise(cfg: WorkerConfig, mut rx: mpsc::UnboundedReceiver<Msg>, rest
                     let r = match ensure(&cfg, &mut proc).await {
                         Ok(p) => {
                             sync_id += 1;
-                            let r = request_reply(p, Request::Calibrate { id: sync_id }, sync_id, Duration::from_secs(60)).await;
+                            let r = request_reply(
+                                p,
+                                Request::Calibrate { id: sync_id },
+                                sync_id,
+                                Duration::from_secs(60),
+                            )
+                            .await;
                             if r.is_err() {
                                 drop_proc(&mut proc).await;
                             }
@@ -207,17 +279,25 @@ async fn supervise(cfg: WorkerConfig, mut rx: mpsc::UnboundedReceiver<Msg>, rest
             }
             continue;
         }
-        let Some((id, job, events)) = queue.pop_front() else { continue };
+        let Some((id, job, events)) = queue.pop_front() else {
+            continue;
+        };
         let p = match ensure(&cfg, &mut proc).await {
             Ok(p) => p,
             Err(e) => {
-                let _ = events.send(JobEvent::WorkerLost { verdict: Verdict::Error, message: e });
+                let _ = events.send(JobEvent::WorkerLost {
+                    verdict: Verdict::Error,
+                    message: e,
+                });
                 continue;
             }
         };
         if let Err(e) = send(p, &Request::Job { id, job }).await {
             let reason = exit_reason(p).await;
-            let _ = events.send(JobEvent::WorkerLost { verdict: Verdict::Fault, message: format!("{e} ({reason})") });
+            let _ = events.send(JobEvent::WorkerLost {
+                verdict: Verdict::Fault,
+                message: format!("{e} ({reason})"),
+            });
             drop_proc(&mut proc).await;
             restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             continue;
@@ -282,7 +362,10 @@ async fn supervise(cfg: WorkerConfig, mut rx: mpsc::UnboundedReceiver<Msg>, rest
     drop_proc(&mut proc).await;
 }
 
-async fn ensure<'a>(cfg: &WorkerConfig, proc: &'a mut Option<Proc>) -> Result<&'a mut Proc, String> {
+async fn ensure<'a>(
+    cfg: &WorkerConfig,
+    proc: &'a mut Option<Proc>,
+) -> Result<&'a mut Proc, String> {
     let alive = match proc.as_mut() {
         Some(p) => matches!(p.child.try_wait(), Ok(None)),
         None => false,
@@ -290,7 +373,8 @@ async fn ensure<'a>(cfg: &WorkerConfig, proc: &'a mut Option<Proc>) -> Result<&'
     if !alive {
         *proc = Some(start(cfg).await?);
     }
-    proc.as_mut().ok_or_else(|| "worker did not start".to_string())
+    proc.as_mut()
+        .ok_or_else(|| "worker did not start".to_string())
 }
 
 async fn drop_proc(proc: &mut Option<Proc>) {
@@ -302,7 +386,10 @@ async fn drop_proc(proc: &mut Option<Proc>) {
 
 /// Starts a worker, asks for the device description, and stops it (for `doctor`).
 pub fn probe_blocking(device: u32) -> Result<ProbeInfo, String> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     rt.block_on(async {
         let c = WorkerClient::spawn(WorkerConfig::new(device));
         match c.hello().await? {

@@ -135,7 +135,11 @@ pub fn check_tensor(
     if run_a.len() != reference.len() || run_b.len() != reference.len() {
         c.bench_ok = false;
         c.strict_ok = false;
-        c.reason = Some(format!("size {} bytes, reference {}", run_a.len(), reference.len()));
+        c.reason = Some(format!(
+            "size {} bytes, reference {}",
+            run_a.len(),
+            reference.len()
+        ));
         return c;
     }
     let mut unwritten = 0u64;
@@ -219,7 +223,13 @@ pub fn check_tensor(
             ref2 += r * r;
         }
     }
-    c.rel_l2 = if ref2 > 0.0 { (err2 / ref2).sqrt() } else if err2 > 0.0 { f64::INFINITY } else { 0.0 };
+    c.rel_l2 = if ref2 > 0.0 {
+        (err2 / ref2).sqrt()
+    } else if err2 > 0.0 {
+        f64::INFINITY
+    } else {
+        0.0
+    };
     let mut fail = |why: String| {
         c.strict_ok = false;
         if c.reason.is_none() {
@@ -228,11 +238,17 @@ pub fn check_tensor(
     };
     if unwritten > 0 {
         c.bench_ok = false;
-        fail(format!("{unwritten} elements never written (first at index {})", first_unwritten.unwrap_or(0)));
+        fail(format!(
+            "{unwritten} elements never written (first at index {})",
+            first_unwritten.unwrap_or(0)
+        ));
     }
     if nan > 0 {
         c.bench_ok = false;
-        fail(format!("{nan} NaN/Inf elements where the reference is finite (first at index {})", first_nan.unwrap_or(0)));
+        fail(format!(
+            "{nan} NaN/Inf elements where the reference is finite (first at index {})",
+            first_nan.unwrap_or(0)
+        ));
     }
     if differ > 0 && !allow_nondeterminism {
         fail(format!(
@@ -252,7 +268,10 @@ pub fn check_tensor(
         ));
     }
     if mode == Mode::Float && c.rel_l2 > tol.rel_l2 {
-        fail(format!("relative L2 error {:.3e} above {:.1e}", c.rel_l2, tol.rel_l2));
+        fail(format!(
+            "relative L2 error {:.3e} above {:.1e}",
+            c.rel_l2, tol.rel_l2
+        ));
     }
     c
 }
@@ -261,12 +280,32 @@ pub fn check_tensor(
 pub fn poison(dtype: &str, which: u8) -> Vec<u8> {
     let a = which == 0;
     match dtype {
-        "bf16" => (if a { 0x7FA5u16 } else { 0xFFC3u16 }).to_le_bytes().to_vec(),
-        "fp16" => (if a { 0x7EA5u16 } else { 0xFDC3u16 }).to_le_bytes().to_vec(),
-        "fp32" | "tf32" => (if a { 0x7FA5_A5A5u32 } else { 0xFFC3_C3C3u32 }).to_le_bytes().to_vec(),
-        "fp64" => (if a { 0x7FF5_A5A5_7FF5_A5A5u64 } else { 0xFFF3_C3C3_FFF3_C3C3u64 }).to_le_bytes().to_vec(),
-        "int32" => (if a { 0xA5A5_A5A5u32 } else { 0xC3C3_C3C3u32 }).to_le_bytes().to_vec(),
-        "int64" => (if a { 0xA5A5_A5A5_A5A5_A5A5u64 } else { 0xC3C3_C3C3_C3C3_C3C3u64 }).to_le_bytes().to_vec(),
+        "bf16" => (if a { 0x7FA5u16 } else { 0xFFC3u16 })
+            .to_le_bytes()
+            .to_vec(),
+        "fp16" => (if a { 0x7EA5u16 } else { 0xFDC3u16 })
+            .to_le_bytes()
+            .to_vec(),
+        "fp32" | "tf32" => (if a { 0x7FA5_A5A5u32 } else { 0xFFC3_C3C3u32 })
+            .to_le_bytes()
+            .to_vec(),
+        "fp64" => (if a {
+            0x7FF5_A5A5_7FF5_A5A5u64
+        } else {
+            0xFFF3_C3C3_FFF3_C3C3u64
+        })
+        .to_le_bytes()
+        .to_vec(),
+        "int32" => (if a { 0xA5A5_A5A5u32 } else { 0xC3C3_C3C3u32 })
+            .to_le_bytes()
+            .to_vec(),
+        "int64" => (if a {
+            0xA5A5_A5A5_A5A5_A5A5u64
+        } else {
+            0xC3C3_C3C3_C3C3_C3C3u64
+        })
+        .to_le_bytes()
+        .to_vec(),
         "fp8_e4m3" => vec![if a { 0x7F } else { 0xFF }],
         "fp8_e4m3fnuz" => vec![if a { 0x80 } else { 0xA5 }],
         _ => vec![if a { 0xA5 } else { 0xC3 }],
@@ -278,13 +317,30 @@ mod tests {
     use super::*;
 
     fn bf16s(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes()).collect()
+        v.iter()
+            .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
+            .collect()
     }
 
-    const TOL: Tol = Tol { atol: 1e-3, rtol: 0.0078125, rel_l2: 0.01 };
+    const TOL: Tol = Tol {
+        atol: 1e-3,
+        rtol: 0.0078125,
+        rel_l2: 0.01,
+    };
 
     fn check(r: &[u8], a: &[u8], b: &[u8]) -> TensorCheck {
-        check_tensor("out", "bf16", Mode::Float, r, a, b, &poison("bf16", 0), &poison("bf16", 1), TOL, false)
+        check_tensor(
+            "out",
+            "bf16",
+            Mode::Float,
+            r,
+            a,
+            b,
+            &poison("bf16", 0),
+            &poison("bf16", 1),
+            TOL,
+            false,
+        )
     }
 
     #[test]
@@ -337,10 +393,21 @@ mod tests {
     #[test]
     fn nondeterminism_is_caught() {
         let r = bf16s(&[1.0, 2.0, 3.0]);
-        let b = bf16s(&[1.0, 2.0, 3.0078125]);
+        let b = bf16s(&[1.0, 2.0, 3.015625]);
         let c = check(&r, &r, &b);
         assert!(c.reason.unwrap().contains("nondeterministic"));
-        let c = check_tensor("out", "bf16", Mode::Float, &r, &r, &b, &poison("bf16", 0), &poison("bf16", 1), TOL, true);
+        let c = check_tensor(
+            "out",
+            "bf16",
+            Mode::Float,
+            &r,
+            &r,
+            &b,
+            &poison("bf16", 0),
+            &poison("bf16", 1),
+            TOL,
+            true,
+        );
         assert!(c.strict_ok);
     }
 
@@ -349,7 +416,7 @@ mod tests {
         let r = bf16s(&[1.0, 2.0, 4.0]);
         let one_ulp = bf16s(&[1.0078125, 2.0, 4.0]);
         assert!(check(&r, &one_ulp, &one_ulp).strict_ok);
-        let off = bf16s(&[1.0, 2.0, 4.25]);
+        let off = bf16s(&[1.0, 2.0, 4.0625]);
         let c = check(&r, &off, &off);
         assert!(c.bench_ok && !c.strict_ok);
         assert_eq!(c.mismatches, 1);
@@ -363,7 +430,22 @@ mod tests {
     fn exact_mode_needs_identical_codes() {
         let r = vec![1u8, 2, 3, 4];
         let x = vec![1u8, 2, 3, 5];
-        let c = check_tensor("q", "fp8_e4m3fnuz", Mode::Exact, &r, &x, &x, &poison("fp8_e4m3fnuz", 0), &poison("fp8_e4m3fnuz", 1), Tol { atol: 0.0, rtol: 0.0, rel_l2: 0.0 }, false);
+        let c = check_tensor(
+            "q",
+            "fp8_e4m3fnuz",
+            Mode::Exact,
+            &r,
+            &x,
+            &x,
+            &poison("fp8_e4m3fnuz", 0),
+            &poison("fp8_e4m3fnuz", 1),
+            Tol {
+                atol: 0.0,
+                rtol: 0.0,
+                rel_l2: 0.0,
+            },
+            false,
+        );
         assert!(!c.bench_ok && !c.strict_ok);
         assert_eq!(c.first_bad, Some(3));
     }

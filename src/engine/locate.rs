@@ -18,7 +18,12 @@ pub fn cuda_roots() -> Vec<PathBuf> {
         let mut versioned: Vec<PathBuf> = rd
             .filter_map(|e| e.ok())
             .map(|e| e.path())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).map(|n| n.starts_with("cuda-")).unwrap_or(false))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .map(|n| n.starts_with("cuda-"))
+                    .unwrap_or(false)
+            })
             .collect();
         versioned.sort();
         versioned.reverse();
@@ -34,7 +39,12 @@ pub fn cuda_roots() -> Vec<PathBuf> {
 pub fn library_dirs() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for root in cuda_roots() {
-        for sub in ["lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"] {
+        for sub in [
+            "lib64",
+            "lib",
+            "targets/x86_64-linux/lib",
+            "targets/sbsa-linux/lib",
+        ] {
             let d = root.join(sub);
             if has_lib(&d, "libnvrtc") {
                 out.push(d);
@@ -67,8 +77,11 @@ pub fn library_dirs() -> Vec<PathBuf> {
 fn has_lib(dir: &Path, prefix: &str) -> bool {
     std::fs::read_dir(dir)
         .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .any(|e| e.file_name().to_string_lossy().starts_with(&format!("{prefix}.so")))
+            rd.filter_map(|e| e.ok()).any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{prefix}.so"))
+            })
         })
         .unwrap_or(false)
 }
@@ -76,7 +89,11 @@ fn has_lib(dir: &Path, prefix: &str) -> bool {
 /// The CUDA include folder with cuda_bf16.h, cuda_fp16.h, cuda_fp8.h.
 pub fn include_dir() -> Option<PathBuf> {
     for root in cuda_roots() {
-        for sub in ["include", "targets/x86_64-linux/include", "targets/sbsa-linux/include"] {
+        for sub in [
+            "include",
+            "targets/x86_64-linux/include",
+            "targets/sbsa-linux/include",
+        ] {
             let d = root.join(sub);
             if d.join("cuda_bf16.h").is_file() {
                 return Some(d);
@@ -104,7 +121,10 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
         // Nsight Compute installs beside the toolkit.
         if let Ok(rd) = std::fs::read_dir(root.join("..")) {
             for e in rd.filter_map(|e| e.ok()) {
-                if e.file_name().to_string_lossy().starts_with("nsight-compute") {
+                if e.file_name()
+                    .to_string_lossy()
+                    .starts_with("nsight-compute")
+                {
                     let p = e.path().join(name);
                     if p.is_file() {
                         return Some(p);

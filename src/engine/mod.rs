@@ -18,34 +18,61 @@ use protocol::*;
 pub fn resolve_gen(gen_src: &str, env: &expr::Env) -> Result<GenSpec, String> {
     let e = expr::parse(gen_src).map_err(|e| format!("generator `{gen_src}`: {e}"))?;
     match e {
-        expr::Expr::Var(name, _) => Ok(GenSpec { kind: name, args: vec![] }),
+        expr::Expr::Var(name, _) => Ok(GenSpec {
+            kind: name,
+            args: vec![],
+        }),
         expr::Expr::Call(name, args, _) => {
             let mut out = Vec::new();
             for a in args {
-                let v = a.eval(env).map_err(|e| format!("generator `{gen_src}`: {e}"))?;
-                out.push(v.as_f64().ok_or_else(|| format!("generator `{gen_src}`: argument {v} is not a number"))?);
+                let v = a
+                    .eval(env)
+                    .map_err(|e| format!("generator `{gen_src}`: {e}"))?;
+                out.push(v.as_f64().ok_or_else(|| {
+                    format!("generator `{gen_src}`: argument {v} is not a number")
+                })?);
             }
-            Ok(GenSpec { kind: name, args: out })
+            Ok(GenSpec {
+                kind: name,
+                args: out,
+            })
         }
-        _ => Err(format!("generator `{gen_src}` is not of the form name(args)")),
+        _ => Err(format!(
+            "generator `{gen_src}` is not of the form name(args)"
+        )),
     }
 }
 
-fn tensor_desc(p: &Problem, t: &TensorSpec, env: &expr::Env, input: bool) -> Result<TensorDesc, String> {
+fn tensor_desc(
+    p: &Problem,
+    t: &TensorSpec,
+    env: &expr::Env,
+    input: bool,
+) -> Result<TensorDesc, String> {
     let dims = p.tensor_dims(t, env).map_err(|e| e.to_string())?;
     Ok(TensorDesc {
         name: t.name.clone(),
         dtype: t.dtype.clone(),
         dims: dims.into_iter().map(|d| d as u64).collect(),
-        generator: if input { Some(resolve_gen(&t.generator, env)?) } else { None },
+        generator: if input {
+            Some(resolve_gen(&t.generator, env)?)
+        } else {
+            None
+        },
         inplace: t.inplace,
         compare: t.compare.clone(),
     })
 }
 
 /// One shape of a job: parameters, tensors and SOL on the given hardware.
-pub fn shape_job(p: &Problem, shape_id: u32, hw: Option<&HardwareProfile>) -> Result<ShapeJob, String> {
-    let s = p.shape(shape_id).ok_or_else(|| format!("{} has no shape {shape_id}", p.name))?;
+pub fn shape_job(
+    p: &Problem,
+    shape_id: u32,
+    hw: Option<&HardwareProfile>,
+) -> Result<ShapeJob, String> {
+    let s = p
+        .shape(shape_id)
+        .ok_or_else(|| format!("{} has no shape {shape_id}", p.name))?;
     let env = p.env(s).map_err(|e| e.to_string())?;
     let w = p.work_in(&env, s.id).map_err(|e| e.to_string())?;
     let sol_s = match hw {
@@ -55,8 +82,16 @@ pub fn shape_job(p: &Problem, shape_id: u32, hw: Option<&HardwareProfile>) -> Re
     Ok(ShapeJob {
         id: s.id,
         env: env.iter().map(|(k, v)| (k.clone(), v.to_json())).collect(),
-        inputs: p.inputs.iter().map(|t| tensor_desc(p, t, &env, true)).collect::<Result<_, _>>()?,
-        outputs: p.outputs.iter().map(|t| tensor_desc(p, t, &env, false)).collect::<Result<_, _>>()?,
+        inputs: p
+            .inputs
+            .iter()
+            .map(|t| tensor_desc(p, t, &env, true))
+            .collect::<Result<_, _>>()?,
+        outputs: p
+            .outputs
+            .iter()
+            .map(|t| tensor_desc(p, t, &env, false))
+            .collect::<Result<_, _>>()?,
         sol_s,
     })
 }
@@ -66,11 +101,17 @@ pub fn shape_job(p: &Problem, shape_id: u32, hw: Option<&HardwareProfile>) -> Re
 pub fn fresh_seeds(n: usize) -> Vec<u64> {
     use std::time::{SystemTime, UNIX_EPOCH};
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
     (0..n)
         .map(|i| {
             let c = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            let mut z = t ^ (c.wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ ((i as u64) << 32) ^ std::process::id() as u64;
+            let mut z = t
+                ^ (c.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                ^ ((i as u64) << 32)
+                ^ std::process::id() as u64;
             z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
             z ^ (z >> 31)
         })
@@ -87,7 +128,10 @@ pub fn build_job(
     mode: Mode,
     hw: Option<&HardwareProfile>,
 ) -> Result<Job, String> {
-    let shapes = shape_ids.iter().map(|id| shape_job(p, *id, hw)).collect::<Result<Vec<_>, _>>()?;
+    let shapes = shape_ids
+        .iter()
+        .map(|id| shape_job(p, *id, hw))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Job {
         operator: p.name.clone(),
         kind,
@@ -95,13 +139,20 @@ pub fn build_job(
         candidate,
         reference,
         shapes,
-        tolerance: compare::Tol { atol: p.tolerance.atol, rtol: p.tolerance.rtol, rel_l2: p.tolerance.rel_l2 },
+        tolerance: compare::Tol {
+            atol: p.tolerance.atol,
+            rtol: p.tolerance.rtol,
+            rel_l2: p.tolerance.rel_l2,
+        },
         seeds: fresh_seeds(if mode == Mode::Quick { 1 } else { 5 }),
     })
 }
 
 /// The hardware profile that matches a device, by name (H200, H100, H20, B200).
-pub fn profile_for_device<'a>(profiles: &'a [HardwareProfile], device_name: &str) -> Option<&'a HardwareProfile> {
+pub fn profile_for_device<'a>(
+    profiles: &'a [HardwareProfile],
+    device_name: &str,
+) -> Option<&'a HardwareProfile> {
     let n = device_name.to_uppercase();
     let key = if n.contains("H200") {
         "H200"
@@ -133,7 +184,13 @@ mod tests {
         let g = resolve_gen("normal(1 / sqrt(H))", &env).unwrap();
         assert_eq!(g.kind, "normal");
         assert!((g.args[0] - 1.0 / 64.0).abs() < 1e-15);
-        assert_eq!(resolve_gen("zeros", &env).unwrap(), GenSpec { kind: "zeros".into(), args: vec![] });
+        assert_eq!(
+            resolve_gen("zeros", &env).unwrap(),
+            GenSpec {
+                kind: "zeros".into(),
+                args: vec![]
+            }
+        );
         assert!(resolve_gen("normal(Q)", &env).is_err());
     }
 

@@ -53,7 +53,11 @@ impl ScalarType {
 #[derive(Debug, Clone)]
 pub enum Arg {
     Buffer(String),
-    Scalar { src: String, expr: Expr, ty: ScalarType },
+    Scalar {
+        src: String,
+        expr: Expr,
+        ty: ScalarType,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -161,7 +165,9 @@ fn find_block(source: &str) -> Result<(String, usize, usize), PlanError> {
     let Some(start) = source.find(PLAN_START) else {
         return Err(PlanError {
             line: 1,
-            msg: format!("no launch plan: the file needs a `{PLAN_START} ... */` comment (docs/kernel-contract.md)"),
+            msg: format!(
+                "no launch plan: the file needs a `{PLAN_START} ... */` comment (docs/kernel-contract.md)"
+            ),
         });
     };
     let body_start = start + PLAN_START.len();
@@ -194,7 +200,11 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
             line,
             msg: format!("bad expression in {what} `{text}`: {e}"),
         })?;
-        Ok(PlanExpr { src: text, expr, line })
+        Ok(PlanExpr {
+            src: text,
+            expr,
+            line,
+        })
     };
     let mut launches = Vec::new();
     for l in &raw.launch {
@@ -207,12 +217,18 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
                 ExprList::Many(xs) => xs.iter().map(|x| x.text()).collect(),
             };
             if items.is_empty() || items.len() > 3 {
-                return Err(PlanError { line, msg: format!("{what} needs 1 to 3 dimensions, got {}", items.len()) });
+                return Err(PlanError {
+                    line,
+                    msg: format!("{what} needs 1 to 3 dimensions, got {}", items.len()),
+                });
             }
             items.into_iter().map(|t| pe(t, line, what)).collect()
         };
         if r.kernel.is_empty() || !r.kernel.chars().all(|c| c.is_alphanumeric() || c == '_') {
-            return Err(PlanError { line, msg: format!("bad kernel name `{}`", r.kernel) });
+            return Err(PlanError {
+                line,
+                msg: format!("bad kernel name `{}`", r.kernel),
+            });
         }
         let grid = dims(&r.grid, "grid")?;
         let block = dims(&r.block, "block")?;
@@ -227,33 +243,55 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
                 let Some(t) = ScalarType::parse(ty.trim()) else {
                     return Err(PlanError {
                         line: aline,
-                        msg: format!("unknown argument type `{}` in `{a}` (i32, i64, u32, u64, f32, f64)", ty.trim()),
+                        msg: format!(
+                            "unknown argument type `{}` in `{a}` (i32, i64, u32, u64, f32, f64)",
+                            ty.trim()
+                        ),
                     });
                 };
                 let x = pe(e.trim().to_string(), aline, "args")?;
-                args.push(Arg::Scalar { src: x.src, expr: x.expr, ty: t });
+                args.push(Arg::Scalar {
+                    src: x.src,
+                    expr: x.expr,
+                    ty: t,
+                });
             } else {
                 let name = a.trim();
                 if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
                     return Err(PlanError {
                         line: aline,
-                        msg: format!("argument `{a}` is neither a buffer name nor `expression:type`"),
+                        msg: format!(
+                            "argument `{a}` is neither a buffer name nor `expression:type`"
+                        ),
                     });
                 }
                 args.push(Arg::Buffer(name.to_string()));
             }
         }
-        launches.push(Launch { kernel: r.kernel.clone(), grid, block, smem, args, line });
+        launches.push(Launch {
+            kernel: r.kernel.clone(),
+            grid,
+            block,
+            smem,
+            args,
+            line,
+        });
     }
     if launches.is_empty() {
-        return Err(PlanError { line: first_line, msg: "the launch plan has no [[launch]]".into() });
+        return Err(PlanError {
+            line: first_line,
+            msg: "the launch plan has no [[launch]]".into(),
+        });
     }
     let mut scratch = Vec::new();
     for s in &raw.scratch {
         let line = at(s.span().start);
         let r = s.get_ref();
         if crate::suite::dtype_size(&r.dtype).is_none() {
-            return Err(PlanError { line, msg: format!("scratch `{}`: unknown dtype `{}`", r.name, r.dtype) });
+            return Err(PlanError {
+                line,
+                msg: format!("scratch `{}`: unknown dtype `{}`", r.name, r.dtype),
+            });
         }
         scratch.push(Scratch {
             name: r.name.clone(),
@@ -270,20 +308,31 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
             .iter()
             .map(value_from_toml)
             .collect::<Option<_>>()
-            .ok_or_else(|| PlanError { line, msg: format!("tune `{k}`: unsupported value") })?;
+            .ok_or_else(|| PlanError {
+                line,
+                msg: format!("tune `{k}`: unsupported value"),
+            })?;
         if vals.is_empty() {
-            return Err(PlanError { line, msg: format!("tune `{k}` has no values") });
+            return Err(PlanError {
+                line,
+                msg: format!("tune `{k}` has no values"),
+            });
         }
         tune.insert(k.clone(), vals);
     }
     let mut defines = BTreeMap::new();
     for (k, v) in &raw.defines {
         let line = at(v.span().start);
-        let val = value_from_toml(v.get_ref())
-            .ok_or_else(|| PlanError { line, msg: format!("define `{k}`: unsupported value") })?;
+        let val = value_from_toml(v.get_ref()).ok_or_else(|| PlanError {
+            line,
+            msg: format!("define `{k}`: unsupported value"),
+        })?;
         if let Some(allowed) = tune.get(k) {
             if !allowed.iter().any(|a| a.num_eq(&val)) {
-                return Err(PlanError { line, msg: format!("define {k} = {val} is not among its tune values") });
+                return Err(PlanError {
+                    line,
+                    msg: format!("define {k} = {val} is not among its tune values"),
+                });
             }
         }
         defines.insert(k.clone(), val);
@@ -291,7 +340,14 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
     for (k, vals) in &tune {
         defines.entry(k.clone()).or_insert_with(|| vals[0].clone());
     }
-    Ok(Plan { launches, scratch, tune, defines, nondeterministic: raw.nondeterministic, lines: (first_line, last_line) })
+    Ok(Plan {
+        launches,
+        scratch,
+        tune,
+        defines,
+        nondeterministic: raw.nondeterministic,
+        lines: (first_line, last_line),
+    })
 }
 
 /// A launch with every expression evaluated.
@@ -316,10 +372,16 @@ pub enum ResolvedArg {
 }
 
 fn eval_dim(e: &PlanExpr, env: &Env, what: &str) -> Result<u32, PlanError> {
-    let v = e.expr.eval(env).map_err(|x| PlanError { line: e.line, msg: format!("{what} `{}`: {x}", e.src) })?;
+    let v = e.expr.eval(env).map_err(|x| PlanError {
+        line: e.line,
+        msg: format!("{what} `{}`: {x}", e.src),
+    })?;
     match v.as_int() {
         Some(i) if (0..=u32::MAX as i128).contains(&i) => Ok(i as u32),
-        _ => Err(PlanError { line: e.line, msg: format!("{what} `{}` gives {v}, not a size", e.src) }),
+        _ => Err(PlanError {
+            line: e.line,
+            msg: format!("{what} `{}` gives {v}, not a size", e.src),
+        }),
     }
 }
 
@@ -334,7 +396,11 @@ impl Plan {
     }
 
     /// Evaluates every launch for a shape. `buffers` are the names that bind to device memory.
-    pub fn resolve(&self, env: &Env, is_buffer: &dyn Fn(&str) -> bool) -> Result<Vec<ResolvedLaunch>, PlanError> {
+    pub fn resolve(
+        &self,
+        env: &Env,
+        is_buffer: &dyn Fn(&str) -> bool,
+    ) -> Result<Vec<ResolvedLaunch>, PlanError> {
         let mut out = Vec::new();
         for l in &self.launches {
             let mut grid = [1u32; 3];
@@ -346,13 +412,19 @@ impl Plan {
                 block[i] = eval_dim(e, env, "block")?;
             }
             if grid.iter().any(|g| *g == 0) {
-                return Err(PlanError { line: l.line, msg: format!("kernel {}: grid {grid:?} has a zero dimension", l.kernel) });
+                return Err(PlanError {
+                    line: l.line,
+                    msg: format!("kernel {}: grid {grid:?} has a zero dimension", l.kernel),
+                });
             }
             let threads = block.iter().map(|b| *b as u64).product::<u64>();
             if threads == 0 || threads > 1024 {
                 return Err(PlanError {
                     line: l.line,
-                    msg: format!("kernel {}: block {block:?} has {threads} threads (1 to 1024)", l.kernel),
+                    msg: format!(
+                        "kernel {}: block {block:?} has {threads} threads (1 to 1024)",
+                        l.kernel
+                    ),
                 });
             }
             let smem = match &l.smem {
@@ -394,7 +466,13 @@ impl Plan {
                     }
                 });
             }
-            out.push(ResolvedLaunch { kernel: l.kernel.clone(), grid, block, smem, args });
+            out.push(ResolvedLaunch {
+                kernel: l.kernel.clone(),
+                grid,
+                block,
+                smem,
+                args,
+            });
         }
         Ok(out)
     }
@@ -404,10 +482,16 @@ impl Plan {
         self.scratch
             .iter()
             .map(|s| {
-                let v = s.size.expr.eval(env).map_err(|x| PlanError { line: s.size.line, msg: format!("scratch {}: {x}", s.name) })?;
+                let v = s.size.expr.eval(env).map_err(|x| PlanError {
+                    line: s.size.line,
+                    msg: format!("scratch {}: {x}", s.name),
+                })?;
                 match v.as_int() {
                     Some(i) if i >= 0 => Ok((s.clone(), i as u64)),
-                    _ => Err(PlanError { line: s.size.line, msg: format!("scratch {} size gives {v}", s.name) }),
+                    _ => Err(PlanError {
+                        line: s.size.line,
+                        msg: format!("scratch {} size gives {v}", s.name),
+                    }),
                 }
             })
             .collect()
@@ -470,7 +554,9 @@ __global__ void k() {}
         assert_eq!(p.defines["BLOCK"], Value::Int(256));
         assert_eq!(p.defines["VEC"], Value::Int(2));
         let env = p.env(&env(), &p.defines);
-        let r = p.resolve(&env, &|n| n == "out" || n == "x" || n == "tmp").unwrap();
+        let r = p
+            .resolve(&env, &|n| n == "out" || n == "x" || n == "tmp")
+            .unwrap();
         assert_eq!(r[0].grid, [10, 1, 1]);
         assert_eq!(r[0].block, [256, 1, 1]);
         assert_eq!(r[0].smem, 1024);
@@ -504,7 +590,12 @@ __global__ void k() {}
         let bad = SRC.replace("VEC = 2\n*/", "VEC = 3\n*/");
         let e = parse(&bad).unwrap_err();
         assert_eq!(e.line, 21, "{e}");
-        assert!(parse("/* atrex:plan\n[[launch]]\n").unwrap_err().msg.contains("not closed"));
+        assert!(
+            parse("/* atrex:plan\n[[launch]]\n")
+                .unwrap_err()
+                .msg
+                .contains("not closed")
+        );
     }
 
     #[test]
@@ -516,6 +607,11 @@ __global__ void k() {}
         let bigblock = SRC.replace("BLOCK = [256, 128, 512]", "BLOCK = [2048]");
         let p = parse(&bigblock).unwrap();
         let env = p.env(&env, &p.defines);
-        assert!(p.resolve(&env, &|_| true).unwrap_err().msg.contains("threads"));
+        assert!(
+            p.resolve(&env, &|_| true)
+                .unwrap_err()
+                .msg
+                .contains("threads")
+        );
     }
 }

@@ -210,8 +210,19 @@ pub struct ShapeResult {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
-    Hello { id: u64, protocol: u32, probe: ProbeInfo, device: Option<DeviceInfo> },
-    Progress { id: u64, stage: String, shape: Option<u32>, done: usize, total: usize },
+    Hello {
+        id: u64,
+        protocol: u32,
+        probe: ProbeInfo,
+        device: Option<DeviceInfo>,
+    },
+    Progress {
+        id: u64,
+        stage: String,
+        shape: Option<u32>,
+        done: usize,
+        total: usize,
+    },
     Compiled {
         id: u64,
         which: String,
@@ -226,12 +237,30 @@ pub enum Event {
         #[serde(default)]
         resources: BTreeMap<String, KernelResources>,
     },
-    ShapeDone { id: u64, result: ShapeResult },
-    Done { id: u64, verdict: Verdict, message: Option<String> },
-    Calibration { id: u64, copy_bytes_per_s: f64, bytes: u64, median_ms: f64 },
+    ShapeDone {
+        id: u64,
+        result: ShapeResult,
+    },
+    Done {
+        id: u64,
+        verdict: Verdict,
+        message: Option<String>,
+    },
+    Calibration {
+        id: u64,
+        copy_bytes_per_s: f64,
+        bytes: u64,
+        median_ms: f64,
+    },
     /// A fatal fault: the worker exits after sending it.
-    Fault { id: u64, message: String },
-    Error { id: u64, message: String },
+    Fault {
+        id: u64,
+        message: String,
+    },
+    Error {
+        id: u64,
+        message: String,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -268,7 +297,11 @@ mod tests {
         assert_eq!(s, r#"{"type":"cancel","id":7}"#);
         let back: Request = serde_json::from_str(&s).unwrap();
         assert!(matches!(back, Request::Cancel { id: 7 }));
-        let e = Event::Done { id: 3, verdict: Verdict::CompileError, message: Some("x".into()) };
+        let e = Event::Done {
+            id: 3,
+            verdict: Verdict::CompileError,
+            message: Some("x".into()),
+        };
         let s = serde_json::to_string(&e).unwrap();
         assert!(s.contains(r#""verdict":"compile_error""#), "{s}");
         assert!(!s.contains('\n'));
@@ -278,7 +311,13 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_errors_not_panics() {
-        for bad in ["", "{", "{\"type\":\"nope\"}", "[1,2]", "{\"type\":\"job\",\"id\":1}"] {
+        for bad in [
+            "",
+            "{",
+            "{\"type\":\"nope\"}",
+            "[1,2]",
+            "{\"type\":\"job\",\"id\":1}",
+        ] {
             assert!(serde_json::from_str::<Request>(bad).is_err(), "{bad}");
         }
     }

@@ -21,11 +21,21 @@ pub fn main() -> i32 {
             Ok(Request::Hello { id }) => send(&Event::Hello {
                 id,
                 protocol: PROTOCOL_VERSION,
-                probe: ProbeInfo { driver_version: "simulated".into(), nvrtc_version: None, devices: vec![] },
+                probe: ProbeInfo {
+                    driver_version: "simulated".into(),
+                    nvrtc_version: None,
+                    devices: vec![],
+                },
                 device: None,
             }),
             Ok(Request::Job { id, job }) => {
-                send(&Event::Progress { id, stage: "check".into(), shape: job.shapes.first().map(|s| s.id), done: 0, total: job.shapes.len() });
+                send(&Event::Progress {
+                    id,
+                    stage: "check".into(),
+                    shape: job.shapes.first().map(|s| s.id),
+                    done: 0,
+                    total: job.shapes.len(),
+                });
                 if job.candidate.name.contains("crash") {
                     std::process::abort();
                 }
@@ -34,12 +44,22 @@ pub fn main() -> i32 {
                         std::thread::sleep(std::time::Duration::from_secs(3600));
                     }
                 }
-                send(&Event::Done { id, verdict: Verdict::Cancelled, message: Some("simulated worker: nothing measured".into()) });
+                send(&Event::Done {
+                    id,
+                    verdict: Verdict::Cancelled,
+                    message: Some("simulated worker: nothing measured".into()),
+                });
             }
-            Ok(Request::Calibrate { id }) => send(&Event::Error { id, message: "simulated worker has no GPU".into() }),
+            Ok(Request::Calibrate { id }) => send(&Event::Error {
+                id,
+                message: "simulated worker has no GPU".into(),
+            }),
             Ok(Request::Shutdown) => break,
             Ok(Request::Cancel { .. }) => {}
-            Err(e) => send(&Event::Error { id: 0, message: format!("malformed request: {e}") }),
+            Err(e) => send(&Event::Error {
+                id: 0,
+                message: format!("malformed request: {e}"),
+            }),
         }
     }
     0

@@ -49,7 +49,11 @@ pub fn median_noise(samples: &[f64]) -> f64 {
     1.2533 * (iqr / 1.349) / (s.len() as f64).sqrt() / med
 }
 
-pub fn summarize(samples_ms: &[f64], quick: bool, sm_clock_mhz: Option<u32>) -> Option<TimingStats> {
+pub fn summarize(
+    samples_ms: &[f64],
+    quick: bool,
+    sm_clock_mhz: Option<u32>,
+) -> Option<TimingStats> {
     if samples_ms.is_empty() {
         return None;
     }
@@ -62,7 +66,11 @@ pub fn summarize(samples_ms: &[f64], quick: bool, sm_clock_mhz: Option<u32>) -> 
         mean_ms: s.iter().sum::<f64>() / s.len() as f64,
         p20_ms: percentile(&s, 20.0),
         p80_ms: percentile(&s, 80.0),
-        rel_iqr: if median > 0.0 { (percentile(&s, 75.0) - percentile(&s, 25.0)) / median } else { 0.0 },
+        rel_iqr: if median > 0.0 {
+            (percentile(&s, 75.0) - percentile(&s, 25.0)) / median
+        } else {
+            0.0
+        },
         n: s.len(),
         quick,
         sm_clock_mhz,
@@ -84,10 +92,22 @@ pub struct StopRule {
 
 impl StopRule {
     pub fn quick() -> Self {
-        StopRule { min_samples: 10, max_samples: 200, min_time_ms: 0.0, max_wall_ms: 100.0, target_noise: 0.01 }
+        StopRule {
+            min_samples: 10,
+            max_samples: 200,
+            min_time_ms: 0.0,
+            max_wall_ms: 100.0,
+            target_noise: 0.01,
+        }
     }
     pub fn full() -> Self {
-        StopRule { min_samples: 30, max_samples: 2000, min_time_ms: 0.0, max_wall_ms: 2000.0, target_noise: 0.005 }
+        StopRule {
+            min_samples: 30,
+            max_samples: 2000,
+            min_time_ms: 0.0,
+            max_wall_ms: 2000.0,
+            target_noise: 0.005,
+        }
     }
 
     /// Whether sampling may stop now.
@@ -130,7 +150,9 @@ mod tests {
         assert!(!r.done(&flat, 1.0));
         let flat = vec![1.0; 10];
         assert!(r.done(&flat, 1.0));
-        let noisy: Vec<f64> = (0..50).map(|i| if i % 2 == 0 { 1.0 } else { 2.0 }).collect();
+        let noisy: Vec<f64> = (0..50)
+            .map(|i| if i % 2 == 0 { 1.0 } else { 2.0 })
+            .collect();
         assert!(!r.done(&noisy, 10.0), "noise {}", median_noise(&noisy));
         assert!(r.done(&noisy, 150.0), "wall-time cap");
         assert!(r.done(&vec![1.0; 200], 1.0), "sample cap");

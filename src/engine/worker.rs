@@ -44,14 +44,26 @@ impl From<cu::DriverError> for GpuError {
                 | CUDA_ERROR_ECC_UNCORRECTABLE
                 | CUDA_ERROR_CONTEXT_IS_DESTROYED
         );
-        let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
-        let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        GpuError { msg: format!("{name}: {text}"), sticky }
+        let name = e
+            .error_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| format!("{:?}", e.0));
+        let text = e
+            .error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        GpuError {
+            msg: format!("{name}: {text}"),
+            sticky,
+        }
     }
 }
 
 fn gerr(msg: impl Into<String>) -> GpuError {
-    GpuError { msg: msg.into(), sticky: false }
+    GpuError {
+        msg: msg.into(),
+        sticky: false,
+    }
 }
 
 type GResult<T> = Result<T, GpuError>;
@@ -109,7 +121,9 @@ impl Module {
         let c = CString::new(name).map_err(|_| gerr("bad kernel name"))?;
         let f = unsafe { cu::module::get_function(self.module, c) }.map_err(|e| {
             if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND {
-                gerr(format!("kernel `{name}` not found in the module: declare it `extern \"C\" __global__`"))
+                gerr(format!(
+                    "kernel `{name}` not found in the module: declare it `extern \"C\" __global__`"
+                ))
             } else {
                 GpuError::from(e)
             }
@@ -137,12 +151,14 @@ impl Nvml {
     fn open(pci_bus_id: &str) -> Option<Nvml> {
         unsafe {
             let lib = libloading::Library::new("libnvidia-ml.so.1").ok()?;
-            let init: libloading::Symbol<unsafe extern "C" fn() -> i32> = lib.get(b"nvmlInit_v2").ok()?;
+            let init: libloading::Symbol<unsafe extern "C" fn() -> i32> =
+                lib.get(b"nvmlInit_v2").ok()?;
             if init() != 0 {
                 return None;
             }
-            let by_pci: libloading::Symbol<unsafe extern "C" fn(*const i8, *mut *mut c_void) -> i32> =
-                lib.get(b"nvmlDeviceGetHandleByPciBusId_v2").ok()?;
+            let by_pci: libloading::Symbol<
+                unsafe extern "C" fn(*const i8, *mut *mut c_void) -> i32,
+            > = lib.get(b"nvmlDeviceGetHandleByPciBusId_v2").ok()?;
             let clock: libloading::Symbol<unsafe extern "C" fn(*mut c_void, u32, *mut u32) -> i32> =
                 lib.get(b"nvmlDeviceGetClockInfo").ok()?;
             let clock = *clock;
@@ -151,7 +167,11 @@ impl Nvml {
             if by_pci(bus.as_ptr(), &mut dev) != 0 {
                 return None;
             }
-            Some(Nvml { _lib: lib, clock, device: dev })
+            Some(Nvml {
+                _lib: lib,
+                clock,
+                device: dev,
+            })
         }
     }
 
@@ -183,7 +203,9 @@ pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), Str
     }
     cu::init().map_err(|e| format!("cuInit failed: {}", GpuError::from(e).msg))?;
     let mut v = 0;
-    unsafe { sys::cuDriverGetVersion(&mut v) }.result().map_err(|e| GpuError::from(e).msg)?;
+    unsafe { sys::cuDriverGetVersion(&mut v) }
+        .result()
+        .map_err(|e| GpuError::from(e).msg)?;
     let driver_version = format!("{}.{}", v / 1000, (v % 1000) / 10);
     let nvrtc_version = if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         let (mut a, mut b) = (0, 0);
@@ -198,7 +220,14 @@ pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), Str
         devices.push(device_info(i as u32).map_err(|e| e.msg)?);
     }
     let chosen = device.and_then(|d| devices.iter().find(|x| x.index == d).cloned());
-    Ok((ProbeInfo { driver_version, nvrtc_version, devices }, chosen))
+    Ok((
+        ProbeInfo {
+            driver_version,
+            nvrtc_version,
+            devices,
+        },
+        chosen,
+    ))
 }
 
 fn device_info(index: u32) -> GResult<DeviceInfo> {
@@ -236,13 +265,31 @@ fn sha(parts: &[&str]) -> String {
 pub fn parse_nvrtc_log(log: &str, file: &str) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for l in log.lines() {
-        let Some(rest) = l.strip_prefix(file) else { continue };
-        let Some(rest) = rest.strip_prefix('(') else { continue };
-        let Some((num, rest)) = rest.split_once("): ") else { continue };
-        let Ok(line) = num.parse::<usize>() else { continue };
+        let Some(rest) = l.strip_prefix(file) else {
+            continue;
+        };
+        let Some(rest) = rest.strip_prefix('(') else {
+            continue;
+        };
+        let Some((num, rest)) = rest.split_once("): ") else {
+            continue;
+        };
+        let Ok(line) = num.parse::<usize>() else {
+            continue;
+        };
         let (sev, msg) = rest.split_once(": ").unwrap_or(("error", rest));
-        let severity = if sev.contains("warning") { "warning" } else if sev.contains("error") { "error" } else { sev };
-        out.push(Diagnostic { line, severity: severity.to_string(), msg: msg.trim().to_string() });
+        let severity = if sev.contains("warning") {
+            "warning"
+        } else if sev.contains("error") {
+            "error"
+        } else {
+            sev
+        };
+        out.push(Diagnostic {
+            line,
+            severity: severity.to_string(),
+            msg: msg.trim().to_string(),
+        });
     }
     out
 }
@@ -265,7 +312,9 @@ impl Gpu {
         }
         let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)?;
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(gerr("libnvrtc not found: add the CUDA toolkit's lib64 to LD_LIBRARY_PATH or set CUDA_HOME"));
+            return Err(gerr(
+                "libnvrtc not found: add the CUDA toolkit's lib64 to LD_LIBRARY_PATH or set CUDA_HOME",
+            ));
         }
         let (mut a, mut b) = (0, 0);
         unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
@@ -283,7 +332,10 @@ impl Gpu {
             stream,
             include: super::locate::include_dir(),
             nvrtc_version: format!("{a}.{b}"),
-            harness: Module { module: std::ptr::null_mut(), functions: HashMap::new() },
+            harness: Module {
+                module: std::ptr::null_mut(),
+                functions: HashMap::new(),
+            },
             modules: HashMap::new(),
             flush,
             nvml: Nvml::open(&pci_id),
@@ -317,14 +369,21 @@ impl Gpu {
         let key = sha(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
         if let Some(dir) = &self.cache_dir {
             if let Ok(cubin) = std::fs::read(dir.join(format!("{key}.cubin"))) {
-                let log = std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
-                return Ok(Compiled { cubin, log, ok: true, cached: true });
+                let log =
+                    std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
+                return Ok(Compiled {
+                    cubin,
+                    log,
+                    ok: true,
+                    cached: true,
+                });
             }
         }
         use cudarc::nvrtc::{result as nr, sys as ns};
         let csrc = CString::new(src).map_err(|_| gerr("source contains a NUL byte"))?;
         let cname = CString::new(file).map_err(|_| gerr("bad file name"))?;
-        let prog = nr::create_program(&csrc, Some(&cname)).map_err(|e| gerr(format!("nvrtcCreateProgram: {e:?}")))?;
+        let prog = nr::create_program(&csrc, Some(&cname))
+            .map_err(|e| gerr(format!("nvrtcCreateProgram: {e:?}")))?;
         let compiled = unsafe { nr::compile_program(prog, &opts) };
         let log = unsafe { nr::get_program_log(prog) }
             .map(|v| {
@@ -332,11 +391,18 @@ impl Gpu {
                 String::from_utf8_lossy(&bytes).into_owned()
             })
             .unwrap_or_default();
-        let mut out = Compiled { cubin: Vec::new(), log, ok: compiled.is_ok(), cached: false };
+        let mut out = Compiled {
+            cubin: Vec::new(),
+            log,
+            ok: compiled.is_ok(),
+            cached: false,
+        };
         if out.ok {
             let mut size = 0usize;
             unsafe {
-                ns::nvrtcGetCUBINSize(prog, &mut size).result().map_err(|e| gerr(format!("nvrtcGetCUBINSize: {e:?}")))?;
+                ns::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|e| gerr(format!("nvrtcGetCUBINSize: {e:?}")))?;
                 out.cubin = vec![0u8; size];
                 ns::nvrtcGetCUBIN(prog, out.cubin.as_mut_ptr() as *mut _)
                     .result()
@@ -360,11 +426,20 @@ impl Gpu {
 
     fn load_module(&self, cubin: &[u8]) -> GResult<Module> {
         let module = unsafe { cu::module::load_data(cubin.as_ptr() as *const c_void) }?;
-        Ok(Module { module, functions: HashMap::new() })
+        Ok(Module {
+            module,
+            functions: HashMap::new(),
+        })
     }
 
     /// Parses the plan, compiles and loads a source. Sends the `Compiled` event.
-    fn prepare(&mut self, out: &Out, id: u64, which: &str, src: &Source) -> GResult<Result<Loaded, (Verdict, String)>> {
+    fn prepare(
+        &mut self,
+        out: &Out,
+        id: u64,
+        which: &str,
+        src: &Source,
+    ) -> GResult<Result<Loaded, (Verdict, String)>> {
         let t0 = Instant::now();
         let plan = match plan::parse(&src.code) {
             Ok(p) => p,
@@ -375,11 +450,18 @@ impl Gpu {
                     ok: false,
                     cached: false,
                     ms: 0.0,
-                    diagnostics: vec![Diagnostic { line: e.line, severity: "error".into(), msg: e.msg.clone() }],
+                    diagnostics: vec![Diagnostic {
+                        line: e.line,
+                        severity: "error".into(),
+                        msg: e.msg.clone(),
+                    }],
                     log: String::new(),
                     resources: BTreeMap::new(),
                 });
-                return Ok(Err((Verdict::PlanError, format!("{}: launch plan, {e}", src.name))));
+                return Ok(Err((
+                    Verdict::PlanError,
+                    format!("{}: launch plan, {e}", src.name),
+                )));
             }
         };
         let mut defines = plan.defines.clone();
@@ -403,8 +485,16 @@ impl Gpu {
                 log: c.log.clone(),
                 resources: BTreeMap::new(),
             });
-            let first = c.log.lines().find(|l| l.contains("error")).unwrap_or("").to_string();
-            return Ok(Err((Verdict::CompileError, format!("{}: compile error {first}", src.name))));
+            let first = c
+                .log
+                .lines()
+                .find(|l| l.contains("error"))
+                .unwrap_or("")
+                .to_string();
+            return Ok(Err((
+                Verdict::CompileError,
+                format!("{}: compile error {first}", src.name),
+            )));
         }
         let key = sha(&[&src.code, &dopts.join(" ")]);
         if !self.modules.contains_key(&key) {
@@ -418,7 +508,8 @@ impl Gpu {
                 match m.function(&l.kernel) {
                     Ok(f) => {
                         use sys::CUfunction_attribute::*;
-                        let get = |a| unsafe { cu::function::get_function_attribute(f, a) }.unwrap_or(-1);
+                        let get =
+                            |a| unsafe { cu::function::get_function_attribute(f, a) }.unwrap_or(-1);
                         resources.insert(
                             l.kernel.clone(),
                             KernelResources {
@@ -435,7 +526,11 @@ impl Gpu {
         }
         let mut diagnostics = diagnostics;
         if let Some((line, msg)) = &missing {
-            diagnostics.push(Diagnostic { line: *line, severity: "error".into(), msg: msg.clone() });
+            diagnostics.push(Diagnostic {
+                line: *line,
+                severity: "error".into(),
+                msg: msg.clone(),
+            });
         }
         out.send(&Event::Compiled {
             id,
@@ -458,7 +553,13 @@ impl Gpu {
         Ok(())
     }
 
-    fn launch_raw(&self, f: sys::CUfunction, grid: u32, block: u32, args: &mut [*mut c_void]) -> GResult<()> {
+    fn launch_raw(
+        &self,
+        f: sys::CUfunction,
+        grid: u32,
+        block: u32,
+        args: &mut [*mut c_void],
+    ) -> GResult<()> {
         unsafe { cu::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, self.stream, args) }?;
         Ok(())
     }
@@ -483,7 +584,12 @@ impl Gpu {
         }
         let dt = match t.dtype.as_str() {
             "bf16" | "fp16" | "fp32" | "int32" | "int64" => t.dtype.as_str(),
-            other => return Err(gerr(format!("input `{}`: no generator for dtype {other} yet", t.name))),
+            other => {
+                return Err(gerr(format!(
+                    "input `{}`: no generator for dtype {other} yet",
+                    t.name
+                )));
+            }
         };
         let is_int = dt.starts_with("int");
         let kind = match (g.kind.as_str(), is_int) {
@@ -502,7 +608,12 @@ impl Gpu {
                     t.name
                 )));
             }
-            (k, _) => return Err(gerr(format!("input `{}`: generator `{k}` does not apply to {dt}", t.name))),
+            (k, _) => {
+                return Err(gerr(format!(
+                    "input `{}`: generator `{k}` does not apply to {dt}",
+                    t.name
+                )));
+            }
         };
         let a = g.args.first().copied().unwrap_or(0.0);
         let b = g.args.get(1).copied().unwrap_or(0.0);
@@ -514,18 +625,39 @@ impl Gpu {
                 _ => ("randint", a as i64, b as i64),
             };
             if k == "randint" && hi <= lo {
-                return Err(gerr(format!("input `{}`: randint({lo}, {hi}) is an empty range", t.name)));
+                return Err(gerr(format!(
+                    "input `{}`: randint({lo}, {hi}) is an empty range",
+                    t.name
+                )));
             }
-            (format!("gen_{k}_{dt}"), [buf.ptr, n, seed, stream_id, lo as u64, hi as u64])
+            (
+                format!("gen_{k}_{dt}"),
+                [buf.ptr, n, seed, stream_id, lo as u64, hi as u64],
+            )
         } else {
             let (fa, fb) = match kind {
-                "normal" | "one_plus_normal" => (if g.args.is_empty() { 1.0 } else { a as f32 }, 0.0f32),
+                "normal" | "one_plus_normal" => {
+                    (if g.args.is_empty() { 1.0 } else { a as f32 }, 0.0f32)
+                }
                 _ => (a as f32, b as f32),
             };
-            (format!("gen_{kind}_{dt}"), [buf.ptr, n, seed, stream_id, fa.to_bits() as u64, fb.to_bits() as u64])
+            (
+                format!("gen_{kind}_{dt}"),
+                [
+                    buf.ptr,
+                    n,
+                    seed,
+                    stream_id,
+                    fa.to_bits() as u64,
+                    fb.to_bits() as u64,
+                ],
+            )
         };
         let f = self.harness.function(&fname)?;
-        let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+        let mut args: Vec<*mut c_void> = storage
+            .iter_mut()
+            .map(|x| x as *mut u64 as *mut c_void)
+            .collect();
         let grid = self.grid_for(n);
         self.launch_raw(f, grid, 256, &mut args)
     }
@@ -534,7 +666,10 @@ impl Gpu {
         unsafe { cu::memset_d8_async(scratch.ptr, 0, 8, self.stream) }?;
         let f = self.harness.function("checksum")?;
         let mut storage = [buf.ptr, buf.bytes as u64, scratch.ptr];
-        let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+        let mut args: Vec<*mut c_void> = storage
+            .iter_mut()
+            .map(|x| x as *mut u64 as *mut c_void)
+            .collect();
         let grid = self.grid_for((buf.bytes / 8) as u64);
         self.launch_raw(f, grid, 256, &mut args)?;
         self.sync()?;
@@ -548,9 +683,20 @@ impl Gpu {
         unsafe {
             match p.len() {
                 1 => cu::memset_d8_async(buf.ptr, p[0], buf.bytes, self.stream)?,
-                2 => sys::cuMemsetD16Async(buf.ptr, u16::from_le_bytes([p[0], p[1]]), buf.bytes / 2, self.stream).result()?,
-                _ => sys::cuMemsetD32Async(buf.ptr, u32::from_le_bytes([p[0], p[1], p[2], p[3]]), buf.bytes / 4, self.stream)
-                    .result()?,
+                2 => sys::cuMemsetD16Async(
+                    buf.ptr,
+                    u16::from_le_bytes([p[0], p[1]]),
+                    buf.bytes / 2,
+                    self.stream,
+                )
+                .result()?,
+                _ => sys::cuMemsetD32Async(
+                    buf.ptr,
+                    u32::from_le_bytes([p[0], p[1], p[2], p[3]]),
+                    buf.bytes / 4,
+                    self.stream,
+                )
+                .result()?,
             }
         }
         Ok(())
@@ -563,13 +709,21 @@ impl Gpu {
     }
 
     /// Enqueues the launches of a loaded kernel on one set of buffers (does not synchronize).
-    fn enqueue(&mut self, l: &Loaded, env: &Env, bufs: &HashMap<String, sys::CUdeviceptr>) -> GResult<()> {
+    fn enqueue(
+        &mut self,
+        l: &Loaded,
+        env: &Env,
+        bufs: &HashMap<String, sys::CUdeviceptr>,
+    ) -> GResult<()> {
         let penv = l.plan.env(env, &l.defines);
         let launches = l
             .plan
             .resolve(&penv, &|n| bufs.contains_key(n))
             .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
-        let module = self.modules.get_mut(&l.key).ok_or_else(|| gerr("module not loaded"))?;
+        let module = self
+            .modules
+            .get_mut(&l.key)
+            .ok_or_else(|| gerr("module not loaded"))?;
         for rl in &launches {
             let f = module.function(&rl.kernel)?;
             let mut storage: Vec<u64> = rl
@@ -585,7 +739,10 @@ impl Gpu {
                     ResolvedArg::F64(v) => v.to_bits(),
                 })
                 .collect();
-            let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+            let mut args: Vec<*mut c_void> = storage
+                .iter_mut()
+                .map(|x| x as *mut u64 as *mut c_void)
+                .collect();
             if rl.smem > 48 * 1024 {
                 unsafe {
                     let _ = cu::function::set_function_attribute(
@@ -619,7 +776,10 @@ impl Gpu {
 
     fn scratch_for(&self, l: &Loaded, env: &Env) -> GResult<Vec<(String, String, bool, DevBuf)>> {
         let penv = l.plan.env(env, &l.defines);
-        let sizes = l.plan.scratch_sizes(&penv).map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
+        let sizes = l
+            .plan
+            .scratch_sizes(&penv)
+            .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
         sizes
             .into_iter()
             .map(|(s, n)| {
@@ -649,8 +809,16 @@ impl Gpu {
         cand: &Loaded,
         reference: &Loaded,
     ) -> GResult<(bool, bool, Vec<TensorCheck>, Option<String>)> {
-        let inputs: Vec<DevBuf> = shape.inputs.iter().map(|t| DevBuf::new(t.bytes() as usize)).collect::<GResult<_>>()?;
-        let outputs: Vec<DevBuf> = shape.outputs.iter().map(|t| DevBuf::new(t.bytes() as usize)).collect::<GResult<_>>()?;
+        let inputs: Vec<DevBuf> = shape
+            .inputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
+        let outputs: Vec<DevBuf> = shape
+            .outputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
         let hash_scratch = DevBuf::new(256)?;
         let cand_scratch = self.scratch_for(cand, env)?;
         let ref_scratch = self.scratch_for(reference, env)?;
@@ -661,7 +829,8 @@ impl Gpu {
         for (t, b) in shape.outputs.iter().zip(&outputs) {
             map.insert(t.name.clone(), b.ptr);
         }
-        let with = |map: &HashMap<String, sys::CUdeviceptr>, s: &[(String, String, bool, DevBuf)]| {
+        let with = |map: &HashMap<String, sys::CUdeviceptr>,
+                    s: &[(String, String, bool, DevBuf)]| {
             let mut m = map.clone();
             for (n, _, _, b) in s {
                 m.insert(n.clone(), b.ptr);
@@ -689,7 +858,10 @@ impl Gpu {
             self.reset_scratch(&ref_scratch)?;
             self.enqueue(reference, env, &ref_map)?;
             self.sync()?;
-            let refs: Vec<Vec<u8>> = outputs.iter().map(|b| self.download(b)).collect::<GResult<_>>()?;
+            let refs: Vec<Vec<u8>> = outputs
+                .iter()
+                .map(|b| self.download(b))
+                .collect::<GResult<_>>()?;
             // Candidate, twice, with different poisons; inputs hashed around the first run.
             let mut runs: Vec<Vec<Vec<u8>>> = Vec::new();
             for which in 0..2u8 {
@@ -708,7 +880,12 @@ impl Gpu {
                 self.reset_scratch(&cand_scratch)?;
                 self.enqueue(cand, env, &cand_map)?;
                 self.sync()?;
-                runs.push(outputs.iter().map(|b| self.download(b)).collect::<GResult<_>>()?);
+                runs.push(
+                    outputs
+                        .iter()
+                        .map(|b| self.download(b))
+                        .collect::<GResult<_>>()?,
+                );
                 if which == 0 {
                     for (t, b) in shape.inputs.iter().zip(&inputs) {
                         if let Some((_, h0)) = before.iter().find(|(n, _)| *n == t.name) {
@@ -726,7 +903,11 @@ impl Gpu {
                 }
             }
             for (i, t) in shape.outputs.iter().enumerate() {
-                let mode = if t.compare == "exact" { CmpMode::Exact } else { CmpMode::Float };
+                let mode = if t.compare == "exact" {
+                    CmpMode::Exact
+                } else {
+                    CmpMode::Float
+                };
                 let c = compare::check_tensor(
                     &t.name,
                     &t.dtype,
@@ -742,18 +923,30 @@ impl Gpu {
                 bench_ok &= c.bench_ok;
                 strict_ok &= c.strict_ok;
                 if !c.strict_ok && message.is_none() {
-                    message = Some(format!("output `{}` (seed {seed}): {}", t.name, c.reason.clone().unwrap_or_default()));
+                    message = Some(format!(
+                        "output `{}` (seed {seed}): {}",
+                        t.name,
+                        c.reason.clone().unwrap_or_default()
+                    ));
                 }
                 let replace = match &worst[i] {
                     None => true,
-                    Some(w) => (w.strict_ok && !c.strict_ok) || (w.strict_ok == c.strict_ok && c.max_abs > w.max_abs),
+                    Some(w) => {
+                        (w.strict_ok && !c.strict_ok)
+                            || (w.strict_ok == c.strict_ok && c.max_abs > w.max_abs)
+                    }
                 };
                 if replace {
                     worst[i] = Some(c);
                 }
             }
         }
-        Ok((bench_ok, strict_ok, worst.into_iter().flatten().collect(), message))
+        Ok((
+            bench_ok,
+            strict_ok,
+            worst.into_iter().flatten().collect(),
+            message,
+        ))
     }
 
     /// Times one shape: cold L2 (flush before every sample), rotating input sets, adaptive count.
@@ -766,7 +959,13 @@ impl Gpu {
         cancel: &AtomicU64,
         id: u64,
     ) -> GResult<Option<stats::TimingStats>> {
-        let set_bytes: u64 = shape.inputs.iter().chain(&shape.outputs).map(|t| t.bytes()).sum::<u64>().max(1);
+        let set_bytes: u64 = shape
+            .inputs
+            .iter()
+            .chain(&shape.outputs)
+            .map(|t| t.bytes())
+            .sum::<u64>()
+            .max(1);
         let (free, _) = cu::mem_get_info()?;
         let budget = (free as u64 / 2).min(16 << 30);
         let want = (2 * self.info.l2_bytes).div_ceil(set_bytes).clamp(2, 8);
@@ -795,7 +994,11 @@ impl Gpu {
             bufs.push(owned);
             maps.push(m);
         }
-        let rule = if job.mode == Mode::Quick { StopRule::quick() } else { StopRule::full() };
+        let rule = if job.mode == Mode::Quick {
+            StopRule::quick()
+        } else {
+            StopRule::full()
+        };
         let has_zero_scratch = scratch.iter().any(|s| s.2);
         // Warm-up: at least 3 runs and 10 ms.
         let t0 = Instant::now();
@@ -824,7 +1027,14 @@ impl Gpu {
                     self.reset_scratch(&scratch)?;
                 }
                 unsafe {
-                    if let Err(e) = sys::cuMemsetD32Async(self.flush.ptr, i as u32, self.flush.bytes / 4, self.stream).result() {
+                    if let Err(e) = sys::cuMemsetD32Async(
+                        self.flush.ptr,
+                        i as u32,
+                        self.flush.bytes / 4,
+                        self.stream,
+                    )
+                    .result()
+                    {
                         result = Err(GpuError::from(e));
                         break 'outer;
                     }
@@ -875,7 +1085,10 @@ impl Gpu {
         let end = cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
         for i in 0..23 {
             let mut storage = [src.ptr, dst.ptr, n];
-            let mut args: Vec<*mut c_void> = storage.iter_mut().map(|x| x as *mut u64 as *mut c_void).collect();
+            let mut args: Vec<*mut c_void> = storage
+                .iter_mut()
+                .map(|x| x as *mut u64 as *mut c_void)
+                .collect();
             unsafe { cu::event::record(start, self.stream) }?;
             self.launch_raw(f, grid, 512, &mut args)?;
             unsafe { cu::event::record(end, self.stream) }?;
@@ -894,11 +1107,19 @@ impl Gpu {
 }
 
 fn env_from_json(m: &BTreeMap<String, serde_json::Value>) -> Env {
-    m.iter().filter_map(|(k, v)| Value::from_json(v).map(|x| (k.clone(), x))).collect()
+    m.iter()
+        .filter_map(|(k, v)| Value::from_json(v).map(|x| (k.clone(), x)))
+        .collect()
 }
 
 /// Runs one job. Returns Err only for GPU errors (sticky ones end the worker).
-fn run_job(g: &mut Gpu, out: &Out, id: u64, job: &Job, cancel: &AtomicU64) -> GResult<(Verdict, Option<String>)> {
+fn run_job(
+    g: &mut Gpu,
+    out: &Out,
+    id: u64,
+    job: &Job,
+    cancel: &AtomicU64,
+) -> GResult<(Verdict, Option<String>)> {
     let cand = match g.prepare(out, id, "candidate", &job.candidate)? {
         Ok(l) => l,
         Err((v, msg)) => return Ok((v, Some(msg))),
@@ -909,11 +1130,22 @@ fn run_job(g: &mut Gpu, out: &Out, id: u64, job: &Job, cancel: &AtomicU64) -> GR
     let needs_check = matches!(job.kind, JobKind::Check | JobKind::All);
     let reference = if needs_check {
         let Some(r) = &job.reference else {
-            return Ok((Verdict::Error, Some("a check needs the reference kernel".into())));
+            return Ok((
+                Verdict::Error,
+                Some("a check needs the reference kernel".into()),
+            ));
         };
         match g.prepare(out, id, "reference", r)? {
             Ok(l) => Some(l),
-            Err((v, msg)) => return Ok((Verdict::Error, Some(format!("the reference does not build ({}): {msg}", v.name())))),
+            Err((v, msg)) => {
+                return Ok((
+                    Verdict::Error,
+                    Some(format!(
+                        "the reference does not build ({}): {msg}",
+                        v.name()
+                    )),
+                ));
+            }
         }
     } else {
         None
@@ -923,7 +1155,10 @@ fn run_job(g: &mut Gpu, out: &Out, id: u64, job: &Job, cancel: &AtomicU64) -> GR
     let mut first_msg = None;
     for (k, shape) in job.shapes.iter().enumerate() {
         if cancel.load(Ordering::SeqCst) == id {
-            return Ok((Verdict::Cancelled, Some(format!("cancelled after {k} of {total} shapes"))));
+            return Ok((
+                Verdict::Cancelled,
+                Some(format!("cancelled after {k} of {total} shapes")),
+            ));
         }
         let env = env_from_json(&shape.env);
         let mut res = ShapeResult {
@@ -940,7 +1175,13 @@ fn run_job(g: &mut Gpu, out: &Out, id: u64, job: &Job, cancel: &AtomicU64) -> GR
         };
         let mut ok_to_time = true;
         if let Some(r) = &reference {
-            out.send(&Event::Progress { id, stage: "check".into(), shape: Some(shape.id), done: k, total });
+            out.send(&Event::Progress {
+                id,
+                stage: "check".into(),
+                shape: Some(shape.id),
+                done: k,
+                total,
+            });
             match g.check_shape(job, shape, &env, &cand, r) {
                 Ok((b, s, checks, msg)) => {
                     res.bench_ok = b;
@@ -964,7 +1205,13 @@ fn run_job(g: &mut Gpu, out: &Out, id: u64, job: &Job, cancel: &AtomicU64) -> GR
             res.verdict = Verdict::Unchecked;
         }
         if ok_to_time && matches!(job.kind, JobKind::Time | JobKind::All) {
-            out.send(&Event::Progress { id, stage: "time".into(), shape: Some(shape.id), done: k, total });
+            out.send(&Event::Progress {
+                id,
+                stage: "time".into(),
+                shape: Some(shape.id),
+                done: k,
+                total,
+            });
             match g.time_shape(job, shape, &env, &cand, cancel, id) {
                 Ok(Some(t)) => {
                     let t_s = t.median_ms * 1e-3;
@@ -991,13 +1238,25 @@ fn run_job(g: &mut Gpu, out: &Out, id: u64, job: &Job, cancel: &AtomicU64) -> GR
                 }
             }
         }
-        if res.verdict != Verdict::Pass && res.verdict != Verdict::Unchecked && overall == Verdict::Pass {
+        if res.verdict != Verdict::Pass
+            && res.verdict != Verdict::Unchecked
+            && overall == Verdict::Pass
+        {
             overall = res.verdict.clone();
-            first_msg = res.message.clone().map(|m| format!("shape {}: {m}", shape.id));
+            first_msg = res
+                .message
+                .clone()
+                .map(|m| format!("shape {}: {m}", shape.id));
         }
         out.send(&Event::ShapeDone { id, result: res });
     }
-    out.send(&Event::Progress { id, stage: "done".into(), shape: None, done: total, total });
+    out.send(&Event::Progress {
+        id,
+        stage: "done".into(),
+        shape: None,
+        done: total,
+        total,
+    });
     Ok((overall, first_msg))
 }
 
@@ -1023,7 +1282,10 @@ pub fn main(device: u32) -> i32 {
                             break;
                         }
                     }
-                    Err(e) => out.send(&Event::Error { id: 0, message: format!("malformed request: {e}") }),
+                    Err(e) => out.send(&Event::Error {
+                        id: 0,
+                        message: format!("malformed request: {e}"),
+                    }),
                 }
             }
             let _ = tx.send(Request::Shutdown);
@@ -1061,7 +1323,12 @@ pub fn main(device: u32) -> i32 {
                 Ok((p, d)) => {
                     // Set up the context now, so that the first job is fast.
                     let _ = ensure(&mut gpu, &mut init_error);
-                    out.send(&Event::Hello { id, protocol: PROTOCOL_VERSION, probe: p, device: d });
+                    out.send(&Event::Hello {
+                        id,
+                        protocol: PROTOCOL_VERSION,
+                        probe: p,
+                        device: d,
+                    });
                 }
                 Err(e) => out.send(&Event::Error { id, message: e }),
             },
@@ -1072,9 +1339,17 @@ pub fn main(device: u32) -> i32 {
                 }
                 let Some(g) = gpu.as_mut() else { continue };
                 match g.calibrate() {
-                    Ok((bw, bytes, med)) => out.send(&Event::Calibration { id, copy_bytes_per_s: bw, bytes, median_ms: med }),
+                    Ok((bw, bytes, med)) => out.send(&Event::Calibration {
+                        id,
+                        copy_bytes_per_s: bw,
+                        bytes,
+                        median_ms: med,
+                    }),
                     Err(e) => {
-                        out.send(&Event::Error { id, message: e.msg.clone() });
+                        out.send(&Event::Error {
+                            id,
+                            message: e.msg.clone(),
+                        });
                         if e.sticky {
                             return 3;
                         }
@@ -1083,21 +1358,40 @@ pub fn main(device: u32) -> i32 {
             }
             Request::Job { id, job } => {
                 if let Err(e) = ensure(&mut gpu, &mut init_error) {
-                    out.send(&Event::Done { id, verdict: Verdict::Error, message: Some(format!("no GPU: {e}")) });
+                    out.send(&Event::Done {
+                        id,
+                        verdict: Verdict::Error,
+                        message: Some(format!("no GPU: {e}")),
+                    });
                     continue;
                 }
                 let Some(g) = gpu.as_mut() else { continue };
                 match run_job(g, &out, id, &job, &cancel) {
-                    Ok((v, m)) => out.send(&Event::Done { id, verdict: v, message: m }),
+                    Ok((v, m)) => out.send(&Event::Done {
+                        id,
+                        verdict: v,
+                        message: m,
+                    }),
                     Err(e) => {
                         let message = format!("{}: {}", job.candidate.name, e.msg);
                         if e.sticky {
-                            out.send(&Event::Fault { id, message: message.clone() });
-                            out.send(&Event::Done { id, verdict: Verdict::Fault, message: Some(message) });
+                            out.send(&Event::Fault {
+                                id,
+                                message: message.clone(),
+                            });
+                            out.send(&Event::Done {
+                                id,
+                                verdict: Verdict::Fault,
+                                message: Some(message),
+                            });
                             // The context is unusable: exit, the client restarts us.
                             return 3;
                         }
-                        out.send(&Event::Done { id, verdict: Verdict::Error, message: Some(message) });
+                        out.send(&Event::Done {
+                            id,
+                            verdict: Verdict::Error,
+                            message: Some(message),
+                        });
                     }
                 }
             }
@@ -1117,7 +1411,14 @@ mod tests {
                    1 error detected in the compilation of \"candidate.cu\".\n";
         let d = parse_nvrtc_log(log, "candidate.cu");
         assert_eq!(d.len(), 2);
-        assert_eq!(d[0], Diagnostic { line: 12, severity: "error".into(), msg: "identifier \"foo\" is undefined".into() });
+        assert_eq!(
+            d[0],
+            Diagnostic {
+                line: 12,
+                severity: "error".into(),
+                msg: "identifier \"foo\" is undefined".into()
+            }
+        );
         assert_eq!(d[1].line, 30);
         assert_eq!(d[1].severity, "warning");
     }

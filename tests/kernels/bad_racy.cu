@@ -1,0 +1,34 @@
+// Deliberately bad: nondeterministic (float atomics in scheduling order).
+/* atrex:plan
+[[launch]]
+kernel = "rms_norm_ref"
+grid = ["T"]
+block = [256]
+args = ["out", "x", "weight", "H:i32", "eps:f32"]
+*/
+// Reference RMSNorm: out = bf16(x · rsqrt(mean(x²) + eps) · w), fp32 math, single rounding.
+// One block per row; plain loops; fp32 accumulation.
+#include <cuda_bf16.h>
+
+extern "C" __global__ void rms_norm_ref(__nv_bfloat16* out, const __nv_bfloat16* x,
+                                        const __nv_bfloat16* weight, int H, float eps) {
+    __shared__ float partial[256];
+    const size_t row = blockIdx.x;
+    const __nv_bfloat16* xr = x + row * (size_t)H;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+        float v = __bfloat162float(xr[j]);
+        s += v * v;
+    }
+    // Sum of squares through shared-memory float atomics: the order of the additions, and so
+    // the last bits of the sum, depend on warp scheduling.
+    if (threadIdx.x == 0) partial[0] = 0.0f;
+    __syncthreads();
+    atomicAdd(&partial[0], s);
+    __syncthreads();
+    const float inv = rsqrtf(partial[0] / (float)H + eps);
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+        float v = __bfloat162float(xr[j]);
+        out[row * (size_t)H + j] = __float2bfloat16_rn(v * inv * __bfloat162float(weight[j]));
+    }
+}

@@ -1,0 +1,294 @@
+//! The suite in problems/ against the benchmark's data files, and the CLI on it.
+
+use atrex_tui::import;
+use atrex_tui::roofline;
+use atrex_tui::suite::{PhaseFilter, Suite, SuiteSource};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn bench_dir() -> Option<PathBuf> {
+    let d = root().join("..").join("shared").join("atrex-bench-data");
+    if d.join("data").is_dir() {
+        Some(d)
+    } else {
+        eprintln!("SKIPPED: ../shared/atrex-bench-data is absent");
+        None
+    }
+}
+
+fn suite() -> Suite {
+    Suite::load(SuiteSource::Dir(root().join("problems"))).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn thirty_operators_and_440_shapes() {
+    let s = suite();
+    assert_eq!(s.problems.len(), 30);
+    assert_eq!(s.shape_count(), 440);
+    let total: f64 = s.weights(PhaseFilter::All).values().sum();
+    assert!((total - 1.0).abs() < 1e-9, "{total}");
+    assert!(
+        (s.importance_total() - 1.09478).abs() < 1e-4,
+        "{}",
+        s.importance_total()
+    );
+    for ph in [PhaseFilter::Prefill, PhaseFilter::Decode] {
+        let w: f64 = s.weights(ph).values().sum();
+        assert!((w - 1.0).abs() < 1e-9);
+        assert!(s.by_weight(ph).len() < 30);
+    }
+    let keys: Vec<&str> = s.hardware.iter().map(|h| h.key.as_str()).collect();
+    for k in ["H20", "XPU-A", "H100_SXM", "H200", "B200"] {
+        assert!(keys.contains(&k), "{k} missing from {keys:?}");
+    }
+}
+
+#[test]
+fn embedded_suite_equals_the_checkout() {
+    let e = Suite::load(SuiteSource::Embedded).unwrap();
+    let d = suite();
+    assert_eq!(e.problems.len(), d.problems.len());
+    for (a, b) in e.problems.iter().zip(&d.problems) {
+        assert_eq!(a.name, b.name);
+        assert_eq!(a.shapes.len(), b.shapes.len());
+    }
+}
+
+#[test]
+fn w_q_and_sol_match_the_benchmark_exactly() {
+    let Some(dir) = bench_dir() else { return };
+    let s = suite();
+    let h20 = s.hardware("H20").unwrap();
+    let xpu = s.hardware("XPU-A").unwrap();
+    let mut n = 0;
+    for p in &s.problems {
+        let b = import::read_bench_op(&dir.join("data"), &p.name).unwrap();
+        assert_eq!(b.shapes.len(), p.shapes.len(), "{}", p.name);
+        for sh in &p.shapes {
+            let r = &b.roofline[&sh.id];
+            let w = p.work(sh).unwrap();
+            assert_eq!(w.flops, r.flops, "{} shape {} W", p.name, sh.id);
+            assert_eq!(
+                w.read_bytes, r.read_bytes,
+                "{} shape {} Q_read",
+                p.name, sh.id
+            );
+            assert_eq!(
+                w.write_bytes, r.write_bytes,
+                "{} shape {} Q_write",
+                p.name, sh.id
+            );
+            for (hw, key) in [(h20, "H20"), (xpu, "XPU-A")] {
+                let ours = roofline::sol(&w, hw).unwrap().sol_ms();
+                let theirs = r.sol_ms[key];
+                assert!(
+                    ((ours - theirs) / theirs).abs() <= 1e-6,
+                    "{} shape {} SOL on {key}: {ours} vs {theirs}",
+                    p.name,
+                    sh.id
+                );
+            }
+            n += 1;
+        }
+    }
+    assert_eq!(n, 440);
+}
+
+#[test]
+fn import_reports_agreement_and_disagreement() {
+    let Some(dir) = bench_dir() else { return };
+    let s = suite();
+    let rep = import::import(&s, &dir, None).unwrap();
+    assert_eq!(rep.operators_compared, 30);
+    assert_eq!(rep.shapes_compared, 440);
+    assert!(rep.disagreements.is_empty(), "{:?}", rep.disagreements);
+    assert!(rep.missing_in_bench.is_empty() && rep.missing_in_problems.is_empty());
+
+    // A changed shape and a changed formula are both reported.
+    let tmp = tempdir("import");
+    copy_dir(&root().join("problems"), &tmp.join("problems"));
+    let f = tmp.join("problems/rms_norm/problem.toml");
+    let t = std::fs::read_to_string(&f).unwrap();
+    assert!(t.contains("token_count = 2500,"));
+    let t = t.replacen("token_count = 2500,", "token_count = 2501,", 1);
+    let t = t.replace(
+        "read_bytes = \"2*T*H + 2*H\"",
+        "read_bytes = \"2*T*H + 4*H\"",
+    );
+    std::fs::write(&f, t).unwrap();
+    let s2 = Suite::load(SuiteSource::Dir(tmp.join("problems"))).unwrap();
+    let rep = import::import(&s2, &dir, None).unwrap();
+    assert!(
+        rep.disagreements
+            .iter()
+            .any(|d| d.operator == "rms_norm" && d.what == "Q_read"),
+        "{:?}",
+        rep.disagreements
+    );
+    assert!(
+        rep.disagreements
+            .iter()
+            .any(|d| d.operator == "rms_norm" && d.what == "parameters" && d.shape == Some(0))
+    );
+    // --write restores the shapes from the benchmark.
+    let rep = import::import(&s2, &dir, Some(&tmp.join("problems"))).unwrap();
+    assert!(rep.written.iter().any(|w| w.contains("rms_norm")));
+    let s3 = Suite::load(SuiteSource::Dir(tmp.join("problems"))).unwrap();
+    let p = s3.problem("rms_norm").unwrap();
+    assert_eq!(p.shapes.len(), 56);
+    assert!(
+        !import::compare_op(
+            p,
+            &import::read_bench_op(&dir.join("data"), "rms_norm").unwrap()
+        )
+        .iter()
+        .any(|d| d.what == "parameters")
+    );
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "atrex-test-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_atrex-tui"))
+}
+
+#[test]
+fn suite_json_lists_operators_in_descending_weight() {
+    let out = bin()
+        .args(["suite", "--json", "--shapes", "--hardware", "H20"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["hardware"], "H20");
+    let ops = d["operators"].as_array().unwrap();
+    assert_eq!(ops.len(), 30);
+    let shapes: usize = ops
+        .iter()
+        .map(|o| o["shapes"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(shapes, 440);
+    let w: Vec<f64> = ops.iter().map(|o| o["weight"].as_f64().unwrap()).collect();
+    assert!(w.windows(2).all(|p| p[0] >= p[1]));
+    assert!((w.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+    assert_eq!(ops[0]["name"], "unified_attention");
+    let s0 = &ops[0]["shapes"][0];
+    for k in [
+        "id",
+        "params",
+        "w_flops",
+        "q_read_bytes",
+        "q_write_bytes",
+        "sol_ms",
+        "bottleneck",
+    ] {
+        assert!(s0.get(k).is_some(), "missing {k}");
+    }
+    // Decode view renormalizes over decode operators only.
+    let out = bin()
+        .args(["suite", "--json", "--phase", "decode"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ops = d["operators"].as_array().unwrap();
+    assert!(
+        ops.iter()
+            .all(|o| o["phase"].as_str().unwrap().contains("decode"))
+    );
+    assert!(ops.iter().all(|o| o["name"] != "attention_forward"));
+    let sum: f64 = ops.iter().map(|o| o["weight"].as_f64().unwrap()).sum();
+    assert!((sum - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn unknown_hardware_is_a_clear_error() {
+    let out = bin()
+        .args(["suite", "--hardware", "Z80"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("unknown hardware `Z80`") && e.contains("H200"),
+        "{e}"
+    );
+}
+
+#[test]
+fn doctor_always_exits_zero_and_names_the_workspace() {
+    let out = bin().args(["doctor"]).current_dir(root()).output().unwrap();
+    assert!(out.status.success());
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        o.contains("workspace:") && o.contains("current directory"),
+        "{o}"
+    );
+    let out = bin()
+        .args(["doctor", "--json"])
+        .env("OPENAI_API_KEY", "sk-secret-value")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(!o.contains("sk-secret-value"), "doctor printed a key");
+    let d: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert!(d.get("gpu").is_some() && d.get("terminal_colours").is_some());
+}
+
+#[test]
+fn workspace_flag_and_embedded_fallback() {
+    let tmp = tempdir("ws");
+    let out = bin()
+        .args(["suite", "--json"])
+        .current_dir(&tmp)
+        .env("XDG_DATA_HOME", tmp.join("data"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["suite"], "built-in suite");
+    assert_eq!(d["operators"].as_array().unwrap().len(), 30);
+    let out = bin()
+        .args(["doctor", "--workspace"])
+        .arg(&tmp)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(o.contains("--workspace"), "{o}");
+}

@@ -1,0 +1,216 @@
+//! The worker client's supervision, against the protocol simulator (`worker --simulate`) and the
+//! real worker on a machine without a GPU.
+
+use atrex_tui::engine::client::{JobEvent, WorkerClient, WorkerConfig};
+use atrex_tui::engine::compare::Tol;
+use atrex_tui::engine::protocol::*;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"))
+}
+
+fn job(name: &str) -> Job {
+    Job {
+        operator: "rms_norm".into(),
+        kind: JobKind::All,
+        mode: Mode::Quick,
+        candidate: Source {
+            name: name.into(),
+            code: String::new(),
+            defines: Default::default(),
+        },
+        reference: None,
+        shapes: vec![],
+        tolerance: Tol {
+            atol: 0.0,
+            rtol: 0.0,
+            rel_l2: 0.0,
+        },
+        seeds: vec![1],
+    }
+}
+
+fn simulated(watchdog_ms: u64) -> WorkerClient {
+    let mut cfg = WorkerConfig::new(0);
+    cfg.exe = exe();
+    cfg.extra_args = vec!["--simulate".into()];
+    cfg.watchdog = Duration::from_millis(watchdog_ms);
+    WorkerClient::spawn(cfg)
+}
+
+async fn last(rx: &mut tokio::sync::mpsc::UnboundedReceiver<JobEvent>) -> JobEvent {
+    let mut last = None;
+    while let Some(e) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("job never ended")
+    {
+        let end = matches!(
+            e,
+            JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
+        );
+        last = Some(e);
+        if end {
+            break;
+        }
+    }
+    last.expect("no events")
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_job_is_reported_and_restarted() {
+    let c = simulated(5000);
+    let (_, mut rx) = c.submit(job("v1 crash"));
+    let t0 = Instant::now();
+    match last(&mut rx).await {
+        JobEvent::WorkerLost { verdict, message } => {
+            assert_eq!(verdict, Verdict::Fault);
+            assert!(
+                message.contains("signal") || message.contains("exited"),
+                "{message}"
+            );
+        }
+        other => panic!("expected WorkerLost, got {other:?}"),
+    }
+    // The next job runs on a restarted worker, within 2 s of the crash.
+    let (_, mut rx) = c.submit(job("v2 fine"));
+    match last(&mut rx).await {
+        JobEvent::Worker(Event::Done { message, .. }) => {
+            assert!(message.unwrap().contains("simulated"))
+        }
+        other => panic!("expected Done, got {other:?}"),
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "restart took {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(c.restarts.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_hanging_job_hits_the_watchdog_and_the_next_job_succeeds() {
+    let c = simulated(400);
+    let (_, mut rx) = c.submit(job("v1 hang"));
+    match last(&mut rx).await {
+        JobEvent::WorkerLost { verdict, message } => {
+            assert_eq!(verdict, Verdict::Timeout);
+            assert!(message.contains("no progress"), "{message}");
+        }
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    let (_, mut rx) = c.submit(job("v2 fine"));
+    assert!(matches!(
+        last(&mut rx).await,
+        JobEvent::Worker(Event::Done { .. })
+    ));
+}
+
+#[tokio::test]
+async fn queued_jobs_can_be_cancelled_before_they_start() {
+    let c = simulated(1000);
+    let (_, mut rx1) = c.submit(job("v1 hang"));
+    let (id2, mut rx2) = c.submit(job("v2 fine"));
+    c.cancel(id2);
+    match last(&mut rx2).await {
+        JobEvent::WorkerLost { verdict, .. } => assert_eq!(verdict, Verdict::Cancelled),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        last(&mut rx1).await,
+        JobEvent::WorkerLost {
+            verdict: Verdict::Timeout,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn a_missing_worker_binary_is_an_error_not_a_panic() {
+    let mut cfg = WorkerConfig::new(0);
+    cfg.exe = PathBuf::from("/nonexistent/atrex-tui");
+    let c = WorkerClient::spawn(cfg);
+    let (_, mut rx) = c.submit(job("v1"));
+    match last(&mut rx).await {
+        JobEvent::WorkerLost { message, .. } => {
+            assert!(message.contains("cannot start the worker"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(c.hello().await.is_err());
+}
+
+fn has_gpu() -> bool {
+    let out = Command::new(exe())
+        .args(["doctor", "--json"])
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    d["gpu"].get("error").is_none()
+}
+
+#[test]
+fn bench_without_a_gpu_exits_2_with_one_clear_line() {
+    if has_gpu() {
+        eprintln!("SKIPPED: this machine has a GPU");
+        return;
+    }
+    let out = Command::new(exe())
+        .args(["bench", "rms_norm", "--quick"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(e.contains("no GPU") && !e.contains("panicked"), "{e}");
+}
+
+#[test]
+fn the_real_worker_answers_without_a_gpu() {
+    if has_gpu() {
+        eprintln!("SKIPPED: this machine has a GPU");
+        return;
+    }
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(exe())
+        .args(["worker"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "not json").unwrap();
+    writeln!(stdin, r#"{{"type":"hello","id":5}}"#).unwrap();
+    let mut j = serde_json::to_value(Request::Job {
+        id: 6,
+        job: Box::new(job("x")),
+    })
+    .unwrap();
+    j["job"]["operator"] = "rms_norm".into();
+    writeln!(stdin, "{j}").unwrap();
+    drop(stdin);
+    let lines: Vec<String> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .collect();
+    assert!(child.wait().unwrap().success());
+    let evs: Vec<Event> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        matches!(&evs[0], Event::Error { id: 0, message } if message.contains("malformed")),
+        "{lines:?}"
+    );
+    assert!(
+        matches!(&evs[1], Event::Error { id: 5, message } if message.contains("libcuda")),
+        "{lines:?}"
+    );
+    assert!(
+        matches!(&evs[2], Event::Done { id: 6, verdict: Verdict::Error, message: Some(m) } if m.contains("no GPU")),
+        "{lines:?}"
+    );
+}

@@ -1,5 +1,7 @@
 //! The suite in problems/ against the benchmark's data files, and the CLI on it.
 
+mod common;
+
 use atrex_tui::import;
 use atrex_tui::roofline;
 use atrex_tui::suite::{PhaseFilter, Suite, SuiteSource};
@@ -177,7 +179,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_atrex-tui"))
+    Command::new(common::exe())
 }
 
 #[test]

@@ -1,16 +1,14 @@
 //! The worker client's supervision, against the protocol simulator (`worker --simulate`) and the
 //! real worker on a machine without a GPU.
 
+mod common;
+
 use atrex_tui::engine::client::{JobEvent, WorkerClient, WorkerConfig};
 use atrex_tui::engine::compare::Tol;
 use atrex_tui::engine::protocol::*;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn exe() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"))
-}
 
 fn job(name: &str) -> Job {
     Job {
@@ -35,7 +33,7 @@ fn job(name: &str) -> Job {
 
 fn simulated(watchdog_ms: u64) -> WorkerClient {
     let mut cfg = WorkerConfig::new(0);
-    cfg.exe = exe();
+    cfg.exe = common::exe();
     cfg.extra_args = vec!["--simulate".into()];
     cfg.watchdog = Duration::from_millis(watchdog_ms);
     WorkerClient::spawn(cfg)
@@ -143,7 +141,7 @@ async fn a_missing_worker_binary_is_an_error_not_a_panic() {
 }
 
 fn has_gpu() -> bool {
-    let out = Command::new(exe())
+    let out = Command::new(common::exe())
         .args(["doctor", "--json"])
         .output()
         .unwrap();
@@ -157,7 +155,7 @@ fn bench_without_a_gpu_exits_2_with_one_clear_line() {
         eprintln!("SKIPPED: this machine has a GPU");
         return;
     }
-    let out = Command::new(exe())
+    let out = Command::new(common::exe())
         .args(["bench", "rms_norm", "--quick"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -175,7 +173,7 @@ fn the_real_worker_answers_without_a_gpu() {
         return;
     }
     use std::io::{BufRead, BufReader, Write};
-    let mut child = Command::new(exe())
+    let mut child = Command::new(common::exe())
         .args(["worker"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())

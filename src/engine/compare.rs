@@ -102,8 +102,135 @@ pub enum Mode {
     Exact,
 }
 
+/// Statistics of a range of elements; ranges merge in index order.
+#[derive(Debug, Clone, Default)]
+struct Partial {
+    bench_fail: bool,
+    mismatches: u64,
+    first_bad: Option<(u64, f64, f64)>,
+    max_abs: f64,
+    max_rel: f64,
+    err2: f64,
+    ref2: f64,
+    unwritten: u64,
+    first_unwritten: Option<u64>,
+    differ: u64,
+    first_differ: Option<u64>,
+    nan: u64,
+    first_nan: Option<u64>,
+    /// (first value, all equal to it) of the reference and of the candidate.
+    ref_const: Option<(f64, bool)>,
+    cand_const: Option<(f64, bool)>,
+}
+
+fn same_value(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+fn merge_const(a: Option<(f64, bool)>, b: Option<(f64, bool)>) -> Option<(f64, bool)> {
+    match (a, b) {
+        (None, x) | (x, None) => x,
+        (Some((va, ca)), Some((vb, cb))) => Some((va, ca && cb && same_value(va, vb))),
+    }
+}
+
+impl Partial {
+    fn merge(mut self, o: Partial) -> Partial {
+        self.bench_fail |= o.bench_fail;
+        self.mismatches += o.mismatches;
+        self.first_bad = self.first_bad.or(o.first_bad);
+        self.max_abs = self.max_abs.max(o.max_abs);
+        self.max_rel = self.max_rel.max(o.max_rel);
+        self.err2 += o.err2;
+        self.ref2 += o.ref2;
+        self.unwritten += o.unwritten;
+        self.first_unwritten = self.first_unwritten.or(o.first_unwritten);
+        self.differ += o.differ;
+        self.first_differ = self.first_differ.or(o.first_differ);
+        self.nan += o.nan;
+        self.first_nan = self.first_nan.or(o.first_nan);
+        self.ref_const = merge_const(self.ref_const, o.ref_const);
+        self.cand_const = merge_const(self.cand_const, o.cand_const);
+        self
+    }
+}
+
+struct Inputs<'a> {
+    dtype: &'a str,
+    mode: Mode,
+    es: usize,
+    reference: &'a [u8],
+    run_a: &'a [u8],
+    run_b: &'a [u8],
+    poison_a: &'a [u8],
+    poison_b: &'a [u8],
+    tol: Tol,
+}
+
+fn scan(inp: &Inputs, from: usize, to: usize) -> Partial {
+    let es = inp.es;
+    let mut p = Partial::default();
+    for i in from..to {
+        let rb = &inp.reference[i * es..(i + 1) * es];
+        let ab = &inp.run_a[i * es..(i + 1) * es];
+        let bb = &inp.run_b[i * es..(i + 1) * es];
+        if ab == inp.poison_a && bb == inp.poison_b && rb != inp.poison_a {
+            p.unwritten += 1;
+            p.first_unwritten.get_or_insert(i as u64);
+            continue;
+        }
+        if ab != bb {
+            p.differ += 1;
+            p.first_differ.get_or_insert(i as u64);
+        }
+        let r = decode(inp.dtype, rb);
+        let x = decode(inp.dtype, ab);
+        // Constant by value (0.0 and -0.0 are the same constant).
+        p.ref_const = merge_const(p.ref_const, Some((r, true)));
+        p.cand_const = merge_const(p.cand_const, Some((x, true)));
+        let both_nan = r.is_nan() && x.is_nan();
+        if !x.is_finite() && !(both_nan || (r.is_infinite() && r == x)) {
+            p.nan += 1;
+            p.first_nan.get_or_insert(i as u64);
+        }
+        let (bench, strict) = match inp.mode {
+            Mode::Exact => {
+                let same = rb == ab || both_nan;
+                (same, same)
+            }
+            Mode::Float => {
+                let d = (r - x).abs();
+                // The benchmark's rule: NaN never equals NaN.
+                let bench = d <= 0.01 + 0.05 * x.abs();
+                let strict = both_nan || (r == x) || d <= inp.tol.atol + inp.tol.rtol * r.abs();
+                (bench, strict)
+            }
+        };
+        if !bench {
+            p.bench_fail = true;
+        }
+        if !strict {
+            p.mismatches += 1;
+            if p.first_bad.is_none() {
+                p.first_bad = Some((i as u64, r, x));
+            }
+        }
+        if r.is_finite() && x.is_finite() {
+            let d = (r - x).abs();
+            p.max_abs = p.max_abs.max(d);
+            if r != 0.0 {
+                p.max_rel = p.max_rel.max(d / r.abs());
+            }
+            p.err2 += d * d;
+            p.ref2 += r * r;
+        }
+    }
+    p
+}
+
 /// Compares a candidate output (two runs, each after a different poison) with the reference.
-/// `poison_a` / `poison_b` are the element bit patterns written before each run.
+/// `poison_a` / `poison_b` are the element bit patterns written before each run. Large tensors
+/// are scanned on several threads.
 #[allow(clippy::too_many_arguments)]
 pub fn check_tensor(
     name: &str,
@@ -118,10 +245,10 @@ pub fn check_tensor(
     allow_nondeterminism: bool,
 ) -> TensorCheck {
     let es = crate::suite::dtype_size(dtype).unwrap_or(1);
-    let n = (reference.len() / es) as u64;
+    let n = reference.len() / es;
     let mut c = TensorCheck {
         name: name.to_string(),
-        elements: n,
+        elements: n as u64,
         bench_ok: true,
         strict_ok: true,
         max_abs: 0.0,
@@ -142,90 +269,48 @@ pub fn check_tensor(
         ));
         return c;
     }
-    let mut unwritten = 0u64;
-    let mut first_unwritten = None;
-    let mut differ = 0u64;
-    let mut first_differ = None;
-    let mut nan = 0u64;
-    let mut first_nan = None;
-    let mut err2 = 0.0f64;
-    let mut ref2 = 0.0f64;
-    let mut cand_const = true;
-    let mut ref_const = true;
-    let mut first_ref = None;
-    let mut first_cand = None;
-    for i in 0..n as usize {
-        let rb = &reference[i * es..(i + 1) * es];
-        let ab = &run_a[i * es..(i + 1) * es];
-        let bb = &run_b[i * es..(i + 1) * es];
-        if ab == poison_a && bb == poison_b && rb != poison_a {
-            unwritten += 1;
-            first_unwritten.get_or_insert(i as u64);
-            continue;
-        }
-        if ab != bb {
-            differ += 1;
-            first_differ.get_or_insert(i as u64);
-        }
-        let r = decode(dtype, rb);
-        let x = decode(dtype, ab);
-        match first_ref {
-            None => first_ref = Some(rb.to_vec()),
-            Some(ref f) => {
-                if f.as_slice() != rb {
-                    ref_const = false
-                }
-            }
-        }
-        match first_cand {
-            None => first_cand = Some(ab.to_vec()),
-            Some(ref f) => {
-                if f.as_slice() != ab {
-                    cand_const = false
-                }
-            }
-        }
-        let both_nan = r.is_nan() && x.is_nan();
-        if !x.is_finite() && !(both_nan || (r.is_infinite() && r == x)) {
-            nan += 1;
-            first_nan.get_or_insert(i as u64);
-        }
-        let (bench, strict) = match mode {
-            Mode::Exact => {
-                let same = rb == ab || both_nan;
-                (same, same)
-            }
-            Mode::Float => {
-                let d = (r - x).abs();
-                // The benchmark's rule: NaN never equals NaN.
-                let bench = d <= 0.01 + 0.05 * x.abs();
-                let strict = both_nan || (r == x) || d <= tol.atol + tol.rtol * r.abs();
-                (bench, strict)
-            }
-        };
-        if !bench {
-            c.bench_ok = false;
-        }
-        if !strict {
-            c.mismatches += 1;
-            if c.first_bad.is_none() {
-                c.first_bad = Some(i as u64);
-                c.first_bad_values = Some((r, x));
-            }
-        }
-        if r.is_finite() && x.is_finite() {
-            let d = (r - x).abs();
-            c.max_abs = c.max_abs.max(d);
-            if r != 0.0 {
-                c.max_rel = c.max_rel.max(d / r.abs());
-            }
-            err2 += d * d;
-            ref2 += r * r;
-        }
-    }
-    c.rel_l2 = if ref2 > 0.0 {
-        (err2 / ref2).sqrt()
-    } else if err2 > 0.0 {
+    let inp = Inputs {
+        dtype,
+        mode,
+        es,
+        reference,
+        run_a,
+        run_b,
+        poison_a,
+        poison_b,
+        tol,
+    };
+    const CHUNK: usize = 1 << 20;
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(16);
+    let p = if n <= CHUNK || threads == 1 {
+        scan(&inp, 0, n)
+    } else {
+        let per = n.div_ceil(threads);
+        let parts: Vec<Partial> = std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let inp = &inp;
+                    sc.spawn(move || scan(inp, (t * per).min(n), ((t + 1) * per).min(n)))
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        parts.into_iter().fold(Partial::default(), Partial::merge)
+    };
+    c.bench_ok = !p.bench_fail;
+    c.mismatches = p.mismatches;
+    c.first_bad = p.first_bad.map(|b| b.0);
+    c.first_bad_values = p.first_bad.map(|b| (b.1, b.2));
+    c.max_abs = p.max_abs;
+    c.max_rel = p.max_rel;
+    c.rel_l2 = if p.ref2 > 0.0 {
+        (p.err2 / p.ref2).sqrt()
+    } else if p.err2 > 0.0 {
         f64::INFINITY
     } else {
         0.0
@@ -236,26 +321,31 @@ pub fn check_tensor(
             c.reason = Some(why);
         }
     };
-    if unwritten > 0 {
+    if p.unwritten > 0 {
         c.bench_ok = false;
         fail(format!(
-            "{unwritten} elements never written (first at index {})",
-            first_unwritten.unwrap_or(0)
+            "{} elements never written (first at index {})",
+            p.unwritten,
+            p.first_unwritten.unwrap_or(0)
         ));
     }
-    if nan > 0 {
+    if p.nan > 0 {
         c.bench_ok = false;
         fail(format!(
-            "{nan} NaN/Inf elements where the reference is finite (first at index {})",
-            first_nan.unwrap_or(0)
+            "{} NaN/Inf elements where the reference is finite (first at index {})",
+            p.nan,
+            p.first_nan.unwrap_or(0)
         ));
     }
-    if differ > 0 && !allow_nondeterminism {
+    if p.differ > 0 && !allow_nondeterminism {
         fail(format!(
-            "nondeterministic: two runs on the same inputs differ in {differ} elements (first at index {})",
-            first_differ.unwrap_or(0)
+            "nondeterministic: two runs on the same inputs differ in {} elements (first at index {})",
+            p.differ,
+            p.first_differ.unwrap_or(0)
         ));
     }
+    let cand_const = p.cand_const.map(|c| c.1).unwrap_or(false);
+    let ref_const = p.ref_const.map(|c| c.1).unwrap_or(true);
     if n > 1 && cand_const && !ref_const {
         fail("constant output where the reference is not".into());
     }
@@ -384,10 +474,11 @@ mod tests {
     #[test]
     fn constant_output_is_caught() {
         let r = bf16s(&[0.004, 0.002, -0.003, 0.001]);
-        let k = bf16s(&[0.0, 0.0, 0.0, 0.0]);
+        let k = bf16s(&[0.0, -0.0, 0.0, -0.0]);
         let c = check(&r, &k, &k);
         assert!(c.bench_ok, "atol 1e-2 hides it at the benchmark level");
         assert!(!c.strict_ok);
+        assert!(c.reason.unwrap().contains("constant output"));
     }
 
     #[test]
@@ -424,6 +515,25 @@ mod tests {
         let nan = bf16s(&[1.0, f32::NAN, 4.0]);
         let c = check(&r, &nan, &nan);
         assert!(!c.bench_ok && !c.strict_ok);
+    }
+
+    #[test]
+    fn large_tensors_scan_in_parallel_with_the_same_result() {
+        let n = (1 << 20) * 3 + 17;
+        let r: Vec<f32> = (0..n).map(|i| ((i % 97) as f32) * 0.25 - 3.0).collect();
+        let mut x = r.clone();
+        x[2_500_000] += 1.0;
+        x[3_000_001] += 2.0;
+        let (rb, xb) = (bf16s(&r), bf16s(&x));
+        let c = check(&rb, &xb, &xb);
+        assert_eq!(c.elements, n as u64);
+        assert_eq!(c.mismatches, 2);
+        assert_eq!(c.first_bad, Some(2_500_000));
+        assert_eq!(c.max_abs, 2.0);
+        assert!(!c.strict_ok && c.reason.unwrap().contains("2 of"));
+        let k = bf16s(&vec![1.5; n]);
+        let c = check(&rb, &k, &k);
+        assert!(c.reason.unwrap().contains("constant output"));
     }
 
     #[test]

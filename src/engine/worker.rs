@@ -808,6 +808,7 @@ impl Gpu {
         env: &Env,
         cand: &Loaded,
         reference: &Loaded,
+        heartbeat: &dyn Fn(usize),
     ) -> GResult<(bool, bool, Vec<TensorCheck>, Option<String>)> {
         let inputs: Vec<DevBuf> = shape
             .inputs
@@ -843,7 +844,8 @@ impl Gpu {
         let mut bench_ok = true;
         let mut strict_ok = true;
         let mut message = None;
-        for seed in &job.seeds {
+        for (k, seed) in job.seeds.iter().enumerate() {
+            heartbeat(k);
             let regen = |g: &mut Gpu| -> GResult<()> {
                 for (i, (t, b)) in shape.inputs.iter().zip(&inputs).enumerate() {
                     g.generate(b, t, *seed, i as u64)?;
@@ -1182,7 +1184,17 @@ fn run_job(
                 done: k,
                 total,
             });
-            match g.check_shape(job, shape, &env, &cand, r) {
+            let nseeds = job.seeds.len();
+            let beat = |k: usize| {
+                out.send(&Event::Progress {
+                    id,
+                    stage: format!("check seed {}/{nseeds}", k + 1),
+                    shape: Some(shape.id),
+                    done: k,
+                    total,
+                })
+            };
+            match g.check_shape(job, shape, &env, &cand, r, &beat) {
                 Ok((b, s, checks, msg)) => {
                     res.bench_ok = b;
                     res.strict_ok = s;

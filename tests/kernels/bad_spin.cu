@@ -27,8 +27,8 @@ extern "C" __global__ void rms_norm_ref(__nv_bfloat16* out, const __nv_bfloat16*
         __syncthreads();
     }
     const float inv = rsqrtf(partial[0] / (float)H + eps);
-    volatile int forever = 1;
-    while (forever) { }
+    // clock64() is a volatile read: the loop cannot be removed, and it never ends.
+    while (clock64() != -1) { }
     for (int j = threadIdx.x; j < H; j += blockDim.x) {
         float v = __bfloat162float(xr[j]);
         out[row * (size_t)H + j] = __float2bfloat16_rn(v * inv * __bfloat162float(weight[j]));

@@ -1,0 +1,300 @@
+//! GPU tests: run on a machine with a CUDA GPU (`cargo test -- --include-ignored`).
+//! Results are printed and, where `$OUT` is set, written there as JSON.
+
+mod common;
+
+use atrex_tui::engine::client::{JobEvent, WorkerClient, WorkerConfig};
+use atrex_tui::engine::protocol::*;
+use atrex_tui::suite::{Suite, SuiteSource};
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn save(name: &str, text: &str) {
+    if let Ok(out) = std::env::var("OUT") {
+        let _ = std::fs::write(PathBuf::from(out).join(name), text);
+    }
+}
+
+/// Runs `bench` and returns (exit code, JSON document).
+fn bench(args: &[&str]) -> (i32, serde_json::Value) {
+    let out = Command::new(common::exe())
+        .arg("bench")
+        .args(args)
+        .arg("--json")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "bench {args:?}: exit {code}, no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (code, doc)
+}
+
+fn verdicts(doc: &serde_json::Value) -> Vec<(u64, String, Option<String>)> {
+    doc["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["shape"].as_u64().unwrap(),
+                s["verdict"].as_str().unwrap().to_string(),
+                s["message"].as_str().map(|m| m.to_string()),
+            )
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pilot_references_and_baselines_pass_every_shape() {
+    let suite = Suite::load(SuiteSource::Dir(root().join("problems"))).unwrap();
+    let mut table = String::new();
+    for op in ["rms_norm", "silu_and_mul", "fused_add_rms_norm"] {
+        let p = suite.problem(op).unwrap();
+        // The reference against itself: every shape, quick mode (it must be deterministic,
+        // write every element and keep its inputs).
+        let refk = format!("problems/{op}/reference.cu");
+        let (code, doc) = bench(&[op, "--kernel", &refk, "--quick"]);
+        let bad: Vec<_> = verdicts(&doc)
+            .into_iter()
+            .filter(|v| v.1 != "pass")
+            .collect();
+        assert!(bad.is_empty() && code == 0, "{op} reference: {bad:?}");
+        // The baseline: full mode (5 seeds), every shape.
+        let (code, doc) = bench(&[op, "--full"]);
+        save(
+            &format!("bench-{op}.json"),
+            &serde_json::to_string_pretty(&doc).unwrap(),
+        );
+        let v = verdicts(&doc);
+        assert_eq!(v.len(), p.shapes.len(), "{op}: every shape reported");
+        let bad: Vec<_> = v.iter().filter(|v| v.1 != "pass").collect();
+        assert!(bad.is_empty() && code == 0, "{op} baseline: {bad:?}");
+        for s in doc["shapes"].as_array().unwrap() {
+            assert_eq!(s["seeds_checked"], 5);
+            let sv = s["s"].as_f64().unwrap();
+            assert!(sv > 0.0 && sv <= 1.0, "{op} shape {}: S = {sv}", s["shape"]);
+        }
+        let line = format!(
+            "{op}: S_op {:.4} over {} shapes on {} (driver {})\n",
+            doc["s_op"].as_f64().unwrap(),
+            v.len(),
+            doc["gpu"]["name"],
+            doc["driver"]
+        );
+        eprint!("{line}");
+        table.push_str(&line);
+    }
+    save("pilots.txt", &table);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_kernels_get_the_right_verdicts() {
+    let cases: &[(&str, &str, &str)] = &[
+        ("bad_unwritten.cu", "incorrect", "never written"),
+        ("bad_constant.cu", "incorrect", "constant output"),
+        ("bad_modifies_input.cu", "incorrect", "modified input `x`"),
+        ("bad_racy.cu", "incorrect", "nondeterministic"),
+        ("bad_fault.cu", "fault", "ILLEGAL_ADDRESS"),
+    ];
+    for (file, verdict, needle) in cases {
+        let k = format!("tests/kernels/{file}");
+        let (code, doc) = bench(&[
+            "rms_norm", "--kernel", &k, "--quick", "--shape", "0", "--shape", "13",
+        ]);
+        assert_eq!(code, 1, "{file}");
+        let text = serde_json::to_string(&doc).unwrap();
+        assert_eq!(doc["verdict"], *verdict, "{file}: {text}");
+        assert!(text.contains(needle), "{file}: `{needle}` not in {text}");
+        eprintln!("{file}: {} — {}", doc["verdict"], doc["message"]);
+    }
+}
+
+fn rms_norm_job(suite: &Suite, code: &str, shapes: &[u32]) -> Job {
+    let p = suite.problem("rms_norm").unwrap();
+    let reference = Source {
+        name: "reference".into(),
+        code: std::fs::read_to_string(root().join("problems/rms_norm/reference.cu")).unwrap(),
+        defines: Default::default(),
+    };
+    let hw = suite.hardware("H200").unwrap();
+    atrex_tui::engine::build_job(
+        p,
+        Source {
+            name: "candidate".into(),
+            code: code.to_string(),
+            defines: Default::default(),
+        },
+        Some(reference),
+        shapes,
+        JobKind::All,
+        Mode::Quick,
+        Some(hw),
+    )
+    .unwrap()
+}
+
+async fn finish(c: &WorkerClient, job: Job) -> (Vec<JobEvent>, Duration) {
+    let t0 = Instant::now();
+    let (_, mut rx) = c.submit(job);
+    let mut evs = Vec::new();
+    while let Some(e) = rx.recv().await {
+        let end = matches!(
+            e,
+            JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
+        );
+        evs.push(e);
+        if end {
+            break;
+        }
+    }
+    (evs, t0.elapsed())
+}
+
+fn final_verdict(evs: &[JobEvent]) -> (Verdict, String) {
+    match evs.last() {
+        Some(JobEvent::Worker(Event::Done {
+            verdict, message, ..
+        })) => (verdict.clone(), message.clone().unwrap_or_default()),
+        Some(JobEvent::WorkerLost { verdict, message }) => (verdict.clone(), message.clone()),
+        other => panic!("no end: {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a CUDA GPU"]
+async fn a_spinning_kernel_is_killed_and_the_worker_restarted() {
+    let suite = Suite::load(SuiteSource::Dir(root().join("problems"))).unwrap();
+    let mut cfg = WorkerConfig::new(0);
+    cfg.exe = common::exe();
+    cfg.watchdog = Duration::from_secs(4);
+    let c = WorkerClient::spawn(cfg);
+    assert!(matches!(
+        c.hello().await,
+        Ok(Event::Hello {
+            device: Some(_),
+            ..
+        })
+    ));
+    let spin = std::fs::read_to_string(root().join("tests/kernels/bad_spin.cu")).unwrap();
+    let (evs, took) = finish(&c, rms_norm_job(&suite, &spin, &[0])).await;
+    let (v, m) = final_verdict(&evs);
+    assert_eq!(v, Verdict::Timeout, "{m}");
+    eprintln!("spin: {} after {:.1} s — {m}", v.name(), took.as_secs_f64());
+    let t0 = Instant::now();
+    let good = std::fs::read_to_string(root().join("problems/rms_norm/baseline.cu")).unwrap();
+    let (evs, _) = finish(&c, rms_norm_job(&suite, &good, &[0])).await;
+    let (v, m) = final_verdict(&evs);
+    assert_eq!(v, Verdict::Pass, "{m}");
+    eprintln!(
+        "next job after the restart: pass in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert_eq!(c.restarts.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a CUDA GPU"]
+async fn speed_cold_start_and_hand_edit_to_verdict() {
+    let suite = Suite::load(SuiteSource::Dir(root().join("problems"))).unwrap();
+    let mut figures = String::new();
+    // Cold start to ready: spawn → hello answered (context created, harness loaded).
+    let mut colds = Vec::new();
+    for _ in 0..3 {
+        let mut cfg = WorkerConfig::new(0);
+        cfg.exe = common::exe();
+        let t0 = Instant::now();
+        let c = WorkerClient::spawn(cfg);
+        assert!(matches!(
+            c.hello().await,
+            Ok(Event::Hello {
+                device: Some(_),
+                ..
+            })
+        ));
+        colds.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    figures.push_str(&format!("worker cold start to ready (ms, first run compiles the harness, later runs use the disk cache): {colds:.0?}\n"));
+    // Hand edit → first verdict, worker warm: a new source each time (a real NVRTC compile),
+    // 1-seed check and quick timing of one shape.
+    let mut cfg = WorkerConfig::new(0);
+    cfg.exe = common::exe();
+    let c = WorkerClient::spawn(cfg);
+    c.hello().await.unwrap();
+    let base = std::fs::read_to_string(root().join("problems/rms_norm/baseline.cu")).unwrap();
+    let mut times = Vec::new();
+    for i in 0..9 {
+        let code = format!("{base}\n// edit {i} {}\n", std::process::id());
+        let (evs, took) = finish(&c, rms_norm_job(&suite, &code, &[0])).await;
+        let (v, m) = final_verdict(&evs);
+        assert_eq!(v, Verdict::Pass, "{m}");
+        times.push(took.as_secs_f64() * 1e3);
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    figures.push_str(&format!(
+        "hand edit -> first verdict (compile + 1-seed check + quick timing, rms_norm shape 0), ms: median {:.0}, all {:?}\n",
+        sorted[sorted.len() / 2],
+        times.iter().map(|t| t.round()).collect::<Vec<_>>()
+    ));
+    eprint!("{figures}");
+    save("speed.txt", &figures);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_plain_copy_times_at_the_calibrated_bandwidth() {
+    let out = Command::new(common::exe())
+        .args(["calibrate", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cal: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bw_cal = cal["copy_bytes_per_s"].as_f64().unwrap();
+    let ws = root().join("tests/fixtures/copy_ws");
+    let out = Command::new(common::exe())
+        .args([
+            "bench",
+            "copy",
+            "--json",
+            "--shape",
+            "0",
+            "--hardware",
+            "H200",
+        ])
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    let s = &doc["shapes"][0];
+    assert_eq!(s["verdict"], "pass", "{doc}");
+    let ms = s["timing"]["median_ms"].as_f64().unwrap();
+    let bw = 2.0 * 268435456.0 * 4.0 / (ms * 1e-3);
+    let ratio = bw / bw_cal;
+    let line = format!(
+        "copy: timed {:.3} TB/s, calibrated {:.3} TB/s, ratio {ratio:.4}; S vs datasheet {:.3}\n",
+        bw / 1e12,
+        bw_cal / 1e12,
+        s["s"].as_f64().unwrap_or(0.0)
+    );
+    eprint!("{line}");
+    save("copy.txt", &line);
+    assert!((ratio - 1.0).abs() <= 0.05, "{line}");
+}

@@ -343,6 +343,8 @@ pub struct Problem {
     pub shapes: Vec<Shape>,
     /// problems/<name>/problem.toml, as printed in errors.
     pub file: String,
+    /// The operator's own input generator (`inputs.cu`), for `custom` inputs.
+    pub generator: Option<String>,
 }
 
 /// W and Q of one shape.
@@ -520,7 +522,8 @@ impl Suite {
                 line: None,
                 msg: format!("missing file (listed in suite.toml line {line})"),
             })?;
-            let p = parse_problem(&pfile, &name, &ptext)?;
+            let mut p = parse_problem(&pfile, &name, &ptext)?;
+            p.generator = source.read(&format!("{name}/inputs.cu"));
             if let Some(other) = seen_ids.insert(p.id.clone(), name.clone()) {
                 return Err(LoadError {
                     file: pfile,
@@ -963,6 +966,7 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         tolerance: raw.tolerance,
         shapes,
         file: file.to_string(),
+        generator: None,
     };
     // Evaluate everything once so that a bad expression or a missing parameter is reported at
     // load time, with the shape's line.

@@ -145,6 +145,11 @@ pub fn build_job(
             rel_l2: p.tolerance.rel_l2,
         },
         seeds: fresh_seeds(if mode == Mode::Quick { 1 } else { 5 }),
+        generator: p.generator.as_ref().map(|code| Source {
+            name: format!("{} inputs", p.name),
+            code: code.clone(),
+            defines: Default::default(),
+        }),
     })
 }
 

@@ -34,6 +34,9 @@ pub enum JobKind {
     Time,
     /// Compile, check, then time the shapes that passed.
     All,
+    /// Generate inputs (first seed), run the candidate once, and return every input and output
+    /// (`tensors` events). For cross-checks against CPU implementations on small shapes.
+    Dump,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -116,6 +119,25 @@ pub struct Job {
     pub tolerance: Tol,
     /// Seeds for correctness (quick: 1, full: 5); a fresh input draw each.
     pub seeds: Vec<u64>,
+    /// The operator's own input generator (`problems/<op>/inputs.cu`) for `custom` inputs.
+    #[serde(default)]
+    pub generator: Option<Source>,
+}
+
+/// A tensor's contents (little-endian bytes, base64).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TensorData {
+    pub name: String,
+    pub dtype: String,
+    pub dims: Vec<u64>,
+    pub data_b64: String,
+}
+
+impl TensorData {
+    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(&self.data_b64).map_err(|e| e.to_string())
+    }
 }
 
 /// Device description.
@@ -237,6 +259,14 @@ pub enum Event {
         #[serde(default)]
         resources: BTreeMap<String, KernelResources>,
     },
+    /// `dump` jobs: the inputs and outputs of one shape.
+    Tensors {
+        id: u64,
+        shape: u32,
+        seed: u64,
+        inputs: Vec<TensorData>,
+        outputs: Vec<TensorData>,
+    },
     ShapeDone {
         id: u64,
         result: ShapeResult,
@@ -278,6 +308,7 @@ impl Event {
             | Event::Progress { id, .. }
             | Event::Compiled { id, .. }
             | Event::ShapeDone { id, .. }
+            | Event::Tensors { id, .. }
             | Event::Done { id, .. }
             | Event::Calibration { id, .. }
             | Event::Fault { id, .. }

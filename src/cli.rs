@@ -79,6 +79,19 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Check that a kernel compiles (NVRTC, launch plan), on a GPU or, without one, for --arch.
+    Compile {
+        /// Operator name or id.
+        op: String,
+        /// The kernel file (default: problems/OP/baseline.cu).
+        #[arg(long, value_name = "FILE")]
+        kernel: Option<PathBuf>,
+        /// Target architecture when there is no GPU.
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure this GPU's copy bandwidth and cache it beside the datasheet peaks.
     Calibrate {
         #[arg(long, default_value_t = 0)]
@@ -138,6 +151,13 @@ pub fn main() -> i32 {
             )
         }),
         Some(Command::Calibrate { device, json }) => crate::bench::calibrate(device, json),
+        Some(Command::Compile {
+            op,
+            kernel,
+            arch,
+            json,
+        }) => load_suite(&ws)
+            .and_then(|s| crate::bench::compile(&s, &op, kernel.as_deref(), &arch, json)),
         Some(Command::Worker { device, simulate }) => {
             return if simulate {
                 crate::engine::simulate::main()

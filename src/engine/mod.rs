@@ -150,6 +150,7 @@ pub fn build_job(
             code: code.clone(),
             defines: Default::default(),
         }),
+        arch: None,
     })
 }
 

@@ -122,6 +122,9 @@ pub struct Job {
     /// The operator's own input generator (`problems/<op>/inputs.cu`) for `custom` inputs.
     #[serde(default)]
     pub generator: Option<Source>,
+    /// Target architecture for compile-only jobs on a machine without a GPU (default sm_90a).
+    #[serde(default)]
+    pub arch: Option<String>,
 }
 
 /// A tensor's contents (little-endian bytes, base64).
@@ -136,7 +139,9 @@ pub struct TensorData {
 impl TensorData {
     pub fn bytes(&self) -> Result<Vec<u8>, String> {
         use base64::Engine;
-        base64::engine::general_purpose::STANDARD.decode(&self.data_b64).map_err(|e| e.to_string())
+        base64::engine::general_purpose::STANDARD
+            .decode(&self.data_b64)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -183,17 +183,115 @@ impl Nvml {
     }
 }
 
+/// NVRTC with the options the harness uses; works without a GPU (offline compile checks).
+pub struct Compiler {
+    pub arch: String,
+    pub include: Option<PathBuf>,
+    pub nvrtc_version: String,
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Compiler {
+    pub fn new(arch: &str) -> GResult<Compiler> {
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(gerr(
+                "libnvrtc not found: install the CUDA toolkit, or set CUDA_HOME to it",
+            ));
+        }
+        let (mut a, mut b) = (0, 0);
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
+        Ok(Compiler {
+            arch: arch.to_string(),
+            include: super::locate::include_dir(),
+            nvrtc_version: format!("{a}.{b}"),
+            cache_dir: dirs::cache_dir().map(|d| d.join("atrex-tui").join("cubin")),
+        })
+    }
+
+    fn options(&self, defines: &[String]) -> Vec<String> {
+        let mut o = vec![
+            format!("--gpu-architecture={}", self.arch),
+            "-std=c++17".to_string(),
+            "-lineinfo".to_string(),
+            "--device-as-default-execution-space".to_string(),
+        ];
+        if let Some(inc) = &self.include {
+            o.push(format!("-I{}", inc.display()));
+        }
+        o.extend(defines.iter().cloned());
+        o
+    }
+
+    /// NVRTC straight to CUBIN, cached on disk by hash of (source, options, architecture, NVRTC).
+    fn compile_cubin(&self, src: &str, file: &str, defines: &[String]) -> GResult<Compiled> {
+        let opts = self.options(defines);
+        let key = sha(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
+        if let Some(dir) = &self.cache_dir {
+            if let Ok(cubin) = std::fs::read(dir.join(format!("{key}.cubin"))) {
+                let log =
+                    std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
+                return Ok(Compiled {
+                    cubin,
+                    log,
+                    ok: true,
+                    cached: true,
+                });
+            }
+        }
+        use cudarc::nvrtc::{result as nr, sys as ns};
+        let csrc = CString::new(src).map_err(|_| gerr("source contains a NUL byte"))?;
+        let cname = CString::new(file).map_err(|_| gerr("bad file name"))?;
+        let prog = nr::create_program(&csrc, Some(&cname))
+            .map_err(|e| gerr(format!("nvrtcCreateProgram: {e:?}")))?;
+        let compiled = unsafe { nr::compile_program(prog, &opts) };
+        let log = unsafe { nr::get_program_log(prog) }
+            .map(|v| {
+                let bytes: Vec<u8> = v.iter().map(|c| *c as u8).take_while(|c| *c != 0).collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            })
+            .unwrap_or_default();
+        let mut out = Compiled {
+            cubin: Vec::new(),
+            log,
+            ok: compiled.is_ok(),
+            cached: false,
+        };
+        if out.ok {
+            let mut size = 0usize;
+            unsafe {
+                ns::nvrtcGetCUBINSize(prog, &mut size)
+                    .result()
+                    .map_err(|e| gerr(format!("nvrtcGetCUBINSize: {e:?}")))?;
+                out.cubin = vec![0u8; size];
+                ns::nvrtcGetCUBIN(prog, out.cubin.as_mut_ptr() as *mut _)
+                    .result()
+                    .map_err(|e| gerr(format!("nvrtcGetCUBIN: {e:?}")))?;
+            }
+            if let Some(dir) = &self.cache_dir {
+                if std::fs::create_dir_all(dir).is_ok() {
+                    let tmp = dir.join(format!("{key}.tmp{}", std::process::id()));
+                    if std::fs::write(&tmp, &out.cubin).is_ok() {
+                        let _ = std::fs::write(dir.join(format!("{key}.log")), &out.log);
+                        let _ = std::fs::rename(&tmp, dir.join(format!("{key}.cubin")));
+                    }
+                }
+            }
+        }
+        unsafe {
+            let _ = nr::destroy_program(prog);
+        }
+        Ok(out)
+    }
+}
+
 struct Gpu {
     info: DeviceInfo,
     stream: sys::CUstream,
-    arch: String,
-    include: Option<PathBuf>,
-    nvrtc_version: String,
+    compiler: Compiler,
     harness: Module,
     modules: HashMap<String, Module>,
     flush: DevBuf,
     nvml: Option<Nvml>,
-    cache_dir: Option<PathBuf>,
 }
 
 /// The driver and NVRTC, probed without panicking when a library is missing.
@@ -311,13 +409,7 @@ impl Gpu {
             cu::ctx::set_current(ctx)?;
         }
         let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)?;
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(gerr(
-                "libnvrtc not found: add the CUDA toolkit's lib64 to LD_LIBRARY_PATH or set CUDA_HOME",
-            ));
-        }
-        let (mut a, mut b) = (0, 0);
-        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
+        let compiler = Compiler::new(&info.arch)?;
         let mut pci = [0i8; 32];
         let pci_id = unsafe {
             sys::cuDeviceGetPCIBusId(pci.as_mut_ptr(), 32, dev).result()?;
@@ -325,13 +417,10 @@ impl Gpu {
         };
         // The L2 flush buffer: at least twice the L2 size.
         let flush = DevBuf::new((2 * info.l2_bytes as usize).max(8 << 20))?;
-        let cache_dir = dirs::cache_dir().map(|d| d.join("atrex-tui").join("cubin"));
         let mut g = Gpu {
-            arch: info.arch.clone(),
             info,
             stream,
-            include: super::locate::include_dir(),
-            nvrtc_version: format!("{a}.{b}"),
+            compiler,
             harness: Module {
                 module: std::ptr::null_mut(),
                 functions: HashMap::new(),
@@ -339,89 +428,13 @@ impl Gpu {
             modules: HashMap::new(),
             flush,
             nvml: Nvml::open(&pci_id),
-            cache_dir,
         };
-        let c = g.compile_cubin(HARNESS_SRC, "harness.cu", &[])?;
+        let c = g.compiler.compile_cubin(HARNESS_SRC, "harness.cu", &[])?;
         if !c.ok {
             return Err(gerr(format!("the harness failed to compile:\n{}", c.log)));
         }
         g.harness = g.load_module(&c.cubin)?;
         Ok(g)
-    }
-
-    fn options(&self, defines: &[String]) -> Vec<String> {
-        let mut o = vec![
-            format!("--gpu-architecture={}", self.arch),
-            "-std=c++17".to_string(),
-            "-lineinfo".to_string(),
-            "--device-as-default-execution-space".to_string(),
-        ];
-        if let Some(inc) = &self.include {
-            o.push(format!("-I{}", inc.display()));
-        }
-        o.extend(defines.iter().cloned());
-        o
-    }
-
-    /// NVRTC straight to CUBIN, cached on disk by hash of (source, options, architecture, NVRTC).
-    fn compile_cubin(&self, src: &str, file: &str, defines: &[String]) -> GResult<Compiled> {
-        let opts = self.options(defines);
-        let key = sha(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
-        if let Some(dir) = &self.cache_dir {
-            if let Ok(cubin) = std::fs::read(dir.join(format!("{key}.cubin"))) {
-                let log =
-                    std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
-                return Ok(Compiled {
-                    cubin,
-                    log,
-                    ok: true,
-                    cached: true,
-                });
-            }
-        }
-        use cudarc::nvrtc::{result as nr, sys as ns};
-        let csrc = CString::new(src).map_err(|_| gerr("source contains a NUL byte"))?;
-        let cname = CString::new(file).map_err(|_| gerr("bad file name"))?;
-        let prog = nr::create_program(&csrc, Some(&cname))
-            .map_err(|e| gerr(format!("nvrtcCreateProgram: {e:?}")))?;
-        let compiled = unsafe { nr::compile_program(prog, &opts) };
-        let log = unsafe { nr::get_program_log(prog) }
-            .map(|v| {
-                let bytes: Vec<u8> = v.iter().map(|c| *c as u8).take_while(|c| *c != 0).collect();
-                String::from_utf8_lossy(&bytes).into_owned()
-            })
-            .unwrap_or_default();
-        let mut out = Compiled {
-            cubin: Vec::new(),
-            log,
-            ok: compiled.is_ok(),
-            cached: false,
-        };
-        if out.ok {
-            let mut size = 0usize;
-            unsafe {
-                ns::nvrtcGetCUBINSize(prog, &mut size)
-                    .result()
-                    .map_err(|e| gerr(format!("nvrtcGetCUBINSize: {e:?}")))?;
-                out.cubin = vec![0u8; size];
-                ns::nvrtcGetCUBIN(prog, out.cubin.as_mut_ptr() as *mut _)
-                    .result()
-                    .map_err(|e| gerr(format!("nvrtcGetCUBIN: {e:?}")))?;
-            }
-            if let Some(dir) = &self.cache_dir {
-                if std::fs::create_dir_all(dir).is_ok() {
-                    let tmp = dir.join(format!("{key}.tmp{}", std::process::id()));
-                    if std::fs::write(&tmp, &out.cubin).is_ok() {
-                        let _ = std::fs::write(dir.join(format!("{key}.log")), &out.log);
-                        let _ = std::fs::rename(&tmp, dir.join(format!("{key}.cubin")));
-                    }
-                }
-            }
-        }
-        unsafe {
-            let _ = nr::destroy_program(prog);
-        }
-        Ok(out)
     }
 
     fn load_module(&self, cubin: &[u8]) -> GResult<Module> {
@@ -472,7 +485,7 @@ impl Gpu {
         }
         let dopts = plan::define_options(&defines);
         let file = "candidate.cu";
-        let c = self.compile_cubin(&src.code, file, &dopts)?;
+        let c = self.compiler.compile_cubin(&src.code, file, &dopts)?;
         let diagnostics = parse_nvrtc_log(&c.log, file);
         if !c.ok {
             out.send(&Event::Compiled {
@@ -603,7 +616,10 @@ impl Gpu {
             }
             ("randint" | "arange", true) => g.kind.as_str(),
             ("custom", _) => {
-                return Err(gerr(format!("input `{}` is generated by the operator's inputs.cu", t.name)));
+                return Err(gerr(format!(
+                    "input `{}` is generated by the operator's inputs.cu",
+                    t.name
+                )));
             }
             (k, _) => {
                 return Err(gerr(format!(
@@ -671,7 +687,11 @@ impl Gpu {
     ) -> GResult<()> {
         let mut any_custom = false;
         for (i, (t, b)) in tensors.iter().zip(bufs).enumerate() {
-            if t.generator.as_ref().map(|g| g.kind == "custom").unwrap_or(false) {
+            if t.generator
+                .as_ref()
+                .map(|g| g.kind == "custom")
+                .unwrap_or(false)
+            {
                 any_custom = true;
             } else {
                 self.generate(b, t, seed, i as u64)?;
@@ -679,7 +699,9 @@ impl Gpu {
         }
         if any_custom {
             let Some(l) = custom else {
-                return Err(gerr("an input is `custom` but the operator has no inputs.cu generator"));
+                return Err(gerr(
+                    "an input is `custom` but the operator has no inputs.cu generator",
+                ));
             };
             let mut map = HashMap::new();
             for (t, b) in tensors.iter().zip(bufs) {
@@ -831,11 +853,26 @@ impl Gpu {
     }
 
     /// Runs the candidate once on fresh inputs and returns every tensor (Event::Tensors, id 0).
-    fn dump_shape(&mut self, job: &Job, shape: &ShapeJob, env: &Env, cand: &Loaded, custom: Option<&Loaded>) -> GResult<(u32, u64, Vec<TensorData>, Vec<TensorData>)> {
+    fn dump_shape(
+        &mut self,
+        job: &Job,
+        shape: &ShapeJob,
+        env: &Env,
+        cand: &Loaded,
+        custom: Option<&Loaded>,
+    ) -> GResult<(u32, u64, Vec<TensorData>, Vec<TensorData>)> {
         use base64::Engine;
         let seed = job.seeds.first().copied().unwrap_or(1);
-        let inputs: Vec<DevBuf> = shape.inputs.iter().map(|t| DevBuf::new(t.bytes() as usize)).collect::<GResult<_>>()?;
-        let outputs: Vec<DevBuf> = shape.outputs.iter().map(|t| DevBuf::new(t.bytes() as usize)).collect::<GResult<_>>()?;
+        let inputs: Vec<DevBuf> = shape
+            .inputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
+        let outputs: Vec<DevBuf> = shape
+            .outputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
         let scratch = self.scratch_for(cand, env)?;
         let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
         for (t, b) in shape.inputs.iter().zip(&inputs) {
@@ -858,11 +895,21 @@ impl Gpu {
                 data_b64: base64::engine::general_purpose::STANDARD.encode(g.download(b)?),
             })
         };
-        let ins: Vec<TensorData> = shape.inputs.iter().zip(&inputs).map(|(t, b)| enc(self, t, b)).collect::<GResult<_>>()?;
+        let ins: Vec<TensorData> = shape
+            .inputs
+            .iter()
+            .zip(&inputs)
+            .map(|(t, b)| enc(self, t, b))
+            .collect::<GResult<_>>()?;
         self.reset_scratch(&scratch)?;
         self.enqueue(cand, env, &map)?;
         self.sync()?;
-        let outs: Vec<TensorData> = shape.outputs.iter().zip(&outputs).map(|(t, b)| enc(self, t, b)).collect::<GResult<_>>()?;
+        let outs: Vec<TensorData> = shape
+            .outputs
+            .iter()
+            .zip(&outputs)
+            .map(|(t, b)| enc(self, t, b))
+            .collect::<GResult<_>>()?;
         Ok((shape.id, seed, ins, outs))
     }
 
@@ -913,7 +960,9 @@ impl Gpu {
         let mut message = None;
         for (k, seed) in job.seeds.iter().enumerate() {
             heartbeat(k);
-            let regen = |g: &mut Gpu| -> GResult<()> { g.generate_all(&shape.inputs, &inputs, env, *seed, custom) };
+            let regen = |g: &mut Gpu| -> GResult<()> {
+                g.generate_all(&shape.inputs, &inputs, env, *seed, custom)
+            };
             // Reference.
             regen(self)?;
             for (t, b) in shape.outputs.iter().zip(&outputs) {
@@ -1040,7 +1089,11 @@ impl Gpu {
         let scratch = self.scratch_for(cand, env)?;
         for s in 0..sets {
             let mut m = HashMap::new();
-            let ins: Vec<DevBuf> = shape.inputs.iter().map(|t| DevBuf::new(t.bytes() as usize)).collect::<GResult<_>>()?;
+            let ins: Vec<DevBuf> = shape
+                .inputs
+                .iter()
+                .map(|t| DevBuf::new(t.bytes() as usize))
+                .collect::<GResult<_>>()?;
             self.generate_all(&shape.inputs, &ins, env, 0x5EED_0000 + s, custom)?;
             for (t, b) in shape.inputs.iter().zip(&ins) {
                 m.insert(t.name.clone(), b.ptr);
@@ -1176,6 +1229,78 @@ fn env_from_json(m: &BTreeMap<String, serde_json::Value>) -> Env {
         .collect()
 }
 
+/// Compile-only without a GPU: launch plan and NVRTC diagnostics for the job's target.
+fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option<String>) {
+    let arch = job.arch.clone().unwrap_or_else(|| "sm_90a".to_string());
+    let compiler = match Compiler::new(&arch) {
+        Ok(c) => c,
+        Err(e) => return (Verdict::Error, Some(format!("no GPU, and {}", e.msg))),
+    };
+    let src = &job.candidate;
+    let t0 = Instant::now();
+    let (defines, plan_err) = match plan::parse(&src.code) {
+        Ok(p) => {
+            let mut d = p.defines.clone();
+            for (k, v) in &src.defines {
+                if let Some(val) = Value::from_json(v) {
+                    d.insert(k.clone(), val);
+                }
+            }
+            (d, None)
+        }
+        Err(e) => (BTreeMap::new(), Some(e)),
+    };
+    if let Some(e) = plan_err {
+        out.send(&Event::Compiled {
+            id,
+            which: "candidate".into(),
+            ok: false,
+            cached: false,
+            ms: 0.0,
+            diagnostics: vec![Diagnostic {
+                line: e.line,
+                severity: "error".into(),
+                msg: e.msg.clone(),
+            }],
+            log: String::new(),
+            resources: BTreeMap::new(),
+        });
+        return (
+            Verdict::PlanError,
+            Some(format!("{}: launch plan, {e}", src.name)),
+        );
+    }
+    let c = match compiler.compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
+    {
+        Ok(c) => c,
+        Err(e) => return (Verdict::Error, Some(e.msg)),
+    };
+    out.send(&Event::Compiled {
+        id,
+        which: "candidate".into(),
+        ok: c.ok,
+        cached: c.cached,
+        ms: t0.elapsed().as_secs_f64() * 1e3,
+        diagnostics: parse_nvrtc_log(&c.log, "candidate.cu"),
+        log: c.log.clone(),
+        resources: BTreeMap::new(),
+    });
+    if c.ok {
+        (
+            Verdict::Pass,
+            Some(format!(
+                "compiled for {arch} with NVRTC {} (no GPU: not run)",
+                compiler.nvrtc_version
+            )),
+        )
+    } else {
+        (
+            Verdict::CompileError,
+            Some(format!("{}: compile error", src.name)),
+        )
+    }
+}
+
 /// Runs one job. Returns Err only for GPU errors (sticky ones end the worker).
 fn run_job(
     g: &mut Gpu,
@@ -1195,19 +1320,42 @@ fn run_job(
         Some(src) => match g.prepare(out, id, "generator", src)? {
             Ok(l) => Some(l),
             Err((v, msg)) => {
-                return Ok((Verdict::Error, Some(format!("the input generator does not build ({}): {msg}", v.name()))));
+                return Ok((
+                    Verdict::Error,
+                    Some(format!(
+                        "the input generator does not build ({}): {msg}",
+                        v.name()
+                    )),
+                ));
             }
         },
         None => None,
     };
     if job.kind == JobKind::Dump {
         for (k, shape) in job.shapes.iter().enumerate() {
-            out.send(&Event::Progress { id, stage: "dump".into(), shape: Some(shape.id), done: k, total: job.shapes.len() });
+            out.send(&Event::Progress {
+                id,
+                stage: "dump".into(),
+                shape: Some(shape.id),
+                done: k,
+                total: job.shapes.len(),
+            });
             let env = env_from_json(&shape.env);
             match g.dump_shape(job, shape, &env, &cand, custom.as_ref()) {
-                Ok((shape_id, seed, inputs, outputs)) => out.send(&Event::Tensors { id, shape: shape_id, seed, inputs, outputs }),
+                Ok((shape_id, seed, inputs, outputs)) => out.send(&Event::Tensors {
+                    id,
+                    shape: shape_id,
+                    seed,
+                    inputs,
+                    outputs,
+                }),
                 Err(e) if e.sticky => return Err(e),
-                Err(e) => return Ok((Verdict::Error, Some(format!("shape {}: {}", shape.id, e.msg)))),
+                Err(e) => {
+                    return Ok((
+                        Verdict::Error,
+                        Some(format!("shape {}: {}", shape.id, e.msg)),
+                    ));
+                }
             }
         }
         return Ok((Verdict::Pass, None));
@@ -1453,6 +1601,15 @@ pub fn main(device: u32) -> i32 {
             }
             Request::Job { id, job } => {
                 if let Err(e) = ensure(&mut gpu, &mut init_error) {
+                    if job.kind == JobKind::Compile {
+                        let (verdict, message) = compile_offline(&out, id, &job);
+                        out.send(&Event::Done {
+                            id,
+                            verdict,
+                            message,
+                        });
+                        continue;
+                    }
                     out.send(&Event::Done {
                         id,
                         verdict: Verdict::Error,

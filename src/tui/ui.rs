@@ -33,7 +33,7 @@ pub fn draw(f: &mut Frame, s: &AppState) {
     draw_header(f, rows[0], s);
     let body = rows[1];
     if wide {
-        let cols = Layout::horizontal([Constraint::Length(50), Constraint::Min(40), Constraint::Length(70)]).split(body);
+        let cols = Layout::horizontal([Constraint::Length(56), Constraint::Min(40), Constraint::Length(70)]).split(body);
         let left = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)]).split(cols[0]);
         draw_operators(f, left[0], s, false);
         draw_revisions(f, left[1], s, false);
@@ -98,6 +98,8 @@ fn s_color(s: &AppState, v: f64) -> Color {
 pub fn fmt_ms(ms: f64) -> String {
     if !ms.is_finite() || ms <= 0.0 {
         "-".into()
+    } else if ms < 1e-3 {
+        format!("{:.0}ns", ms * 1e6)
     } else if ms < 1.0 {
         format!("{:.1}µs", ms * 1e3)
     } else if ms < 1000.0 {
@@ -107,20 +109,28 @@ pub fn fmt_ms(ms: f64) -> String {
     }
 }
 
-fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
+pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let agg = |p| s.model.s_agg(&s.suite, p);
     let hs = Style::default().bg(t.header_bg).fg(t.header_fg);
-    let mut l1 = vec![
-        Span::styled(" atrex-tui ", hs.add_modifier(Modifier::BOLD).fg(t.accent)),
-        Span::styled("│ S_agg ", hs),
-        Span::styled(format!("{:.3}", agg(PhaseFilter::All)), hs.add_modifier(Modifier::BOLD)),
-        Span::styled(format!(" · prefill {:.3} · decode {:.3} ", agg(PhaseFilter::Prefill), agg(PhaseFilter::Decode)), hs),
-        Span::styled("│ ", hs),
-    ];
+    let narrow = r.width < 120;
+    let mut l1 = vec![];
+    if !narrow {
+        l1.push(Span::styled(" atrex-tui ", hs.add_modifier(Modifier::BOLD).fg(t.accent)));
+        l1.push(Span::styled("│", hs));
+    }
+    l1.push(Span::styled(" S_agg ", hs));
+    l1.push(Span::styled(format!("{:.3}", agg(PhaseFilter::All)), hs.add_modifier(Modifier::BOLD)));
+    if narrow {
+        l1.push(Span::styled(format!(" · pre {:.3} · dec {:.3} ", agg(PhaseFilter::Prefill), agg(PhaseFilter::Decode)), hs));
+    } else {
+        l1.push(Span::styled(format!(" · prefill {:.3} · decode {:.3} ", agg(PhaseFilter::Prefill), agg(PhaseFilter::Decode)), hs));
+    }
+    l1.push(Span::styled("│ ", hs));
     match &s.worker {
         WorkerState::Ready { gpu, sm_clock_mhz } => {
-            l1.push(Span::styled(format!("{gpu} · SM {sm_clock_mhz} MHz · worker "), hs));
+            let gpu = if narrow { gpu.trim_start_matches("NVIDIA ").to_string() } else { gpu.clone() };
+            l1.push(Span::styled(if narrow { format!("{gpu} {sm_clock_mhz} MHz ") } else { format!("{gpu} · SM {sm_clock_mhz} MHz · worker ") }, hs));
             let (txt, c) = if s.measuring() { ("busy", t.warn) } else { ("ready", t.good) };
             l1.push(Span::styled(txt, hs.fg(c)));
             if s.restarts > 0 {
@@ -130,8 +140,11 @@ fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         WorkerState::Starting => l1.push(Span::styled("worker starting…", hs.fg(t.dim))),
         WorkerState::NoGpu(_) => l1.push(Span::styled("no GPU: browse and replay only", hs.fg(t.warn))),
     }
-    l1.push(Span::styled(" │ agent: ", hs));
-    l1.push(Span::styled(s.model.agent_state.clone().unwrap_or_else(|| "none (not built yet)".into()), hs.fg(t.dim)));
+    let agent = s.model.agent_state.clone().unwrap_or_else(|| "none (not built yet)".into());
+    if !narrow {
+        l1.push(Span::styled(" │ agent: ", hs));
+        l1.push(Span::styled(agent.clone(), hs.fg(t.dim)));
+    }
     let mut l2 = vec![];
     let sub = Style::default().bg(t.bg).fg(t.dim);
     if let Some(j) = s.jobs.values().next() {
@@ -151,6 +164,9 @@ fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
             l2.push(Span::styled(format!("+{} queued ", s.jobs.len() - 1), sub));
         }
         l2.push(Span::styled("│ ", sub));
+    }
+    if narrow {
+        l2.push(Span::styled(format!(" agent: {agent} ·"), sub));
     }
     l2.push(Span::styled(
         format!(
@@ -192,7 +208,7 @@ fn window(sel: usize, h: usize, len: usize) -> usize {
     }
 }
 
-fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
+pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
     let t = &s.theme;
     let ops = s.visible_ops();
     let weights = s.suite.weights(s.phase);
@@ -236,12 +252,12 @@ fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
     } else {
         vec![Constraint::Fill(1), Constraint::Length(6), Constraint::Length(5), Constraint::Length(11), Constraint::Length(8)]
     };
-    let header = Row::new(vec!["operator", "weight", "best", if narrow { "" } else { "status" }, "S hist"]).style(Style::default().fg(t.dim));
+    let header = Row::new(vec!["operator", "weight", "best", if narrow { "" } else { "status" }, if narrow { "hist" } else { "S history" }]).style(Style::default().fg(t.dim));
     let title = format!("operators · {} [p]", s.phase.name());
     f.render_widget(Table::new(rows, widths).header(header).column_spacing(1).block(pane_block(s, PaneId::Operators, &title)), r);
 }
 
-fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
+pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
     let t = &s.theme;
     let op = s.selected_op().unwrap_or_default();
     let o = s.model.ops.get(&op);
@@ -261,7 +277,8 @@ fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
         let (dec, dc) = match (rv.decision, inc) {
             (Some(Decision::Accepted), _) => (if narrow { "acc" } else { "accepted" }, t.good),
             (Some(Decision::Rejected), _) => (if narrow { "rej" } else { "rejected" }, t.bad),
-            (None, true) => (if narrow { "base" } else { "baseline" }, t.dim),
+            (None, _) if rv.author == crate::session::Author::Baseline => (if narrow { "base" } else { "baseline" }, t.dim),
+            (None, true) => (if narrow { "inc" } else { "incumbent" }, t.dim),
             (None, false) => (if narrow { "…" } else { "pending" }, t.warn),
         };
         let mut cells = vec![
@@ -293,7 +310,7 @@ fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
     f.render_widget(Table::new(rows, widths).column_spacing(1).block(pane_block(s, PaneId::Revisions, &title)), r);
 }
 
-fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
+pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let d = &s.diff;
     let mode = match (s.full_source, s.diff_mode) {
@@ -312,7 +329,7 @@ fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     f.render_widget(Paragraph::new(lines).block(b), r);
 }
 
-fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
+pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let op = s.selected_op().unwrap_or_default();
     let infos = s.shape_info.get(&op).map(|v| v.as_slice()).unwrap_or(&[]);
@@ -454,7 +471,7 @@ fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
     f.render_widget(canvas, r);
 }
 
-fn draw_log(f: &mut Frame, r: Rect, s: &AppState) {
+pub(crate) fn draw_log(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let h = r.height.saturating_sub(2) as usize;
     let need = h + s.log_scroll;
@@ -528,7 +545,8 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
 
 fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
     let t = &s.theme;
-    let r = centered(area, 84, HELP.len() as u16 + 6);
+    let sections = HELP.windows(2).filter(|w| w[0].0 != w[1].0).count() + 1;
+    let r = centered(area, 84, (HELP.len() + sections) as u16 + 2);
     f.render_widget(Clear, r);
     let mut lines = Vec::new();
     let mut last = "";
@@ -538,7 +556,7 @@ fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
             last = sec;
         }
         lines.push(Line::from(vec![
-            Span::styled(format!("  {k:<28}"), Style::default().fg(t.fg).add_modifier(Modifier::BOLD)),
+            Span::styled(format!("  {k:<30} "), Style::default().fg(t.fg).add_modifier(Modifier::BOLD)),
             Span::styled(what.to_string(), Style::default().fg(t.dim)),
         ]));
     }

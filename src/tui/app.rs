@@ -10,7 +10,9 @@ use crate::hardware::HardwareProfile;
 use crate::roofline::{self, Bottleneck};
 use crate::session::model::{LogLevel, LogLine, Revision};
 use crate::session::store::now;
-use crate::session::{Author, DecidedBy, Decision, Model, Record, RevVerdict, SessionEvent, SessionWriter};
+use crate::session::{
+    Author, DecidedBy, Decision, Model, Record, RevVerdict, SessionEvent, SessionWriter,
+};
 use crate::suite::{PhaseFilter, Suite};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui_textarea::{CursorMove, TextArea};
@@ -27,13 +29,22 @@ pub enum AppEvent {
     /// The worker's answer to hello: a device, or why there is none.
     Hello(Result<HelloInfo, String>),
     /// An event of a measurement job.
-    Job { mid: u64, event: JobEvent },
+    Job {
+        mid: u64,
+        event: JobEvent,
+    },
     /// The syntax highlighter finished loading.
     HighlighterReady(Result<Arc<Highlighter>, String>),
     /// A watched kernel file was saved.
-    FileChanged { path: PathBuf, content: Result<String, String> },
+    FileChanged {
+        path: PathBuf,
+        content: Result<String, String>,
+    },
     /// $EDITOR returned.
-    EditorExited { path: PathBuf, status: String },
+    EditorExited {
+        path: PathBuf,
+        status: String,
+    },
     /// Replay playback step.
     Tick,
     /// SIGTERM / SIGHUP.
@@ -53,10 +64,21 @@ pub struct HelloInfo {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Compile, check and time a revision (JobKind::All, Mode::Quick) on every shape.
-    Measure { op: String, rev: u32, mid: u64, source: String },
-    Cancel { mid: u64 },
+    Measure {
+        op: String,
+        rev: u32,
+        mid: u64,
+        source: String,
+    },
+    Cancel {
+        mid: u64,
+    },
     /// Write the kernel to `path`, watch it, suspend the TUI and run the editor on it.
-    ExternalEdit { op: String, path: PathBuf, content: String },
+    ExternalEdit {
+        op: String,
+        path: PathBuf,
+        content: String,
+    },
     /// Start (Some: period) or stop replay playback.
     Playback(Option<Duration>),
     Quit,
@@ -71,7 +93,13 @@ pub enum PaneId {
     Log,
 }
 
-pub const PANES: [PaneId; 5] = [PaneId::Operators, PaneId::Revisions, PaneId::Diff, PaneId::Gauges, PaneId::Log];
+pub const PANES: [PaneId; 5] = [
+    PaneId::Operators,
+    PaneId::Revisions,
+    PaneId::Diff,
+    PaneId::Gauges,
+    PaneId::Log,
+];
 
 impl PaneId {
     pub fn title(self) -> &'static str {
@@ -212,7 +240,13 @@ fn key(code: KeyCode) -> KeyEvent {
 }
 
 impl AppState {
-    pub fn new(suite: Arc<Suite>, model: Model, theme: Theme, hw: Option<HardwareProfile>, kernels_dir: PathBuf) -> AppState {
+    pub fn new(
+        suite: Arc<Suite>,
+        model: Model,
+        theme: Theme,
+        hw: Option<HardwareProfile>,
+        kernels_dir: PathBuf,
+    ) -> AppState {
         let mut s = AppState {
             suite,
             model,
@@ -255,7 +289,10 @@ impl AppState {
 
     /// Attaches a session file: every recorded event is appended to it.
     pub fn attach_writer(&mut self, w: SessionWriter) {
-        self.session_name = w.path().file_name().map(|n| n.to_string_lossy().to_string());
+        self.session_name = w
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string());
         self.writer = Some(w);
     }
 
@@ -293,15 +330,32 @@ impl AppState {
         for p in &self.suite.problems {
             let mut v = Vec::new();
             for s in &p.shapes {
-                let label: Vec<String> = s.params.iter().filter(|(_, v)| !matches!(v, crate::expr::Value::List(_))).map(|(k, v)| format!("{k}={v}")).collect();
+                let label: Vec<String> = s
+                    .params
+                    .iter()
+                    .filter(|(_, v)| !matches!(v, crate::expr::Value::List(_)))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
                 let (flops, bytes, sol_ms, bn) = match p.work(s) {
                     Ok(w) => {
                         let sol = self.hw.as_ref().and_then(|h| roofline::sol(&w, h).ok());
-                        (w.total_flops(), w.bytes(), sol.map(|s| s.sol_ms()).unwrap_or(0.0), sol.map(|s| s.bottleneck))
+                        (
+                            w.total_flops(),
+                            w.bytes(),
+                            sol.map(|s| s.sol_ms()).unwrap_or(0.0),
+                            sol.map(|s| s.bottleneck),
+                        )
                     }
                     Err(_) => (0.0, 0.0, 0.0, None),
                 };
-                v.push(ShapeInfo { id: s.id, label: label.join(" "), flops, bytes, sol_ms, bottleneck: bn });
+                v.push(ShapeInfo {
+                    id: s.id,
+                    label: label.join(" "),
+                    flops,
+                    bytes,
+                    sol_ms,
+                    bottleneck: bn,
+                });
             }
             out.insert(p.name.clone(), v);
         }
@@ -309,7 +363,11 @@ impl AppState {
     }
 
     pub fn log(&mut self, level: LogLevel, text: String) {
-        self.ui_log.push(LogLine { t: now(), level, text });
+        self.ui_log.push(LogLine {
+            t: now(),
+            level,
+            text,
+        });
         if self.ui_log.len() > 2000 {
             self.ui_log.drain(..1000);
         }
@@ -323,7 +381,10 @@ impl AppState {
                 Ok(r) => Some(r),
                 Err(e) => {
                     self.writer = None;
-                    self.log(LogLevel::Error, format!("session: cannot write ({e}); recording stopped"));
+                    self.log(
+                        LogLevel::Error,
+                        format!("session: cannot write ({e}); recording stopped"),
+                    );
                     None
                 }
             },
@@ -331,7 +392,12 @@ impl AppState {
         };
         let rec = rec.unwrap_or_else(|| {
             self.local_seq += 1;
-            Record { v: crate::session::FORMAT_VERSION, seq: self.local_seq, t: now(), event }
+            Record {
+                v: crate::session::FORMAT_VERSION,
+                seq: self.local_seq,
+                t: now(),
+                event,
+            }
         });
         self.local_seq = self.local_seq.max(rec.seq);
         self.model.apply(&rec);
@@ -343,7 +409,11 @@ impl AppState {
     // ---------- selection ----------
 
     pub fn visible_ops(&self) -> Vec<String> {
-        self.suite.by_weight(self.phase).into_iter().map(|p| p.name.clone()).collect()
+        self.suite
+            .by_weight(self.phase)
+            .into_iter()
+            .map(|p| p.name.clone())
+            .collect()
     }
 
     pub fn selected_op(&self) -> Option<String> {
@@ -356,7 +426,10 @@ impl AppState {
     }
 
     fn select_latest_rev(&mut self) {
-        let n = self.selected_op().and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len())).unwrap_or(0);
+        let n = self
+            .selected_op()
+            .and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len()))
+            .unwrap_or(0);
         self.rev_sel = n.saturating_sub(1);
     }
 
@@ -389,7 +462,10 @@ impl AppState {
     pub fn refresh(&mut self) {
         let n_ops = self.visible_ops().len();
         self.op_sel = self.op_sel.min(n_ops.saturating_sub(1));
-        let n_revs = self.selected_op().and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len())).unwrap_or(0);
+        let n_revs = self
+            .selected_op()
+            .and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len()))
+            .unwrap_or(0);
         self.rev_sel = self.rev_sel.min(n_revs.saturating_sub(1));
         let (title, old, new, diags) = match (self.selected_op(), self.selected_rev()) {
             (Some(op), Some(r)) => {
@@ -406,10 +482,24 @@ impl AppState {
                         }
                     ),
                 };
-                let old = if self.full_source { None } else { base.map(|b| b.source.clone()) };
-                (title, old, r.source.clone(), r.measurement.diagnostics.clone())
+                let old = if self.full_source {
+                    None
+                } else {
+                    base.map(|b| b.source.clone())
+                };
+                (
+                    title,
+                    old,
+                    r.source.clone(),
+                    r.measurement.diagnostics.clone(),
+                )
             }
-            (Some(op), None) => (format!("{op}: no kernel yet (e writes one)"), None, String::new(), vec![]),
+            (Some(op), None) => (
+                format!("{op}: no kernel yet (e writes one)"),
+                None,
+                String::new(),
+                vec![],
+            ),
             _ => ("no operator".into(), None, String::new(), vec![]),
         };
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -430,8 +520,21 @@ impl AppState {
         let hl = self.highlighter.clone();
         let new_hl = self.hl_cache.get(hl.as_deref(), &new);
         let old_hl = old.as_ref().map(|o| self.hl_cache.get(hl.as_deref(), o));
-        self.diff = build_diff(title, old.as_deref(), &new, old_hl.as_ref(), &new_hl, self.full_source, &diags, &self.theme);
-        self.diff_scroll = self.diff.first_diag.map(|d| d.saturating_sub(2)).unwrap_or(0);
+        self.diff = build_diff(
+            title,
+            old.as_deref(),
+            &new,
+            old_hl.as_ref(),
+            &new_hl,
+            self.full_source,
+            &diags,
+            &self.theme,
+        );
+        self.diff_scroll = self
+            .diff
+            .first_diag
+            .map(|d| d.saturating_sub(2))
+            .unwrap_or(0);
     }
 
     pub fn measuring(&self) -> bool {
@@ -469,14 +572,44 @@ impl AppState {
                 tokens_out: None,
             });
         }
-        let mid = self.model.last_mid.max(self.jobs.keys().copied().max().unwrap_or(0)) + 1;
-        self.record(SessionEvent::MeasureStart { op: op.into(), rev, mid, mode: "quick".into() });
-        self.jobs.insert(mid, JobProgress { op: op.into(), rev, stage: "queued".into(), shape: None, done: 0, total: self.shape_info.get(op).map(|v| v.len()).unwrap_or(0) });
-        vec![Effect::Measure { op: op.into(), rev, mid, source: r.source }]
+        let mid = self
+            .model
+            .last_mid
+            .max(self.jobs.keys().copied().max().unwrap_or(0))
+            + 1;
+        self.record(SessionEvent::MeasureStart {
+            op: op.into(),
+            rev,
+            mid,
+            mode: "quick".into(),
+        });
+        self.jobs.insert(
+            mid,
+            JobProgress {
+                op: op.into(),
+                rev,
+                stage: "queued".into(),
+                shape: None,
+                done: 0,
+                total: self.shape_info.get(op).map(|v| v.len()).unwrap_or(0),
+            },
+        );
+        vec![Effect::Measure {
+            op: op.into(),
+            rev,
+            mid,
+            source: r.source,
+        }]
     }
 
     /// Records a human revision and measures it at once.
-    fn save_human(&mut self, op: &str, parent: Option<u32>, source: String, via: &str) -> (u32, Vec<Effect>) {
+    fn save_human(
+        &mut self,
+        op: &str,
+        parent: Option<u32>,
+        source: String,
+        via: &str,
+    ) -> (u32, Vec<Effect>) {
         let rev = self.model.ops.get(op).map(|o| o.next_rev()).unwrap_or(1);
         self.record(SessionEvent::Revision {
             op: op.into(),
@@ -507,13 +640,29 @@ pub fn commands(state: &AppState) -> Vec<(&'static str, &'static str)> {
         Modal::Help { .. } => return vec![("j/k", "scroll"), ("Esc/?/q", "close")],
         Modal::ConfirmQuit => return vec![("y", "quit and cancel the job"), ("n/Esc", "stay")],
         Modal::Steer(_) => return vec![("Enter", "send"), ("Esc", "cancel")],
-        Modal::Editor(_) => return vec![("Ctrl-S", "save + measure"), ("Ctrl-Z/Y", "undo/redo"), ("Esc", "close")],
+        Modal::Editor(_) => {
+            return vec![
+                ("Ctrl-S", "save + measure"),
+                ("Ctrl-Z/Y", "undo/redo"),
+                ("Esc", "close"),
+            ];
+        }
         Modal::None => {}
     }
     let mut v: Vec<(&str, &str)> = match state.focus {
         PaneId::Operators => vec![("j/k", "operator"), ("g/G", "first/last"), ("p", "phase")],
-        PaneId::Revisions => vec![("j/k", "revision"), ("y", "accept"), ("n", "reject"), ("e/E", "edit"), ("m", "measure")],
-        PaneId::Diff => vec![("j/k", "scroll"), ("d", "vs parent/incumbent"), ("f", "full source")],
+        PaneId::Revisions => vec![
+            ("j/k", "revision"),
+            ("y", "accept"),
+            ("n", "reject"),
+            ("e/E", "edit"),
+            ("m", "measure"),
+        ],
+        PaneId::Diff => vec![
+            ("j/k", "scroll"),
+            ("d", "vs parent/incumbent"),
+            ("f", "full source"),
+        ],
         PaneId::Gauges => vec![("j/k", "scroll shapes"), ("m", "measure")],
         PaneId::Log => vec![("j/k", "scroll"), ("G", "follow")],
     };
@@ -532,25 +681,53 @@ pub const HELP: &[(&str, &str, &str)] = &[
     ("move", "Shift-Tab / h", "previous pane"),
     ("move", "j / k, ↓ / ↑", "next / previous item (or scroll)"),
     ("move", "g / G", "first / last item"),
-    ("move", "Ctrl-D / Ctrl-U, PgDn / PgUp", "half a page down / up"),
+    (
+        "move",
+        "Ctrl-D / Ctrl-U, PgDn / PgUp",
+        "half a page down / up",
+    ),
     ("view", "p", "phase filter: all → prefill → decode"),
     ("view", "d", "diff against the parent / the incumbent"),
     ("view", "f", "full source instead of the diff"),
     ("view", "?", "this help"),
-    ("decide", "y", "accept the selected revision (it becomes the incumbent)"),
+    (
+        "decide",
+        "y",
+        "accept the selected revision (it becomes the incumbent)",
+    ),
     ("decide", "n", "reject the selected revision"),
-    ("decide", "s", "steer: a message for the agent's next iteration"),
+    (
+        "decide",
+        "s",
+        "steer: a message for the agent's next iteration",
+    ),
     ("decide", "a", "start / stop the agent (none is built yet)"),
-    ("measure", "m", "re-measure the selected revision (quick: check + time, every shape)"),
-    ("measure", "e", "edit in the built-in editor; Ctrl-S saves a human revision and measures it"),
-    ("measure", "E", "edit in $EDITOR; every save is recorded and measured"),
+    (
+        "measure",
+        "m",
+        "re-measure the selected revision (quick: check + time, every shape)",
+    ),
+    (
+        "measure",
+        "e",
+        "edit in the built-in editor; Ctrl-S saves a human revision and measures it",
+    ),
+    (
+        "measure",
+        "E",
+        "edit in $EDITOR; every save is recorded and measured",
+    ),
     ("replay", ", / .", "step back / forward one event"),
     ("replay", "[ / ]", "back / forward 10 events"),
     ("replay", "r / R", "jump to the next / previous revision"),
     ("replay", "0 / $", "start / end of the session"),
     ("replay", "space", "play / pause"),
     ("replay", "+ / -", "faster / slower"),
-    ("editor", "Ctrl-S", "save (records a human revision, measures it)"),
+    (
+        "editor",
+        "Ctrl-S",
+        "save (records a human revision, measures it)",
+    ),
     ("editor", "Ctrl-Z / Ctrl-Y", "undo / redo"),
     ("editor", "Esc", "close (twice to discard unsaved changes)"),
     ("quit", "q / Ctrl-C", "quit (asks while a measurement runs)"),
@@ -559,7 +736,9 @@ pub const HELP: &[(&str, &str, &str)] = &[
 /// The update function: applies one event to the state and returns the side effects.
 pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
     let fx = match ev {
-        AppEvent::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => on_key(state, k),
+        AppEvent::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => {
+            on_key(state, k)
+        }
         AppEvent::Key(_) => vec![],
         AppEvent::Resize(..) => vec![],
         AppEvent::Hello(r) => {
@@ -578,12 +757,25 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         }
         AppEvent::FileChanged { path, content } => on_file(state, path, content),
         AppEvent::EditorExited { path, status } => {
-            state.log(LogLevel::Info, format!("editor closed ({status}); still watching {}", path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default()));
+            state.log(
+                LogLevel::Info,
+                format!(
+                    "editor closed ({status}); still watching {}",
+                    path.file_name()
+                        .map(|n| n.to_string_lossy().to_string())
+                        .unwrap_or_default()
+                ),
+            );
             vec![]
         }
         AppEvent::Tick => {
             let fx = replay_step(state, 1);
-            if state.replay.as_ref().map(|r| r.pos >= r.records.len()).unwrap_or(true) {
+            if state
+                .replay
+                .as_ref()
+                .map(|r| r.pos >= r.records.len())
+                .unwrap_or(true)
+            {
                 if let Some(r) = &mut state.replay {
                     r.playing = false;
                 }
@@ -609,10 +801,24 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
 
 fn quit_now(state: &mut AppState) -> Vec<Effect> {
     state.quit = true;
-    let mut fx: Vec<Effect> = state.jobs.keys().map(|m| Effect::Cancel { mid: *m }).collect();
-    let running: Vec<(u64, String, u32)> = state.jobs.iter().map(|(m, j)| (*m, j.op.clone(), j.rev)).collect();
+    let mut fx: Vec<Effect> = state
+        .jobs
+        .keys()
+        .map(|m| Effect::Cancel { mid: *m })
+        .collect();
+    let running: Vec<(u64, String, u32)> = state
+        .jobs
+        .iter()
+        .map(|(m, j)| (*m, j.op.clone(), j.rev))
+        .collect();
     for (mid, op, rev) in running {
-        state.record(SessionEvent::MeasureDone { op, rev, mid, verdict: Verdict::Cancelled, message: Some("cancelled at quit".into()) });
+        state.record(SessionEvent::MeasureDone {
+            op,
+            rev,
+            mid,
+            verdict: Verdict::Cancelled,
+            message: Some("cancelled at quit".into()),
+        });
     }
     state.jobs.clear();
     fx.push(Effect::Quit);
@@ -621,8 +827,15 @@ fn quit_now(state: &mut AppState) -> Vec<Effect> {
 
 fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
     match r {
-        Ok(HelloInfo { device: Some(d), driver, nvrtc }) => {
-            state.worker = WorkerState::Ready { gpu: d.name.clone(), sm_clock_mhz: d.sm_clock_mhz };
+        Ok(HelloInfo {
+            device: Some(d),
+            driver,
+            nvrtc,
+        }) => {
+            state.worker = WorkerState::Ready {
+                gpu: d.name.clone(),
+                sm_clock_mhz: d.sm_clock_mhz,
+            };
             let prof = crate::engine::profile_for_device(&state.suite.hardware, &d.name).cloned();
             if state.replay.is_none() {
                 if let Some(p) = prof {
@@ -630,9 +843,20 @@ fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
                     state.compute_shape_info();
                 }
                 let hardware = state.hw.as_ref().map(|h| h.key.clone());
-                state.record(SessionEvent::Device { gpu: Some(d.name.clone()), driver: Some(driver), nvrtc, hardware });
+                state.record(SessionEvent::Device {
+                    gpu: Some(d.name.clone()),
+                    driver: Some(driver),
+                    nvrtc,
+                    hardware,
+                });
             } else {
-                state.log(LogLevel::Info, format!("GPU available: {} (m re-measures the selected revision)", d.name));
+                state.log(
+                    LogLevel::Info,
+                    format!(
+                        "GPU available: {} (m re-measures the selected revision)",
+                        d.name
+                    ),
+                );
             }
         }
         Ok(HelloInfo { device: None, .. }) => {
@@ -641,7 +865,10 @@ fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
         }
         Err(e) => {
             state.worker = WorkerState::NoGpu(e.clone());
-            state.log(LogLevel::Info, format!("no GPU: browse and replay only ({e})"));
+            state.log(
+                LogLevel::Info,
+                format!("no GPU: browse and replay only ({e})"),
+            );
         }
     }
 }
@@ -652,7 +879,13 @@ fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
     };
     let (op, rev) = (job.op.clone(), job.rev);
     match ev {
-        JobEvent::Worker(Event::Progress { stage, shape, done, total, .. }) => {
+        JobEvent::Worker(Event::Progress {
+            stage,
+            shape,
+            done,
+            total,
+            ..
+        }) => {
             if let Some(j) = state.jobs.get_mut(&mid) {
                 j.stage = stage;
                 j.shape = shape;
@@ -660,29 +893,83 @@ fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
                 j.total = total;
             }
         }
-        JobEvent::Worker(Event::Compiled { which, ok, diagnostics, log, ms, cached, .. }) => {
+        JobEvent::Worker(Event::Compiled {
+            which,
+            ok,
+            diagnostics,
+            log,
+            ms,
+            cached,
+            ..
+        }) => {
             if which == "candidate" {
-                state.record(SessionEvent::Compiled { op: op.clone(), rev, mid, ok, diagnostics, log });
-                state.log(LogLevel::Info, format!("{op} v{rev}: compiled {} in {ms:.0} ms{}", if ok { "ok" } else { "with errors" }, if cached { " (cached)" } else { "" }));
+                state.record(SessionEvent::Compiled {
+                    op: op.clone(),
+                    rev,
+                    mid,
+                    ok,
+                    diagnostics,
+                    log,
+                });
+                state.log(
+                    LogLevel::Info,
+                    format!(
+                        "{op} v{rev}: compiled {} in {ms:.0} ms{}",
+                        if ok { "ok" } else { "with errors" },
+                        if cached { " (cached)" } else { "" }
+                    ),
+                );
             } else if !ok {
-                state.record(SessionEvent::Error { op: Some(op.clone()), message: format!("the {which} kernel failed to compile: {}", log.lines().next().unwrap_or("")) });
+                state.record(SessionEvent::Error {
+                    op: Some(op.clone()),
+                    message: format!(
+                        "the {which} kernel failed to compile: {}",
+                        log.lines().next().unwrap_or("")
+                    ),
+                });
             }
         }
         JobEvent::Worker(Event::ShapeDone { result, .. }) => {
-            state.record(SessionEvent::ShapeResult { op, rev, mid, result });
+            state.record(SessionEvent::ShapeResult {
+                op,
+                rev,
+                mid,
+                result,
+            });
         }
-        JobEvent::Worker(Event::Done { verdict, message, .. }) => {
+        JobEvent::Worker(Event::Done {
+            verdict, message, ..
+        }) => {
             state.jobs.remove(&mid);
-            state.record(SessionEvent::MeasureDone { op, rev, mid, verdict, message });
+            state.record(SessionEvent::MeasureDone {
+                op,
+                rev,
+                mid,
+                verdict,
+                message,
+            });
         }
-        JobEvent::Worker(Event::Fault { message, .. }) | JobEvent::Worker(Event::Error { message, .. }) => {
-            state.record(SessionEvent::Error { op: Some(op), message });
+        JobEvent::Worker(Event::Fault { message, .. })
+        | JobEvent::Worker(Event::Error { message, .. }) => {
+            state.record(SessionEvent::Error {
+                op: Some(op),
+                message,
+            });
         }
         JobEvent::Worker(_) => {}
         JobEvent::WorkerLost { verdict, message } => {
             state.jobs.remove(&mid);
-            state.record(SessionEvent::Error { op: Some(op.clone()), message: format!("worker lost: {message}") });
-            state.record(SessionEvent::MeasureDone { op, rev, mid, verdict, message: Some(message) });
+            state.record(SessionEvent::Error {
+                op: Some(op.clone()),
+                message: format!("worker lost: {message}"),
+            });
+            state.record(SessionEvent::MeasureDone {
+                op,
+                rev,
+                mid,
+                verdict,
+                message: Some(message),
+            });
         }
     }
     vec![]
@@ -703,7 +990,14 @@ fn on_file(state: &mut AppState, path: PathBuf, content: Result<String, String>)
         return vec![];
     }
     let (rev, fx) = state.save_human(&w.op, w.last_rev, content.clone(), "external");
-    state.watches.insert(path, Watch { op: w.op.clone(), last_rev: Some(rev), last_content: content });
+    state.watches.insert(
+        path,
+        Watch {
+            op: w.op.clone(),
+            last_rev: Some(rev),
+            last_content: content,
+        },
+    );
     fx
 }
 
@@ -736,7 +1030,9 @@ pub fn replay_seek(state: &mut AppState, pos: usize) {
 }
 
 fn replay_step(state: &mut AppState, delta: isize) -> Vec<Effect> {
-    let Some(r) = &state.replay else { return vec![] };
+    let Some(r) = &state.replay else {
+        return vec![];
+    };
     let pos = (r.pos as isize + delta).clamp(0, r.records.len() as isize) as usize;
     replay_seek(state, pos);
     vec![]
@@ -746,9 +1042,17 @@ fn replay_jump_revision(state: &mut AppState, forward: bool) {
     let Some(r) = &state.replay else { return };
     let is_rev = |rec: &Record| matches!(rec.event, SessionEvent::Revision { .. });
     let target = if forward {
-        r.records.iter().enumerate().skip(r.pos).find(|(_, x)| is_rev(x)).map(|(i, _)| i + 1)
+        r.records
+            .iter()
+            .enumerate()
+            .skip(r.pos)
+            .find(|(_, x)| is_rev(x))
+            .map(|(i, _)| i + 1)
     } else {
-        r.records[..r.pos.saturating_sub(1)].iter().rposition(is_rev).map(|i| i + 1)
+        r.records[..r.pos.saturating_sub(1)]
+            .iter()
+            .rposition(is_rev)
+            .map(|i| i + 1)
     };
     if let Some(t) = target {
         replay_seek(state, t);
@@ -815,7 +1119,10 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
     let replaying = state.replay.is_some();
     let read_only = |state: &mut AppState| -> bool {
         if state.replay.is_some() {
-            state.log(LogLevel::Warn, "replay is read-only (use --resume FILE to continue the session)".into());
+            state.log(
+                LogLevel::Warn,
+                "replay is read-only (use --resume FILE to continue the session)".into(),
+            );
             true
         } else {
             false
@@ -855,7 +1162,10 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
             state.full_source = false;
         }
         KeyCode::Char('f') => state.full_source = !state.full_source,
-        KeyCode::Char('a') => state.log(LogLevel::Info, "agent: none (not built yet); y/n/s/m/e work by hand".into()),
+        KeyCode::Char('a') => state.log(
+            LogLevel::Info,
+            "agent: none (not built yet); y/n/s/m/e work by hand".into(),
+        ),
         KeyCode::Char('y') | KeyCode::Char('n') => {
             if read_only(state) {
                 return vec![];
@@ -867,12 +1177,18 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                 return vec![];
             }
             let mut ta = TextArea::default();
-            ta.set_placeholder_text("a hint for the agent's next iteration, e.g. \"use one warp per row\"");
+            ta.set_placeholder_text(
+                "a hint for the agent's next iteration, e.g. \"use one warp per row\"",
+            );
             state.modal = Modal::Steer(ta);
         }
         KeyCode::Char('m') => {
-            let (Some(op), Some(rev)) = (state.selected_op(), state.selected_rev().map(|r| r.rev)) else {
-                state.log(LogLevel::Warn, "nothing to measure: this operator has no kernel yet".into());
+            let (Some(op), Some(rev)) = (state.selected_op(), state.selected_rev().map(|r| r.rev))
+            else {
+                state.log(
+                    LogLevel::Warn,
+                    "nothing to measure: this operator has no kernel yet".into(),
+                );
                 return vec![];
             };
             return state.measure(&op, rev);
@@ -905,13 +1221,21 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                     state.model = Model::from_records(&state.suite, &[]);
                 }
             }
-            let Some(r) = &mut state.replay else { return vec![] };
+            let Some(r) = &mut state.replay else {
+                return vec![];
+            };
             r.playing = !r.playing;
             return vec![Effect::Playback(r.playing.then(|| playback_period(r)))];
         }
         KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('-') if replaying => {
-            let Some(r) = &mut state.replay else { return vec![] };
-            r.speed = if k.code == KeyCode::Char('-') { r.speed.saturating_sub(1) } else { (r.speed + 1).min(SPEEDS.len() - 1) };
+            let Some(r) = &mut state.replay else {
+                return vec![];
+            };
+            r.speed = if k.code == KeyCode::Char('-') {
+                r.speed.saturating_sub(1)
+            } else {
+                (r.speed + 1).min(SPEEDS.len() - 1)
+            };
             if r.playing {
                 return vec![Effect::Playback(Some(playback_period(r)))];
             }
@@ -954,12 +1278,18 @@ fn navigate(state: &mut AppState, d: isize) {
             }
         }
         PaneId::Revisions => {
-            let n = state.selected_op().and_then(|o| state.model.ops.get(&o).map(|o| o.revisions.len())).unwrap_or(0);
+            let n = state
+                .selected_op()
+                .and_then(|o| state.model.ops.get(&o).map(|o| o.revisions.len()))
+                .unwrap_or(0);
             state.rev_sel = bump(state.rev_sel, d, n);
         }
         PaneId::Diff => state.diff_scroll = bump(state.diff_scroll, d, state.diff.lines.len()),
         PaneId::Gauges => {
-            let n = state.selected_op().and_then(|o| state.shape_info.get(&o).map(|v| v.len())).unwrap_or(0);
+            let n = state
+                .selected_op()
+                .and_then(|o| state.shape_info.get(&o).map(|v| v.len()))
+                .unwrap_or(0);
             state.gauge_scroll = bump(state.gauge_scroll, d, n);
         }
         PaneId::Log => {
@@ -978,24 +1308,44 @@ fn decide(state: &mut AppState, accept: bool) {
         match r.verdict() {
             RevVerdict::Score(_) => {}
             RevVerdict::Unmeasured => {
-                state.log(LogLevel::Warn, format!("cannot accept {op} v{}: not measured yet (m measures it)", r.rev));
+                state.log(
+                    LogLevel::Warn,
+                    format!(
+                        "cannot accept {op} v{}: not measured yet (m measures it)",
+                        r.rev
+                    ),
+                );
                 return;
             }
             RevVerdict::Measuring => {
-                state.log(LogLevel::Warn, format!("cannot accept {op} v{}: still measuring", r.rev));
+                state.log(
+                    LogLevel::Warn,
+                    format!("cannot accept {op} v{}: still measuring", r.rev),
+                );
                 return;
             }
             v => {
-                state.log(LogLevel::Warn, format!("cannot accept {op} v{}: {}", r.rev, v.label()));
+                state.log(
+                    LogLevel::Warn,
+                    format!("cannot accept {op} v{}: {}", r.rev, v.label()),
+                );
                 return;
             }
         }
-        if state.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev) && r.decision == Some(Decision::Accepted) {
-            state.log(LogLevel::Info, format!("{op} v{} is already the incumbent", r.rev));
+        if state.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev)
+            && r.decision == Some(Decision::Accepted)
+        {
+            state.log(
+                LogLevel::Info,
+                format!("{op} v{} is already the incumbent", r.rev),
+            );
             return;
         }
     } else if r.author == Author::Baseline {
-        state.log(LogLevel::Warn, format!("{op} v0 is the suite baseline; it cannot be rejected"));
+        state.log(
+            LogLevel::Warn,
+            format!("{op} v0 is the suite baseline; it cannot be rejected"),
+        );
         return;
     }
     if !r.recorded {
@@ -1015,27 +1365,43 @@ fn decide(state: &mut AppState, accept: bool) {
     state.record(SessionEvent::Decision {
         op,
         rev: r.rev,
-        decision: if accept { Decision::Accepted } else { Decision::Rejected },
+        decision: if accept {
+            Decision::Accepted
+        } else {
+            Decision::Rejected
+        },
         by: DecidedBy::Human,
     });
 }
 
 fn open_editor(state: &mut AppState) {
-    let Some(op) = state.selected_op() else { return };
+    let Some(op) = state.selected_op() else {
+        return;
+    };
     let r = state.selected_rev().cloned();
     let source = r.as_ref().map(|r| r.source.clone()).unwrap_or_default();
     let lines: Vec<String> = source.lines().map(|l| l.to_string()).collect();
-    let mut ta = TextArea::new(if lines.is_empty() { vec![String::new()] } else { lines });
+    let mut ta = TextArea::new(if lines.is_empty() {
+        vec![String::new()]
+    } else {
+        lines
+    });
     ta.set_line_number_style(ratatui::style::Style::default().fg(state.theme.gutter));
     ta.set_cursor_line_style(ratatui::style::Style::default().bg(state.theme.selection_bg));
     if let Some(d) = r.as_ref().and_then(|r| r.measurement.diagnostics.first()) {
-        ta.move_cursor(CursorMove::Jump(d.line.saturating_sub(1).min(u16::MAX as usize) as u16, 0));
+        ta.move_cursor(CursorMove::Jump(
+            d.line.saturating_sub(1).min(u16::MAX as usize) as u16,
+            0,
+        ));
     }
     state.modal = Modal::Editor(Box::new(EditorState {
         op,
         base: r.as_ref().map(|r| r.rev),
         base_source: source,
-        saved: r.as_ref().filter(|r| !r.measurement.diagnostics.is_empty()).map(|r| r.rev),
+        saved: r
+            .as_ref()
+            .filter(|r| !r.measurement.diagnostics.is_empty())
+            .map(|r| r.rev),
         textarea: ta,
         confirm_discard: false,
     }));
@@ -1043,11 +1409,16 @@ fn open_editor(state: &mut AppState) {
 
 fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
     let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
-    let Modal::Editor(ed) = &mut state.modal else { return vec![] };
+    let Modal::Editor(ed) = &mut state.modal else {
+        return vec![];
+    };
     if ctrl && k.code == KeyCode::Char('s') {
         let text = ed.text();
         if text == ed.base_source {
-            state.log(LogLevel::Info, "nothing to save: the text is unchanged".into());
+            state.log(
+                LogLevel::Info,
+                "nothing to save: the text is unchanged".into(),
+            );
             return vec![];
         }
         let (op, base) = (ed.op.clone(), ed.base);
@@ -1080,13 +1451,25 @@ fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
 }
 
 fn external_edit(state: &mut AppState) -> Vec<Effect> {
-    let Some(op) = state.selected_op() else { return vec![] };
+    let Some(op) = state.selected_op() else {
+        return vec![];
+    };
     let r = state.selected_rev().cloned();
     let n = r.as_ref().map(|r| r.rev).unwrap_or(0);
     let path = state.kernels_dir.join(&op).join(format!("v{n}.cu"));
     let content = r.as_ref().map(|r| r.source.clone()).unwrap_or_default();
-    state.watches.insert(path.clone(), Watch { op: op.clone(), last_rev: r.as_ref().map(|r| r.rev), last_content: content.clone() });
-    state.log(LogLevel::Info, format!("editing {op} v{n} in $EDITOR; every save is measured"));
+    state.watches.insert(
+        path.clone(),
+        Watch {
+            op: op.clone(),
+            last_rev: r.as_ref().map(|r| r.rev),
+            last_content: content.clone(),
+        },
+    );
+    state.log(
+        LogLevel::Info,
+        format!("editing {op} v{n} in $EDITOR; every save is measured"),
+    );
     vec![Effect::ExternalEdit { op, path, content }]
 }
 

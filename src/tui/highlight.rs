@@ -196,15 +196,27 @@ pub struct DiffView {
     pub removed: usize,
 }
 
-fn gutter(old: Option<usize>, new: Option<usize>, sign: char, t: &Theme, width: usize) -> Vec<Span<'static>> {
-    let f = |n: Option<usize>| n.map(|n| format!("{n:>width$}")).unwrap_or_else(|| " ".repeat(width));
+fn gutter(
+    old: Option<usize>,
+    new: Option<usize>,
+    sign: char,
+    t: &Theme,
+    width: usize,
+) -> Vec<Span<'static>> {
+    let f = |n: Option<usize>| {
+        n.map(|n| format!("{n:>width$}"))
+            .unwrap_or_else(|| " ".repeat(width))
+    };
     let sign_style = match sign {
         '+' => Style::default().fg(t.added),
         '-' => Style::default().fg(t.removed),
         _ => Style::default().fg(t.gutter),
     };
     vec![
-        Span::styled(format!("{} {} ", f(old), f(new)), Style::default().fg(t.gutter)),
+        Span::styled(
+            format!("{} {} ", f(old), f(new)),
+            Style::default().fg(t.gutter),
+        ),
         Span::styled(format!("{sign} "), sign_style),
     ]
 }
@@ -213,7 +225,11 @@ fn diag_lines(diags: &[&Diagnostic], t: &Theme, width: usize) -> Vec<Line<'stati
     diags
         .iter()
         .map(|d| {
-            let c = if d.severity == "warning" { t.warn } else { t.bad };
+            let c = if d.severity == "warning" {
+                t.warn
+            } else {
+                t.bad
+            };
             Line::from(vec![
                 Span::raw(" ".repeat(width * 2 + 2)),
                 Span::styled(
@@ -243,8 +259,14 @@ pub fn build_diff(
         ..Default::default()
     };
     let n_new = new.lines().count().max(1);
-    let width = n_new.max(old.map(|o| o.lines().count()).unwrap_or(0)).to_string().len().max(3);
-    let diags_at = |line: usize| -> Vec<&Diagnostic> { diagnostics.iter().filter(|d| d.line == line).collect() };
+    let width = n_new
+        .max(old.map(|o| o.lines().count()).unwrap_or(0))
+        .to_string()
+        .len()
+        .max(3);
+    let diags_at = |line: usize| -> Vec<&Diagnostic> {
+        diagnostics.iter().filter(|d| d.line == line).collect()
+    };
     let push_diags = |v: &mut DiffView, ds: Vec<&Diagnostic>| {
         if ds.is_empty() {
             return;
@@ -259,11 +281,18 @@ pub fn build_diff(
             .unwrap_or_else(|| vec![(Style::default().fg(t.fg), text.to_string())])
     };
     let Some(old) = old else {
-        let orphan: Vec<&Diagnostic> = diagnostics.iter().filter(|d| d.line == 0 || d.line > n_new).collect();
+        let orphan: Vec<&Diagnostic> = diagnostics
+            .iter()
+            .filter(|d| d.line == 0 || d.line > n_new)
+            .collect();
         push_diags(&mut v, orphan);
         for (i, line) in new.lines().enumerate() {
             let mut spans = gutter(None, Some(i + 1), ' ', t, width);
-            spans.extend(plain(Some(new_hl), i, line).into_iter().map(|(s, x)| Span::styled(x, s)));
+            spans.extend(
+                plain(Some(new_hl), i, line)
+                    .into_iter()
+                    .map(|(s, x)| Span::styled(x, s)),
+            );
             v.lines.push(Line::from(spans));
             push_diags(&mut v, diags_at(i + 1));
         }
@@ -307,13 +336,28 @@ pub fn build_diff(
                 let (sign, base_bg, emph_bg, segs) = match tag {
                     ChangeTag::Delete => {
                         v.removed += 1;
-                        ('-', t.removed_bg, t.removed_emph_bg, plain(old_hl, old_i.unwrap_or(0), &text))
+                        (
+                            '-',
+                            t.removed_bg,
+                            t.removed_emph_bg,
+                            plain(old_hl, old_i.unwrap_or(0), &text),
+                        )
                     }
                     ChangeTag::Insert => {
                         v.added += 1;
-                        ('+', t.added_bg, t.added_emph_bg, plain(Some(new_hl), new_i.unwrap_or(0), &text))
+                        (
+                            '+',
+                            t.added_bg,
+                            t.added_emph_bg,
+                            plain(Some(new_hl), new_i.unwrap_or(0), &text),
+                        )
                     }
-                    ChangeTag::Equal => (' ', t.bg, t.bg, plain(Some(new_hl), new_i.unwrap_or(0), &text)),
+                    ChangeTag::Equal => (
+                        ' ',
+                        t.bg,
+                        t.bg,
+                        plain(Some(new_hl), new_i.unwrap_or(0), &text),
+                    ),
                 };
                 // Highlighted text must match the diff's text; fall back to plain otherwise.
                 let joined: String = segs.iter().map(|(_, s)| s.as_str()).collect();
@@ -341,7 +385,10 @@ pub fn build_diff(
         }
     }
     // Diagnostics on lines outside the hunks go on top, so they are never hidden.
-    let hidden: Vec<&Diagnostic> = diagnostics.iter().filter(|d| !shown.contains(&d.line)).collect();
+    let hidden: Vec<&Diagnostic> = diagnostics
+        .iter()
+        .filter(|d| !shown.contains(&d.line))
+        .collect();
     if !hidden.is_empty() {
         let extra = diag_lines(&hidden, t, width);
         let n = extra.len();

@@ -55,7 +55,10 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
     if let Some(file) = &opts.replay {
         let loaded = crate::session::load(file)?;
         let mut st = AppState::new(suite.clone(), Model::new(&suite), th, hw, kernels);
-        let name = file.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
         st.start_replay(name, loaded.records, loaded.warnings);
         return Ok((st, settings));
     }
@@ -67,7 +70,10 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
             (m, Some(w), loaded.warnings)
         }
         None if settings.record_sessions => {
-            let dir = settings.sessions_dir.clone().unwrap_or_else(|| ws.sessions_dir());
+            let dir = settings
+                .sessions_dir
+                .clone()
+                .unwrap_or_else(|| ws.sessions_dir());
             let w = SessionWriter::create(&crate::session::store::new_session_path(&dir))?;
             (Model::new(&suite), Some(w), vec![])
         }
@@ -91,7 +97,10 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
         suite_version: suite.version.clone(),
     });
     // Offer recorded sessions when there are some.
-    let dir = settings.sessions_dir.clone().unwrap_or_else(|| ws.sessions_dir());
+    let dir = settings
+        .sessions_dir
+        .clone()
+        .unwrap_or_else(|| ws.sessions_dir());
     let mut found: Vec<String> = std::fs::read_dir(&dir)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
@@ -104,7 +113,17 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
     if !found.is_empty() {
         st.log(
             LogLevel::Info,
-            format!("{} recorded session(s) in sessions/ (atrex-tui replay FILE): {}", found.len(), found.iter().rev().take(3).cloned().collect::<Vec<_>>().join(", ")),
+            format!(
+                "{} recorded session(s) in sessions/ (atrex-tui replay FILE): {}",
+                found.len(),
+                found
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         );
     }
     Ok((st, settings))
@@ -135,7 +154,11 @@ struct Runtime {
     editor: Option<String>,
 }
 
-async fn main_loop(mut state: AppState, settings: theme::Settings, t_start: Instant) -> Result<i32, String> {
+async fn main_loop(
+    mut state: AppState,
+    settings: theme::Settings,
+    t_start: Instant,
+) -> Result<i32, String> {
     let (tx, mut rx) = mpsc::unbounded_channel::<AppEvent>();
     // The worker: a subprocess behind the client; hello tells whether there is a GPU.
     let mut cfg = WorkerConfig::new(settings.device);
@@ -147,7 +170,11 @@ async fn main_loop(mut state: AppState, settings: theme::Settings, t_start: Inst
         let (client, tx) = (client.clone(), tx.clone());
         tokio::spawn(async move {
             let r = match tokio::time::timeout(Duration::from_secs(30), client.hello()).await {
-                Ok(Ok(Event::Hello { device, probe, .. })) => Ok(HelloInfo { device, driver: probe.driver_version, nvrtc: probe.nvrtc_version }),
+                Ok(Ok(Event::Hello { device, probe, .. })) => Ok(HelloInfo {
+                    device,
+                    driver: probe.driver_version,
+                    nvrtc: probe.nvrtc_version,
+                }),
                 Ok(Ok(other)) => Err(format!("unexpected worker reply {other:?}")),
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err("the worker did not answer".into()),
@@ -158,17 +185,25 @@ async fn main_loop(mut state: AppState, settings: theme::Settings, t_start: Inst
     // Syntax highlighting loads off the input loop.
     {
         let tx = tx.clone();
-        let name = settings.syntax_theme.clone().unwrap_or_else(|| state.theme.syntax_theme.clone());
+        let name = settings
+            .syntax_theme
+            .clone()
+            .unwrap_or_else(|| state.theme.syntax_theme.clone());
         let truecolor = state.theme.truecolor;
         std::thread::spawn(move || {
-            let _ = tx.send(AppEvent::HighlighterReady(highlight::Highlighter::new(&name, truecolor).map(Arc::new)));
+            let _ = tx.send(AppEvent::HighlighterReady(
+                highlight::Highlighter::new(&name, truecolor).map(Arc::new),
+            ));
         });
     }
     // SIGTERM / SIGHUP (SSH drop): restore the terminal and leave.
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        for (kind, name) in [(SignalKind::terminate(), "SIGTERM"), (SignalKind::hangup(), "SIGHUP")] {
+        for (kind, name) in [
+            (SignalKind::terminate(), "SIGTERM"),
+            (SignalKind::hangup(), "SIGHUP"),
+        ] {
             if let Ok(mut sig) = signal(kind) {
                 let tx = tx.clone();
                 tokio::spawn(async move {
@@ -181,12 +216,21 @@ async fn main_loop(mut state: AppState, settings: theme::Settings, t_start: Inst
     }
     install_panic_hook();
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
-    let mut rtm = Runtime { tx: tx.clone(), client, jobs: Default::default(), watchers: Vec::new(), playback: None, editor: settings.editor.clone() };
+    let mut rtm = Runtime {
+        tx: tx.clone(),
+        client,
+        jobs: Default::default(),
+        watchers: Vec::new(),
+        playback: None,
+        editor: settings.editor.clone(),
+    };
     let mut input = crossterm::event::EventStream::new();
     let mut first = true;
     let result: Result<(), String> = async {
         loop {
-            terminal.draw(|f| ui::draw(f, &state)).map_err(|e| e.to_string())?;
+            terminal
+                .draw(|f| ui::draw(f, &state))
+                .map_err(|e| e.to_string())?;
             if first {
                 first = false;
                 let ms = t_start.elapsed().as_secs_f64() * 1e3;
@@ -219,7 +263,8 @@ async fn main_loop(mut state: AppState, settings: theme::Settings, t_start: Inst
                         drop(input);
                         ratatui::restore();
                         run_editor(&mut rtm, &mut state, &mut rx, suspend).await;
-                        terminal = ratatui::try_init().map_err(|e| format!("cannot reopen the terminal: {e}"))?;
+                        terminal = ratatui::try_init()
+                            .map_err(|e| format!("cannot reopen the terminal: {e}"))?;
                         terminal.clear().map_err(|e| e.to_string())?;
                         input = crossterm::event::EventStream::new();
                     }
@@ -244,7 +289,12 @@ async fn main_loop(mut state: AppState, settings: theme::Settings, t_start: Inst
 /// Carries out one effect. Returns the file to edit when the TUI must be suspended.
 fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf> {
     match e {
-        Effect::Measure { op, rev, mid, source } => {
+        Effect::Measure {
+            op,
+            rev,
+            mid,
+            source,
+        } => {
             match build_measure_job(state, &op, rev, source) {
                 Ok(job) => {
                     let (id, mut erx) = rtm.client.submit(job);
@@ -252,7 +302,10 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
                     let tx = rtm.tx.clone();
                     tokio::spawn(async move {
                         while let Some(ev) = erx.recv().await {
-                            let end = matches!(ev, JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. });
+                            let end = matches!(
+                                ev,
+                                JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. }
+                            );
                             if tx.send(AppEvent::Job { mid, event: ev }).is_err() || end {
                                 break;
                             }
@@ -260,7 +313,16 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
                     });
                 }
                 Err(msg) => {
-                    let fx = app::update(state, AppEvent::Job { mid, event: JobEvent::WorkerLost { verdict: crate::engine::protocol::Verdict::Error, message: msg } });
+                    let fx = app::update(
+                        state,
+                        AppEvent::Job {
+                            mid,
+                            event: JobEvent::WorkerLost {
+                                verdict: crate::engine::protocol::Verdict::Error,
+                                message: msg,
+                            },
+                        },
+                    );
                     let _ = fx;
                 }
             }
@@ -272,7 +334,11 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             }
             None
         }
-        Effect::ExternalEdit { op: _, path, content } => {
+        Effect::ExternalEdit {
+            op: _,
+            path,
+            content,
+        } => {
             if let Some(d) = path.parent() {
                 if let Err(e) = std::fs::create_dir_all(d) {
                     state.log(LogLevel::Error, format!("{}: {e}", d.display()));
@@ -285,7 +351,10 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             }
             match watch(&rtm.tx, &path) {
                 Ok(w) => rtm.watchers.push(w),
-                Err(e) => state.log(LogLevel::Warn, format!("cannot watch {}: {e}", path.display())),
+                Err(e) => state.log(
+                    LogLevel::Warn,
+                    format!("cannot watch {}: {e}", path.display()),
+                ),
             }
             Some(path)
         }
@@ -312,37 +381,73 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
     }
 }
 
-fn build_measure_job(state: &AppState, op: &str, _rev: u32, source: String) -> Result<crate::engine::protocol::Job, String> {
-    let p = state.suite.problem(op).ok_or_else(|| format!("{op} is not in the suite"))?;
+fn build_measure_job(
+    state: &AppState,
+    op: &str,
+    _rev: u32,
+    source: String,
+) -> Result<crate::engine::protocol::Job, String> {
+    let p = state
+        .suite
+        .problem(op)
+        .ok_or_else(|| format!("{op} is not in the suite"))?;
     let reference = crate::bench::suite_kernel(&state.suite, p, "reference.cu")?;
     let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
-    let cand = crate::engine::protocol::Source { name: format!("{op} v{_rev}"), code: source, defines: Default::default() };
-    crate::engine::build_job(p, cand, Some(reference), &ids, JobKind::All, Mode::Quick, state.hw.as_ref())
+    let cand = crate::engine::protocol::Source {
+        name: format!("{op} v{_rev}"),
+        code: source,
+        defines: Default::default(),
+    };
+    crate::engine::build_job(
+        p,
+        cand,
+        Some(reference),
+        &ids,
+        JobKind::All,
+        Mode::Quick,
+        state.hw.as_ref(),
+    )
 }
 
 /// Watches one file; every debounced change sends its content.
-fn watch(tx: &Tx, path: &Path) -> Result<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>, String> {
+fn watch(
+    tx: &Tx,
+    path: &Path,
+) -> Result<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>, String> {
     use notify_debouncer_mini::{DebounceEventResult, new_debouncer};
     let target = path.to_path_buf();
     let tx = tx.clone();
     let canon = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
-    let mut d = new_debouncer(Duration::from_millis(250), move |res: DebounceEventResult| {
-        if let Ok(events) = res {
-            let hit = events.iter().any(|e| e.path == target || e.path == canon);
-            if hit {
-                let content = std::fs::read_to_string(&target).map_err(|e| e.to_string());
-                let _ = tx.send(AppEvent::FileChanged { path: target.clone(), content });
+    let mut d = new_debouncer(
+        Duration::from_millis(250),
+        move |res: DebounceEventResult| {
+            if let Ok(events) = res {
+                let hit = events.iter().any(|e| e.path == target || e.path == canon);
+                if hit {
+                    let content = std::fs::read_to_string(&target).map_err(|e| e.to_string());
+                    let _ = tx.send(AppEvent::FileChanged {
+                        path: target.clone(),
+                        content,
+                    });
+                }
             }
-        }
-    })
+        },
+    )
     .map_err(|e| e.to_string())?;
     // Watch the folder: editors often save by renaming a new file over the old one.
     let dir = path.parent().unwrap_or(Path::new("."));
-    d.watcher().watch(dir, notify::RecursiveMode::NonRecursive).map_err(|e| e.to_string())?;
+    d.watcher()
+        .watch(dir, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| e.to_string())?;
     Ok(d)
 }
 
-async fn run_editor(rtm: &mut Runtime, state: &mut AppState, rx: &mut mpsc::UnboundedReceiver<AppEvent>, path: PathBuf) {
+async fn run_editor(
+    rtm: &mut Runtime,
+    state: &mut AppState,
+    rx: &mut mpsc::UnboundedReceiver<AppEvent>,
+    path: PathBuf,
+) {
     let editor = rtm
         .editor
         .clone()
@@ -352,7 +457,10 @@ async fn run_editor(rtm: &mut Runtime, state: &mut AppState, rx: &mut mpsc::Unbo
     let mut parts = editor.split_whitespace();
     let prog = parts.next().unwrap_or("vi").to_string();
     let args: Vec<String> = parts.map(|s| s.to_string()).collect();
-    let child = tokio::process::Command::new(&prog).args(&args).arg(&path).spawn();
+    let child = tokio::process::Command::new(&prog)
+        .args(&args)
+        .arg(&path)
+        .spawn();
     let status = match child {
         Ok(mut c) => loop {
             tokio::select! {
@@ -387,6 +495,9 @@ pub fn replay_json(ws: &Workspace, file: &Path, timing: bool) -> Result<i32, Str
             "total_ms": (t2 - t0).as_secs_f64() * 1e3,
         });
     }
-    println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+    );
     Ok(0)
 }

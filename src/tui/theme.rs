@@ -86,7 +86,11 @@ pub fn to_256(r: u8, g: u8, b: u8) -> u8 {
     let d = |a: u8, b: u8| (a as i32 - b as i32).pow(2);
     let cube_err = d(r, rv) + d(g, gv) + d(b, bv);
     let avg = (r as u32 + g as u32 + b as u32) / 3;
-    let gi = if avg > 238 { 23 } else { (avg.saturating_sub(3)) / 10 };
+    let gi = if avg > 238 {
+        23
+    } else {
+        (avg.saturating_sub(3)) / 10
+    };
     let gv = (8 + 10 * gi) as u8;
     let grey_err = d(r, gv) + d(g, gv) + d(b, gv);
     if grey_err < cube_err {
@@ -108,7 +112,12 @@ pub fn color(rgb: (u8, u8, u8), truecolor: bool) -> Color {
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];
     let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map(|l| l.chars().count()).unwrap_or(0) + 1;
+    let col = before
+        .rsplit('\n')
+        .next()
+        .map(|l| l.chars().count())
+        .unwrap_or(0)
+        + 1;
     (line, col)
 }
 
@@ -193,7 +202,8 @@ impl Theme {
         candidates.push(PathBuf::from(name));
         for c in candidates {
             if c.is_file() {
-                let text = std::fs::read_to_string(&c).map_err(|e| format!("{}: {e}", c.display()))?;
+                let text =
+                    std::fs::read_to_string(&c).map_err(|e| format!("{}: {e}", c.display()))?;
                 return Theme::parse(&c.display().to_string(), &text, truecolor);
             }
         }
@@ -254,7 +264,9 @@ impl Settings {
         let s: Settings = toml::from_str(text).map_err(|e| toml_err(file, text, &e))?;
         if let Some(w) = s.watchdog_secs {
             if !(w > 0.0 && w.is_finite()) {
-                return Err(format!("{file}: watchdog_secs must be a positive number of seconds"));
+                return Err(format!(
+                    "{file}: watchdog_secs must be a positive number of seconds"
+                ));
             }
         }
         Ok(s)
@@ -296,15 +308,21 @@ mod tests {
 
     #[test]
     fn bad_settings_name_file_and_line() {
-        let e = Settings::parse("config.toml", "theme = \"dark\"\nwatchdog_secs = \"ten\"\n").unwrap_err();
+        let e = Settings::parse("config.toml", "theme = \"dark\"\nwatchdog_secs = \"ten\"\n")
+            .unwrap_err();
         assert!(e.starts_with("config.toml:2:"), "{e}");
         let e = Settings::parse("config.toml", "\n\nthme = \"dark\"\n").unwrap_err();
         assert!(e.starts_with("config.toml:3:") && e.contains("thme"), "{e}");
         let e = Settings::parse("config.toml", "watchdog_secs = -1\n").unwrap_err();
         assert!(e.contains("watchdog_secs"), "{e}");
-        let s = Settings::parse("config.toml", "theme = \"light\"\nsyntax_theme = \"GitHub\"\n").unwrap();
+        let s = Settings::parse(
+            "config.toml",
+            "theme = \"light\"\nsyntax_theme = \"GitHub\"\n",
+        )
+        .unwrap();
         assert_eq!(s.theme, "light");
-        let e = Theme::parse("t.toml", "name = \"x\"\n[colors]\nbg = \"blue\"\n", true).unwrap_err();
+        let e =
+            Theme::parse("t.toml", "name = \"x\"\n[colors]\nbg = \"blue\"\n", true).unwrap_err();
         assert!(e.contains("t.toml:3") && e.contains("bg"), "{e}");
     }
 }

@@ -13,7 +13,10 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Row, Table,
 pub fn draw(f: &mut Frame, s: &AppState) {
     let t = &s.theme;
     let area = f.area();
-    f.render_widget(Block::default().style(Style::default().bg(t.bg).fg(t.fg)), area);
+    f.render_widget(
+        Block::default().style(Style::default().bg(t.bg).fg(t.fg)),
+        area,
+    );
     if area.width < 20 || area.height < 8 {
         f.render_widget(Paragraph::new("atrex-tui: terminal too small"), area);
         return;
@@ -33,15 +36,22 @@ pub fn draw(f: &mut Frame, s: &AppState) {
     draw_header(f, rows[0], s);
     let body = rows[1];
     if wide {
-        let cols = Layout::horizontal([Constraint::Length(56), Constraint::Min(40), Constraint::Length(70)]).split(body);
-        let left = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)]).split(cols[0]);
+        let cols = Layout::horizontal([
+            Constraint::Length(56),
+            Constraint::Min(40),
+            Constraint::Length(70),
+        ])
+        .split(body);
+        let left = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .split(cols[0]);
         draw_operators(f, left[0], s, false);
         draw_revisions(f, left[1], s, false);
         draw_diff(f, cols[1], s);
         draw_gauges(f, cols[2], s);
     } else {
         let cols = Layout::horizontal([Constraint::Length(36), Constraint::Min(20)]).split(body);
-        let left = Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)]).split(cols[0]);
+        let left = Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
+            .split(cols[0]);
         draw_operators(f, left[0], s, true);
         draw_revisions(f, left[1], s, true);
         if s.focus == PaneId::Gauges {
@@ -61,28 +71,61 @@ pub fn draw(f: &mut Frame, s: &AppState) {
         Modal::ConfirmQuit => draw_confirm(f, area, s),
         Modal::Steer(ta) => {
             let w = area.width.saturating_sub(8).min(100);
-            let r = Rect { x: area.x + (area.width - w) / 2, y: area.y + area.height.saturating_sub(8), width: w, height: 3 };
+            let r = Rect {
+                x: area.x + (area.width - w) / 2,
+                y: area.y + area.height.saturating_sub(8),
+                width: w,
+                height: 3,
+            };
             f.render_widget(Clear, r);
             let mut ta = ta.clone();
-            ta.set_block(block(t, true, &format!("steer {} · Enter send · Esc cancel", s.selected_op().unwrap_or_default())));
+            ta.set_block(block(
+                t,
+                true,
+                &format!(
+                    "steer {} · Enter send · Esc cancel",
+                    s.selected_op().unwrap_or_default()
+                ),
+            ));
             ta.set_style(Style::default().bg(t.bg).fg(t.fg));
             f.render_widget(&ta, r);
         }
-        Modal::Editor(_) => draw_editor(f, Rect { y: area.y + 2, height: area.height - 3, ..area }, s),
+        Modal::Editor(_) => draw_editor(
+            f,
+            Rect {
+                y: area.y + 2,
+                height: area.height - 3,
+                ..area
+            },
+            s,
+        ),
     }
 }
 
 fn block<'a>(t: &super::theme::Theme, focused: bool, title: &str) -> Block<'a> {
     Block::default()
         .borders(Borders::ALL)
-        .border_type(if focused { BorderType::Thick } else { BorderType::Plain })
+        .border_type(if focused {
+            BorderType::Thick
+        } else {
+            BorderType::Plain
+        })
         .border_style(Style::default().fg(if focused { t.border_focus } else { t.border }))
-        .title(Span::styled(format!(" {title} "), Style::default().fg(if focused { t.accent } else { t.dim }).add_modifier(Modifier::BOLD)))
+        .title(Span::styled(
+            format!(" {title} "),
+            Style::default()
+                .fg(if focused { t.accent } else { t.dim })
+                .add_modifier(Modifier::BOLD),
+        ))
         .style(Style::default().bg(t.bg).fg(t.fg))
 }
 
 fn pane_block<'a>(s: &AppState, id: PaneId, title: &str) -> Block<'a> {
-    block(&s.theme, s.focus == id && matches!(s.modal, Modal::None | Modal::Help { .. }), title)
+    block(
+        &s.theme,
+        s.focus == id && matches!(s.modal, Modal::None | Modal::Help { .. }),
+        title,
+    )
 }
 
 fn s_color(s: &AppState, v: f64) -> Color {
@@ -116,31 +159,76 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
     let narrow = r.width < 120;
     let mut l1 = vec![];
     if !narrow {
-        l1.push(Span::styled(" atrex-tui ", hs.add_modifier(Modifier::BOLD).fg(t.accent)));
+        l1.push(Span::styled(
+            " atrex-tui ",
+            hs.add_modifier(Modifier::BOLD).fg(t.accent),
+        ));
         l1.push(Span::styled("│", hs));
     }
     l1.push(Span::styled(" S_agg ", hs));
-    l1.push(Span::styled(format!("{:.3}", agg(PhaseFilter::All)), hs.add_modifier(Modifier::BOLD)));
+    l1.push(Span::styled(
+        format!("{:.3}", agg(PhaseFilter::All)),
+        hs.add_modifier(Modifier::BOLD),
+    ));
     if narrow {
-        l1.push(Span::styled(format!(" · pre {:.3} · dec {:.3} ", agg(PhaseFilter::Prefill), agg(PhaseFilter::Decode)), hs));
+        l1.push(Span::styled(
+            format!(
+                " · pre {:.3} · dec {:.3} ",
+                agg(PhaseFilter::Prefill),
+                agg(PhaseFilter::Decode)
+            ),
+            hs,
+        ));
     } else {
-        l1.push(Span::styled(format!(" · prefill {:.3} · decode {:.3} ", agg(PhaseFilter::Prefill), agg(PhaseFilter::Decode)), hs));
+        l1.push(Span::styled(
+            format!(
+                " · prefill {:.3} · decode {:.3} ",
+                agg(PhaseFilter::Prefill),
+                agg(PhaseFilter::Decode)
+            ),
+            hs,
+        ));
     }
     l1.push(Span::styled("│ ", hs));
     match &s.worker {
         WorkerState::Ready { gpu, sm_clock_mhz } => {
-            let gpu = if narrow { gpu.trim_start_matches("NVIDIA ").to_string() } else { gpu.clone() };
-            l1.push(Span::styled(if narrow { format!("{gpu} {sm_clock_mhz} MHz ") } else { format!("{gpu} · SM {sm_clock_mhz} MHz · worker ") }, hs));
-            let (txt, c) = if s.measuring() { ("busy", t.warn) } else { ("ready", t.good) };
+            let gpu = if narrow {
+                gpu.trim_start_matches("NVIDIA ").to_string()
+            } else {
+                gpu.clone()
+            };
+            l1.push(Span::styled(
+                if narrow {
+                    format!("{gpu} {sm_clock_mhz} MHz ")
+                } else {
+                    format!("{gpu} · SM {sm_clock_mhz} MHz · worker ")
+                },
+                hs,
+            ));
+            let (txt, c) = if s.measuring() {
+                ("busy", t.warn)
+            } else {
+                ("ready", t.good)
+            };
             l1.push(Span::styled(txt, hs.fg(c)));
             if s.restarts > 0 {
-                l1.push(Span::styled(format!(" ({} restarts)", s.restarts), hs.fg(t.warn)));
+                l1.push(Span::styled(
+                    format!(" ({} restarts)", s.restarts),
+                    hs.fg(t.warn),
+                ));
             }
         }
         WorkerState::Starting => l1.push(Span::styled("worker starting…", hs.fg(t.dim))),
-        WorkerState::NoGpu(_) => l1.push(Span::styled("no GPU: browse and replay only", hs.fg(t.warn))),
+        WorkerState::NoGpu(_) => l1.push(Span::styled(
+            "no GPU: browse and replay only",
+            hs.fg(t.warn),
+        )),
     }
-    let agent = s.model.agent_state.clone().unwrap_or_else(|| "none (not built yet)".into());
+    let agent = s
+        .model
+        .agent_state
+        .clone()
+        .unwrap_or_else(|| "none (not built yet)".into());
     if !narrow {
         l1.push(Span::styled(" │ agent: ", hs));
         l1.push(Span::styled(agent.clone(), hs.fg(t.dim)));
@@ -183,7 +271,10 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         (None, Some(n)) => l2.push(Span::styled(format!(" · session {n}"), sub)),
         (None, None) => l2.push(Span::styled(" · not recording", sub)),
     }
-    f.render_widget(Paragraph::new(vec![Line::from(l1).style(hs), Line::from(l2)]), r);
+    f.render_widget(
+        Paragraph::new(vec![Line::from(l1).style(hs), Line::from(l2)]),
+        r,
+    );
 }
 
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
@@ -232,29 +323,74 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             let hist = o.map(|o| o.history()).unwrap_or_default();
             let mut cells = vec![
                 Span::raw(name.clone()),
-                Span::styled(format!("{:>5.1}%", weights.get(name).copied().unwrap_or(0.0) * 100.0), Style::default().fg(t.dim)),
+                Span::styled(
+                    format!(
+                        "{:>5.1}%",
+                        weights.get(name).copied().unwrap_or(0.0) * 100.0
+                    ),
+                    Style::default().fg(t.dim),
+                ),
                 match best {
                     Some(b) => Span::styled(format!("{b:.3}"), Style::default().fg(s_color(s, b))),
                     None => Span::styled("  —  ", Style::default().fg(t.dim)),
                 },
-                Span::styled(if narrow { sym.to_string() } else { format!("{sym} {}", status.label()) }, Style::default().fg(sc)),
+                Span::styled(
+                    if narrow {
+                        sym.to_string()
+                    } else {
+                        format!("{sym} {}", status.label())
+                    },
+                    Style::default().fg(sc),
+                ),
             ];
-            cells.push(Span::styled(sparkline(&hist, if narrow { 4 } else { 8 }), Style::default().fg(t.info)));
+            cells.push(Span::styled(
+                sparkline(&hist, if narrow { 4 } else { 8 }),
+                Style::default().fg(t.info),
+            ));
             let mut row = Row::new(cells);
             if i == s.op_sel {
-                row = row.style(Style::default().bg(t.selection_bg).add_modifier(Modifier::BOLD));
+                row = row.style(
+                    Style::default()
+                        .bg(t.selection_bg)
+                        .add_modifier(Modifier::BOLD),
+                );
             }
             row
         })
         .collect();
     let widths: Vec<Constraint> = if narrow {
-        vec![Constraint::Fill(1), Constraint::Length(6), Constraint::Length(5), Constraint::Length(1), Constraint::Length(4)]
+        vec![
+            Constraint::Fill(1),
+            Constraint::Length(6),
+            Constraint::Length(5),
+            Constraint::Length(1),
+            Constraint::Length(4),
+        ]
     } else {
-        vec![Constraint::Fill(1), Constraint::Length(6), Constraint::Length(5), Constraint::Length(11), Constraint::Length(8)]
+        vec![
+            Constraint::Fill(1),
+            Constraint::Length(6),
+            Constraint::Length(5),
+            Constraint::Length(11),
+            Constraint::Length(8),
+        ]
     };
-    let header = Row::new(vec!["operator", "weight", "best", if narrow { "" } else { "status" }, if narrow { "hist" } else { "S history" }]).style(Style::default().fg(t.dim));
+    let header = Row::new(vec![
+        "operator",
+        "weight",
+        "best",
+        if narrow { "" } else { "status" },
+        if narrow { "hist" } else { "history" },
+    ])
+    .style(Style::default().fg(t.dim));
     let title = format!("operators · {} [p]", s.phase.name());
-    f.render_widget(Table::new(rows, widths).header(header).column_spacing(1).block(pane_block(s, PaneId::Operators, &title)), r);
+    f.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .column_spacing(1)
+            .block(pane_block(s, PaneId::Operators, &title)),
+        r,
+    );
 }
 
 pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
@@ -277,7 +413,9 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         let (dec, dc) = match (rv.decision, inc) {
             (Some(Decision::Accepted), _) => (if narrow { "acc" } else { "accepted" }, t.good),
             (Some(Decision::Rejected), _) => (if narrow { "rej" } else { "rejected" }, t.bad),
-            (None, _) if rv.author == crate::session::Author::Baseline => (if narrow { "base" } else { "baseline" }, t.dim),
+            (None, _) if rv.author == crate::session::Author::Baseline => {
+                (if narrow { "base" } else { "baseline" }, t.dim)
+            }
             (None, true) => (if narrow { "inc" } else { "incumbent" }, t.dim),
             (None, false) => (if narrow { "…" } else { "pending" }, t.warn),
         };
@@ -285,29 +423,68 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             Span::styled(if inc { "★" } else { " " }, Style::default().fg(t.accent)),
             Span::raw(format!("v{}", rv.rev)),
             Span::styled(rv.author.label(), Style::default().fg(t.info)),
-            Span::styled(if narrow { v.label().replace("compile error", "compile✗") } else { v.label() }, Style::default().fg(vc)),
+            Span::styled(
+                if narrow {
+                    v.label().replace("compile error", "compile✗")
+                } else {
+                    v.label()
+                },
+                Style::default().fg(vc),
+            ),
             Span::styled(dec, Style::default().fg(dc)),
         ];
         if !narrow {
-            cells.push(Span::styled(rv.rationale.clone(), Style::default().fg(t.dim)));
+            cells.push(Span::styled(
+                rv.rationale.clone(),
+                Style::default().fg(t.dim),
+            ));
         }
         let mut row = Row::new(cells);
         if i == s.rev_sel {
-            row = row.style(Style::default().bg(t.selection_bg).add_modifier(Modifier::BOLD));
+            row = row.style(
+                Style::default()
+                    .bg(t.selection_bg)
+                    .add_modifier(Modifier::BOLD),
+            );
         }
         rows.push(row);
     }
     if revs.is_empty() {
-        rows.push(Row::new(vec![Span::styled("no baseline.cu yet: e writes v1", Style::default().fg(t.dim))]));
+        rows.push(Row::new(vec![Span::styled(
+            "no baseline.cu yet: e writes v1",
+            Style::default().fg(t.dim),
+        )]));
     }
     let widths: Vec<Constraint> = if narrow {
-        vec![Constraint::Length(1), Constraint::Length(4), Constraint::Length(8), Constraint::Fill(1), Constraint::Length(4)]
+        vec![
+            Constraint::Length(1),
+            Constraint::Length(4),
+            Constraint::Length(8),
+            Constraint::Fill(1),
+            Constraint::Length(4),
+        ]
     } else {
-        vec![Constraint::Length(1), Constraint::Length(5), Constraint::Length(10), Constraint::Length(13), Constraint::Length(8), Constraint::Fill(1)]
+        vec![
+            Constraint::Length(1),
+            Constraint::Length(5),
+            Constraint::Length(10),
+            Constraint::Length(13),
+            Constraint::Length(8),
+            Constraint::Fill(1),
+        ]
     };
-    let widths = if revs.is_empty() { vec![Constraint::Fill(1)] } else { widths };
+    let widths = if revs.is_empty() {
+        vec![Constraint::Fill(1)]
+    } else {
+        widths
+    };
     let title = format!("revisions · {op}");
-    f.render_widget(Table::new(rows, widths).column_spacing(1).block(pane_block(s, PaneId::Revisions, &title)), r);
+    f.render_widget(
+        Table::new(rows, widths)
+            .column_spacing(1)
+            .block(pane_block(s, PaneId::Revisions, &title)),
+        r,
+    );
 }
 
 pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
@@ -318,13 +495,24 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
         (false, DiffMode::Parent) => "[d] +{a} −{r}",
         (false, DiffMode::Incumbent) => "[d] +{a} −{r}",
     };
-    let title = format!("{} {}", d.title, mode.replace("{a}", &d.added.to_string()).replace("{r}", &d.removed.to_string()));
+    let title = format!(
+        "{} {}",
+        d.title,
+        mode.replace("{a}", &d.added.to_string())
+            .replace("{r}", &d.removed.to_string())
+    );
     let h = r.height.saturating_sub(2) as usize;
     let start = s.diff_scroll.min(d.lines.len().saturating_sub(1));
     let lines: Vec<Line> = d.lines.iter().skip(start).take(h).cloned().collect();
     let mut b = pane_block(s, PaneId::Diff, &title);
     if d.lines.len() > h {
-        b = b.title_bottom(Line::from(Span::styled(format!(" {}/{} ", start + 1, d.lines.len()), Style::default().fg(t.dim))).right_aligned());
+        b = b.title_bottom(
+            Line::from(Span::styled(
+                format!(" {}/{} ", start + 1, d.lines.len()),
+                Style::default().fg(t.dim),
+            ))
+            .right_aligned(),
+        );
     }
     f.render_widget(Paragraph::new(lines).block(b), r);
 }
@@ -335,7 +523,13 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
     let infos = s.shape_info.get(&op).map(|v| v.as_slice()).unwrap_or(&[]);
     let rv = s.selected_rev();
     let results = rv.map(|r| &r.measurement.results);
-    let chart_h = if r.height >= 24 { r.height / 2 } else if r.height >= 14 { r.height.saturating_sub(9) } else { 0 };
+    let chart_h = if r.height >= 24 {
+        r.height / 2
+    } else if r.height >= 14 {
+        r.height.saturating_sub(9)
+    } else {
+        0
+    };
     let parts = Layout::vertical([Constraint::Min(3), Constraint::Length(chart_h)]).split(r);
     let title = match rv {
         Some(rv) => format!("shapes · {op} v{} · {}", rv.rev, rv.verdict().label()),
@@ -348,7 +542,10 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
     let mut lines = Vec::with_capacity(h);
     for si in infos.iter().skip(start).take(h) {
         let res = results.and_then(|m| m.get(&si.id));
-        let mut spans = vec![Span::styled(format!("#{:<3}", si.id), Style::default().fg(t.dim))];
+        let mut spans = vec![Span::styled(
+            format!("#{:<3}", si.id),
+            Style::default().fg(t.dim),
+        )];
         match res {
             Some(x) => {
                 let sv = x.s.unwrap_or(0.0);
@@ -356,17 +553,39 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
                 let c = if ok { s_color(s, sv) } else { t.bad };
                 let filled = ((sv.clamp(0.0, 1.0)) * bar_w as f64).round() as usize;
                 spans.push(Span::styled("█".repeat(filled), Style::default().fg(c)));
-                spans.push(Span::styled("░".repeat(bar_w - filled), Style::default().fg(t.border)));
-                spans.push(Span::styled(if ok { format!(" {sv:.3}") } else { format!(" {:<5}", x.verdict.name()) }, Style::default().fg(c).add_modifier(Modifier::BOLD)));
+                spans.push(Span::styled(
+                    "░".repeat(bar_w - filled),
+                    Style::default().fg(t.border),
+                ));
+                spans.push(Span::styled(
+                    if ok {
+                        format!(" {sv:.3}")
+                    } else {
+                        format!(" {:<5}", x.verdict.name())
+                    },
+                    Style::default().fg(c).add_modifier(Modifier::BOLD),
+                ));
                 let tm = x.timing.as_ref().map(|t| t.median_ms).unwrap_or(0.0);
                 spans.push(Span::raw(format!(" T {:>8}", fmt_ms(tm))));
-                spans.push(Span::styled(format!(" SOL {:>8}", fmt_ms(x.sol_ms)), Style::default().fg(t.dim)));
+                spans.push(Span::styled(
+                    format!(" SOL {:>8}", fmt_ms(x.sol_ms)),
+                    Style::default().fg(t.dim),
+                ));
             }
             None => {
-                spans.push(Span::styled("·".repeat(bar_w), Style::default().fg(t.border)));
+                spans.push(Span::styled(
+                    "·".repeat(bar_w),
+                    Style::default().fg(t.border),
+                ));
                 spans.push(Span::styled("   —  ", Style::default().fg(t.dim)));
-                spans.push(Span::styled(format!(" T {:>8}", "-"), Style::default().fg(t.dim)));
-                spans.push(Span::styled(format!(" SOL {:>8}", fmt_ms(si.sol_ms)), Style::default().fg(t.dim)));
+                spans.push(Span::styled(
+                    format!(" T {:>8}", "-"),
+                    Style::default().fg(t.dim),
+                ));
+                spans.push(Span::styled(
+                    format!(" SOL {:>8}", fmt_ms(si.sol_ms)),
+                    Style::default().fg(t.dim),
+                ));
             }
         }
         if inner_w >= 56 {
@@ -385,27 +604,40 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
                     Some(e) => format!(" err {e:.1e}"),
                     None => String::new(),
                 },
-                Style::default().fg(if res.map(|x| !x.strict_ok).unwrap_or(false) { t.bad } else { t.dim }),
+                Style::default().fg(if res.map(|x| !x.strict_ok).unwrap_or(false) {
+                    t.bad
+                } else {
+                    t.dim
+                }),
             ));
         }
         lines.push(Line::from(spans));
     }
     if infos.is_empty() {
-        lines.push(Line::from(Span::styled("no shapes", Style::default().fg(t.dim))));
+        lines.push(Line::from(Span::styled(
+            "no shapes",
+            Style::default().fg(t.dim),
+        )));
     }
     if let Some(m) = rv.map(|r| &r.measurement) {
         if m.compiled == Some(false) {
             let d = m.diagnostics.first();
-            lines.insert(0, Line::from(Span::styled(
-                match d {
-                    Some(d) => format!("compile error at line {}: {}", d.line, d.msg),
-                    None => "compile error".into(),
-                },
-                Style::default().fg(t.bad),
-            )));
+            lines.insert(
+                0,
+                Line::from(Span::styled(
+                    match d {
+                        Some(d) => format!("compile error at line {}: {}", d.line, d.msg),
+                        None => "compile error".into(),
+                    },
+                    Style::default().fg(t.bad),
+                )),
+            );
         }
     }
-    f.render_widget(Paragraph::new(lines).block(pane_block(s, PaneId::Gauges, &title)), parts[0]);
+    f.render_widget(
+        Paragraph::new(lines).block(pane_block(s, PaneId::Gauges, &title)),
+        parts[0],
+    );
     if chart_h >= 5 {
         draw_roofline(f, parts[1], s, &op);
     }
@@ -414,7 +646,10 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
 fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
     let t = &s.theme;
     let Some(hw) = s.hw.as_ref() else {
-        f.render_widget(Paragraph::new("no hardware profile").block(block(t, false, "roofline")), r);
+        f.render_widget(
+            Paragraph::new("no hardware profile").block(block(t, false, "roofline")),
+            r,
+        );
         return;
     };
     let infos = s.shape_info.get(op).map(|v| v.as_slice()).unwrap_or(&[]);
@@ -424,7 +659,8 @@ fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
     let ymax = peak_max.log10() + 0.3;
     let ymin = ymax - 6.0;
     let bw = hw.hbm_bytes_per_s;
-    let mut ceilings: Vec<(String, f64)> = hw.peak_flops.iter().map(|(d, p)| (d.clone(), *p)).collect();
+    let mut ceilings: Vec<(String, f64)> =
+        hw.peak_flops.iter().map(|(d, p)| (d.clone(), *p)).collect();
     ceilings.sort_by(|a, b| b.1.total_cmp(&a.1));
     ceilings.dedup_by(|a, b| (a.1 / b.1 - 1.0).abs() < 0.02);
     let mut measured = Vec::new();
@@ -437,7 +673,11 @@ fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
         if si.sol_ms > 0.0 {
             sol_pts.push((x, (si.flops / (si.sol_ms / 1e3)).log10().clamp(ymin, ymax)));
         }
-        if let Some(tm) = results.and_then(|m| m.get(&si.id)).and_then(|x| x.timing.as_ref()).map(|t| t.median_ms) {
+        if let Some(tm) = results
+            .and_then(|m| m.get(&si.id))
+            .and_then(|x| x.timing.as_ref())
+            .map(|t| t.median_ms)
+        {
             if tm > 0.0 {
                 measured.push((x, (si.flops / (tm / 1e3)).log10().clamp(ymin, ymax)));
             }
@@ -455,18 +695,47 @@ fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
                 let ridge = (p / bw).log10();
                 let y = p.log10();
                 let c = if i == 0 { t.accent } else { t.dim };
-                ctx.draw(&CLine { x1: ridge.max(xmin), y1: y, x2: xmax, y2: y, color: c });
+                ctx.draw(&CLine {
+                    x1: ridge.max(xmin),
+                    y1: y,
+                    x2: xmax,
+                    y2: y,
+                    color: c,
+                });
                 if i < 3 {
-                    ctx.print(xmax - 0.9, y, Span::styled(d.clone(), Style::default().fg(c)));
+                    ctx.print(
+                        xmax - 0.9,
+                        y,
+                        Span::styled(d.clone(), Style::default().fg(c)),
+                    );
                 }
             }
             let ridge = (ceilings.first().map(|c| c.1).unwrap_or(peak_max) / bw).log10();
             let x0 = xmin.max(ymin - bw.log10());
-            ctx.draw(&CLine { x1: x0, y1: bw.log10() + x0, x2: ridge, y2: bw.log10() + ridge, color: t.accent });
-            ctx.print(xmin + 0.1, (bw.log10() + xmin + 0.6).min(ymax - 0.3), Span::styled(format!("{:.1} TB/s", bw / 1e12), Style::default().fg(t.accent)));
+            ctx.draw(&CLine {
+                x1: x0,
+                y1: bw.log10() + x0,
+                x2: ridge,
+                y2: bw.log10() + ridge,
+                color: t.accent,
+            });
+            ctx.print(
+                xmin + 0.1,
+                (bw.log10() + xmin + 0.6).min(ymax - 0.3),
+                Span::styled(
+                    format!("{:.1} TB/s", bw / 1e12),
+                    Style::default().fg(t.accent),
+                ),
+            );
             ctx.layer();
-            ctx.draw(&Points { coords: &sol_pts, color: t.dim });
-            ctx.draw(&Points { coords: &measured, color: t.good });
+            ctx.draw(&Points {
+                coords: &sol_pts,
+                color: t.dim,
+            });
+            ctx.draw(&Points {
+                coords: &measured,
+                color: t.good,
+            });
         });
     f.render_widget(canvas, r);
 }
@@ -494,16 +763,29 @@ pub(crate) fn draw_log(f: &mut Frame, r: Rect, s: &AppState) {
             Line::from(Span::styled(l.text.clone(), Style::default().fg(c)))
         })
         .collect();
-    let title = if s.log_scroll > 0 { format!("log · {} lines up (G follows)", s.log_scroll) } else { "log".into() };
-    f.render_widget(Paragraph::new(lines).block(pane_block(s, PaneId::Log, &title)), r);
+    let title = if s.log_scroll > 0 {
+        format!("log · {} lines up (G follows)", s.log_scroll)
+    } else {
+        "log".into()
+    };
+    f.render_widget(
+        Paragraph::new(lines).block(pane_block(s, PaneId::Log, &title)),
+        r,
+    );
 }
 
 fn draw_footer(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let mut spans = vec![Span::raw(" ")];
     for (k, what) in commands(s) {
-        spans.push(Span::styled(k, Style::default().fg(t.accent).add_modifier(Modifier::BOLD)));
-        spans.push(Span::styled(format!(" {what}  "), Style::default().fg(t.dim)));
+        spans.push(Span::styled(
+            k,
+            Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+        ));
+        spans.push(Span::styled(
+            format!(" {what}  "),
+            Style::default().fg(t.dim),
+        ));
     }
     f.render_widget(Paragraph::new(Line::from(spans)), r);
 }
@@ -511,9 +793,19 @@ fn draw_footer(f: &mut Frame, r: Rect, s: &AppState) {
 fn draw_replay_bar(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let Some(rp) = &s.replay else { return };
-    let kind = rp.pos.checked_sub(1).and_then(|i| rp.records.get(i)).map(|x| x.event.kind()).unwrap_or("start");
+    let kind = rp
+        .pos
+        .checked_sub(1)
+        .and_then(|i| rp.records.get(i))
+        .map(|x| x.event.kind())
+        .unwrap_or("start");
     let t0 = rp.records.first().map(|x| x.t).unwrap_or(0.0);
-    let tcur = rp.pos.checked_sub(1).and_then(|i| rp.records.get(i)).map(|x| x.t).unwrap_or(t0);
+    let tcur = rp
+        .pos
+        .checked_sub(1)
+        .and_then(|i| rp.records.get(i))
+        .map(|x| x.t)
+        .unwrap_or(t0);
     let el = (tcur - t0).max(0.0) as u64;
     let label = format!(
         " {} replay {}× │ event {}/{} · {} · +{:02}:{:02}:{:02} ",
@@ -528,9 +820,16 @@ fn draw_replay_bar(f: &mut Frame, r: Rect, s: &AppState) {
     );
     let w = r.width as usize;
     let bar_w = w.saturating_sub(label.chars().count() + 2);
-    let filled = if rp.records.is_empty() { bar_w } else { bar_w * rp.pos / rp.records.len() };
+    let filled = if rp.records.is_empty() {
+        bar_w
+    } else {
+        bar_w * rp.pos / rp.records.len()
+    };
     let spans = vec![
-        Span::styled(label, Style::default().fg(t.accent).add_modifier(Modifier::BOLD)),
+        Span::styled(
+            label,
+            Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+        ),
         Span::styled("━".repeat(filled), Style::default().fg(t.accent)),
         Span::styled("─".repeat(bar_w - filled), Style::default().fg(t.border)),
     ];
@@ -540,7 +839,12 @@ fn draw_replay_bar(f: &mut Frame, r: Rect, s: &AppState) {
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
     let h = h.min(area.height);
-    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
 }
 
 fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
@@ -552,16 +856,26 @@ fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
     let mut last = "";
     for (sec, k, what) in HELP {
         if *sec != last {
-            lines.push(Line::from(Span::styled(sec.to_string(), Style::default().fg(t.accent).add_modifier(Modifier::BOLD))));
+            lines.push(Line::from(Span::styled(
+                sec.to_string(),
+                Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+            )));
             last = sec;
         }
         lines.push(Line::from(vec![
-            Span::styled(format!("  {k:<30} "), Style::default().fg(t.fg).add_modifier(Modifier::BOLD)),
+            Span::styled(
+                format!("  {k:<30} "),
+                Style::default().fg(t.fg).add_modifier(Modifier::BOLD),
+            ),
             Span::styled(what.to_string(), Style::default().fg(t.dim)),
         ]));
     }
     f.render_widget(
-        Paragraph::new(lines).scroll((scroll, 0)).block(block(t, true, "keys · Esc closes · j/k scroll")),
+        Paragraph::new(lines).scroll((scroll, 0)).block(block(
+            t,
+            true,
+            "keys · Esc closes · j/k scroll",
+        )),
         r,
     );
 }
@@ -573,8 +887,14 @@ fn draw_confirm(f: &mut Frame, area: Rect, s: &AppState) {
     let n = s.jobs.len();
     f.render_widget(
         Paragraph::new(vec![
-            Line::from(format!("{n} measurement{} running.", if n == 1 { " is" } else { "s are" })),
-            Line::from(Span::styled("Quit and cancel? y / n", Style::default().fg(t.warn).add_modifier(Modifier::BOLD))),
+            Line::from(format!(
+                "{n} measurement{} running.",
+                if n == 1 { " is" } else { "s are" }
+            )),
+            Line::from(Span::styled(
+                "Quit and cancel? y / n",
+                Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+            )),
         ])
         .alignment(Alignment::Center)
         .block(block(t, true, "quit")),
@@ -586,10 +906,15 @@ fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let Modal::Editor(ed) = &s.modal else { return };
     f.render_widget(Clear, r);
-    let saved = ed.saved.and_then(|rev| s.model.ops.get(&ed.op).and_then(|o| o.rev(rev)));
+    let saved = ed
+        .saved
+        .and_then(|rev| s.model.ops.get(&ed.op).and_then(|o| o.rev(rev)));
     let mut status: Vec<Line> = Vec::new();
     if ed.confirm_discard {
-        status.push(Line::from(Span::styled("unsaved changes: Esc again discards them, Ctrl-S saves", Style::default().fg(t.warn).add_modifier(Modifier::BOLD))));
+        status.push(Line::from(Span::styled(
+            "unsaved changes: Esc again discards them, Ctrl-S saves",
+            Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+        )));
     }
     if let Some(sv) = saved {
         let v = sv.verdict();
@@ -598,13 +923,27 @@ fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
             RevVerdict::Measuring | RevVerdict::Unmeasured => t.warn,
             _ => t.bad,
         };
-        status.push(Line::from(Span::styled(format!("v{}: {}", sv.rev, v.label()), Style::default().fg(c))));
+        status.push(Line::from(Span::styled(
+            format!("v{}: {}", sv.rev, v.label()),
+            Style::default().fg(c),
+        )));
         for d in sv.measurement.diagnostics.iter().take(4) {
-            status.push(Line::from(Span::styled(format!("  line {}: {}: {}", d.line, d.severity, d.msg), Style::default().fg(if d.severity == "warning" { t.warn } else { t.bad }))));
+            status.push(Line::from(Span::styled(
+                format!("  line {}: {}: {}", d.line, d.severity, d.msg),
+                Style::default().fg(if d.severity == "warning" {
+                    t.warn
+                } else {
+                    t.bad
+                }),
+            )));
         }
     }
     let sh = (status.len() as u16).min(6);
-    let parts = Layout::vertical([Constraint::Min(3), Constraint::Length(if sh > 0 { sh + 2 } else { 0 })]).split(r);
+    let parts = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(if sh > 0 { sh + 2 } else { 0 }),
+    ])
+    .split(r);
     let ratatui_textarea::DataCursor(row, col) = ed.textarea.cursor();
     let mut ta = ed.textarea.clone();
     ta.set_block(block(
@@ -613,7 +952,9 @@ fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
         &format!(
             "edit {} (from {}) · {}:{} · Ctrl-S save + measure · Esc close",
             ed.op,
-            ed.base.map(|b| format!("v{b}")).unwrap_or_else(|| "nothing".into()),
+            ed.base
+                .map(|b| format!("v{b}"))
+                .unwrap_or_else(|| "nothing".into()),
             row + 1,
             col + 1
         ),
@@ -621,6 +962,11 @@ fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
     ta.set_style(Style::default().bg(t.bg).fg(t.fg));
     f.render_widget(&ta, parts[0]);
     if sh > 0 {
-        f.render_widget(Paragraph::new(status).wrap(Wrap { trim: false }).block(block(t, false, "status")), parts[1]);
+        f.render_widget(
+            Paragraph::new(status)
+                .wrap(Wrap { trim: false })
+                .block(block(t, false, "status")),
+            parts[1],
+        );
     }
 }

@@ -21,7 +21,7 @@ pub fn draw(f: &mut Frame, s: &AppState) {
         f.render_widget(Paragraph::new("atrex-tui: terminal too small"), area);
         return;
     }
-    let wide = area.width >= 120;
+    let wide = area.width >= 160;
     let tall = area.height >= 30;
     let log_h = if tall { 8 } else { 4 };
     let replay_h = if s.replay.is_some() { 1 } else { 0 };

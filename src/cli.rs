@@ -18,6 +18,15 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
 
+    /// Continue a recorded session (its incumbents and history are restored; new events are
+    /// appended to it).
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
+
+    /// Settings file (default: config.toml in the user's config directory, atrex-tui/).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -99,6 +108,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Open a recorded session read-only with a timeline (or print its summary with --json).
+    /// Nothing is measured unless asked (m).
+    Replay {
+        /// The session file (JSON lines).
+        file: PathBuf,
+        /// Print a summary (revisions, best S per operator, decisions) instead of the TUI.
+        #[arg(long)]
+        json: bool,
+        /// With --json: add load and rebuild times.
+        #[arg(long, requires = "json")]
+        timing: bool,
+    },
     /// The GPU worker process (JSON lines over stdio; started by the app itself).
     #[command(hide = true)]
     Worker {
@@ -118,7 +139,28 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     let ws = Workspace::resolve(cli.workspace.as_deref());
     let result = match cli.command {
-        None => crate::tui::run(&ws),
+        None => crate::tui::run(
+            &ws,
+            crate::tui::Options {
+                resume: cli.resume.clone(),
+                replay: None,
+                config: cli.config.clone(),
+            },
+        ),
+        Some(Command::Replay { file, json, timing }) => {
+            if json {
+                crate::tui::replay_json(&ws, &file, timing)
+            } else {
+                crate::tui::run(
+                    &ws,
+                    crate::tui::Options {
+                        resume: None,
+                        replay: Some(file),
+                        config: cli.config.clone(),
+                    },
+                )
+            }
+        }
         Some(Command::Suite {
             hardware,
             phase,

@@ -8,5 +8,6 @@ pub mod expr;
 pub mod hardware;
 pub mod import;
 pub mod roofline;
+pub mod session;
 pub mod suite;
 pub mod tui;

@@ -1,0 +1,195 @@
+//! The events of a session file (docs/session-format.md).
+
+use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// The format version written by this build. Files with a higher version are refused.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One line of a session file: the envelope and its event.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Record {
+    /// Format version.
+    pub v: u32,
+    /// 1-based sequence number, strictly increasing within a file.
+    pub seq: u64,
+    /// Wall-clock time of the event, seconds since the Unix epoch.
+    pub t: f64,
+    #[serde(flatten)]
+    pub event: SessionEvent,
+}
+
+/// Who wrote a revision.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "type", content = "name", rename_all = "snake_case")]
+pub enum Author {
+    /// The suite's baseline.cu.
+    Baseline,
+    /// A person (built-in editor or $EDITOR).
+    Human,
+    /// The built-in tuner.
+    Tuner,
+    /// A language model, by model name.
+    Model(String),
+}
+
+impl Author {
+    pub fn label(&self) -> String {
+        match self {
+            Author::Baseline => "baseline".into(),
+            Author::Human => "human".into(),
+            Author::Tuner => "tuner".into(),
+            Author::Model(m) => m.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    Accepted,
+    Rejected,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum DecidedBy {
+    Human,
+    Auto,
+}
+
+/// What happened. Serialized with a `kind` tag beside the envelope's fields.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum SessionEvent {
+    /// The start (or resumption) of a run.
+    RunStart {
+        tool_version: String,
+        #[serde(default)]
+        resumed: bool,
+        #[serde(default)]
+        gpu: Option<String>,
+        #[serde(default)]
+        driver: Option<String>,
+        #[serde(default)]
+        nvrtc: Option<String>,
+        /// Hardware profile key used for T_SOL.
+        #[serde(default)]
+        hardware: Option<String>,
+        suite: String,
+        suite_version: String,
+    },
+    /// The worker answered hello after the run started.
+    Device {
+        #[serde(default)]
+        gpu: Option<String>,
+        #[serde(default)]
+        driver: Option<String>,
+        #[serde(default)]
+        nvrtc: Option<String>,
+        #[serde(default)]
+        hardware: Option<String>,
+    },
+    /// A kernel revision with its full source.
+    Revision {
+        op: String,
+        rev: u32,
+        #[serde(default)]
+        parent: Option<u32>,
+        author: Author,
+        #[serde(default)]
+        rationale: String,
+        source: String,
+        /// How a human revision was made: "editor" (built-in) or "external" ($EDITOR / file).
+        #[serde(default)]
+        via: Option<String>,
+        #[serde(default)]
+        request_id: Option<String>,
+        #[serde(default)]
+        tokens_in: Option<u64>,
+        #[serde(default)]
+        tokens_out: Option<u64>,
+    },
+    /// A measurement of a revision begins; earlier results of that revision are superseded.
+    MeasureStart {
+        op: String,
+        rev: u32,
+        mid: u64,
+        mode: String,
+    },
+    /// The candidate compiled (or did not).
+    Compiled {
+        op: String,
+        rev: u32,
+        mid: u64,
+        ok: bool,
+        #[serde(default)]
+        diagnostics: Vec<Diagnostic>,
+        #[serde(default)]
+        log: String,
+    },
+    /// One shape's result.
+    ShapeResult {
+        op: String,
+        rev: u32,
+        mid: u64,
+        result: ShapeResult,
+    },
+    /// A measurement ended.
+    MeasureDone {
+        op: String,
+        rev: u32,
+        mid: u64,
+        verdict: Verdict,
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// Accept or reject. An accepted revision becomes the operator's incumbent.
+    Decision {
+        op: String,
+        rev: u32,
+        decision: Decision,
+        by: DecidedBy,
+    },
+    /// A steering message for the agent.
+    Steer {
+        #[serde(default)]
+        op: Option<String>,
+        text: String,
+    },
+    /// Agent state changes (running, stalled, dropped out, stopped and why).
+    AgentState {
+        state: String,
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// An error worth keeping (worker lost, write failure, bad file).
+    Error {
+        #[serde(default)]
+        op: Option<String>,
+        message: String,
+    },
+}
+
+impl SessionEvent {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SessionEvent::RunStart { .. } => "run_start",
+            SessionEvent::Device { .. } => "device",
+            SessionEvent::Revision { .. } => "revision",
+            SessionEvent::MeasureStart { .. } => "measure_start",
+            SessionEvent::Compiled { .. } => "compiled",
+            SessionEvent::ShapeResult { .. } => "shape_result",
+            SessionEvent::MeasureDone { .. } => "measure_done",
+            SessionEvent::Decision { .. } => "decision",
+            SessionEvent::Steer { .. } => "steer",
+            SessionEvent::AgentState { .. } => "agent_state",
+            SessionEvent::Error { .. } => "error",
+        }
+    }
+
+    /// Decisions and accepted kernels are fsync'd.
+    pub fn durable(&self) -> bool {
+        matches!(self, SessionEvent::Decision { .. })
+    }
+}

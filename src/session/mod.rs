@@ -1,0 +1,89 @@
+//! Sessions: an append-only JSON-lines event log (docs/session-format.md), the reducer that
+//! rebuilds the state from it, and the headless replay summary.
+
+pub mod event;
+pub mod model;
+pub mod store;
+
+pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent};
+pub use model::{Model, OpStatus, RevVerdict};
+pub use store::{Loaded, SessionWriter, load, parse_line, parse_text, scrub};
+
+use crate::suite::{PhaseFilter, Suite};
+use serde_json::json;
+
+/// The `replay --json` document: revisions, best S per operator, decisions.
+pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Value {
+    let mut ops = Vec::new();
+    for (name, o) in &model.ops {
+        if !o.revisions.iter().any(|r| r.recorded) {
+            continue;
+        }
+        let revs: Vec<serde_json::Value> = o
+            .revisions
+            .iter()
+            .filter(|r| r.recorded)
+            .map(|r| {
+                let v = r.verdict();
+                json!({
+                    "rev": r.rev,
+                    "parent": r.parent,
+                    "author": r.author.label(),
+                    "rationale": r.rationale,
+                    "verdict": v.label(),
+                    "s_op": v.score(),
+                    "shapes_measured": r.measurement.results.len(),
+                    "decision": r.decision,
+                    "incumbent": o.incumbent == Some(r.rev),
+                })
+            })
+            .collect();
+        ops.push(json!({
+            "operator": name,
+            "best_s_op": o.best_s(),
+            "incumbent": o.incumbent,
+            "incumbent_s_op": o.incumbent_s(),
+            "revisions": revs,
+        }));
+    }
+    let mut decisions = Vec::new();
+    for r in &loaded.records {
+        if let SessionEvent::Decision {
+            op,
+            rev,
+            decision,
+            by,
+        } = &r.event
+        {
+            decisions.push(json!({"seq": r.seq, "t": r.t, "operator": op, "rev": rev, "decision": decision, "by": by}));
+        }
+    }
+    json!({
+        "format_version": FORMAT_VERSION,
+        "events": loaded.records.len(),
+        "warnings": loaded.warnings,
+        "run": {
+            "tool_version": model.run.tool_version,
+            "gpu": model.run.gpu,
+            "driver": model.run.driver,
+            "nvrtc": model.run.nvrtc,
+            "hardware": model.run.hardware,
+            "suite": model.run.suite,
+            "runs": model.run.runs,
+        },
+        "s_agg": {
+            "all": model.s_agg(suite, PhaseFilter::All),
+            "prefill": model.s_agg(suite, PhaseFilter::Prefill),
+            "decode": model.s_agg(suite, PhaseFilter::Decode),
+        },
+        "operators": ops,
+        "decisions": decisions,
+        "steering": model.steering.iter().map(|(op, t)| json!({"operator": op, "text": t})).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+pub mod fixtures;

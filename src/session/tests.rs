@@ -1,0 +1,358 @@
+use super::fixtures::*;
+use super::*;
+use crate::suite::PhaseFilter;
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("atrex-session-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn write_demo(path: &std::path::Path) -> Vec<Record> {
+    let suite = fixture_suite();
+    let mut w = SessionWriter::create(path).unwrap();
+    demo_events(&suite)
+        .into_iter()
+        .map(|e| w.append(e).unwrap())
+        .collect()
+}
+
+#[test]
+fn records_round_trip_and_rebuild_the_same_state() {
+    let d = tmpdir("roundtrip");
+    let p = d.join("s.jsonl");
+    let written = write_demo(&p);
+    let loaded = load(&p).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert!(
+        loaded.records == written,
+        "records differ after a round trip"
+    );
+    let text = std::fs::read_to_string(&p).unwrap();
+    let first = text.lines().next().unwrap();
+    assert!(first.starts_with(r#"{"v":1,"seq":1,"t":"#), "{first}");
+    assert!(first.contains(r#""kind":"run_start""#), "{first}");
+    let suite = fixture_suite();
+    let live = {
+        let mut m = Model::new(&suite);
+        for r in &written {
+            m.apply(r);
+        }
+        m
+    };
+    assert!(
+        Model::from_records(&suite, &loaded.records) == live,
+        "replayed state differs"
+    );
+}
+
+#[test]
+fn the_reducer_tracks_incumbents_verdicts_and_scores() {
+    let suite = fixture_suite();
+    let m = Model::from_records(&suite, &records(demo_events(&suite)));
+    let o = &m.ops["rms_norm"];
+    assert_eq!(o.incumbent, Some(1));
+    assert_eq!(o.rev(2).unwrap().verdict(), RevVerdict::CompileError);
+    let s1 = o.rev(1).unwrap().verdict().score().unwrap();
+    assert!(s1 > 0.55 && s1 < 0.62, "{s1}");
+    assert_eq!(o.best_s(), Some(s1));
+    assert_eq!(
+        o.status(),
+        OpStatus::Failing,
+        "latest measured revision failed"
+    );
+    assert_eq!(m.ops["silu_and_mul"].status(), OpStatus::Untouched);
+    let all = m.s_agg(&suite, PhaseFilter::All);
+    let w = suite.weights(PhaseFilter::All);
+    let expect = w["rms_norm"] * s1 + w["silu_and_mul"] * 0.62;
+    assert!((all - expect).abs() < 1e-12, "{all} vs {expect}");
+    assert_eq!(m.steering.len(), 1);
+}
+
+#[test]
+fn rejecting_the_incumbent_falls_back() {
+    let suite = fixture_suite();
+    let mut ev = demo_events(&suite);
+    ev.push(SessionEvent::Decision {
+        op: "rms_norm".into(),
+        rev: 1,
+        decision: Decision::Rejected,
+        by: DecidedBy::Human,
+    });
+    let m = Model::from_records(&suite, &records(ev));
+    assert_eq!(m.ops["rms_norm"].incumbent, Some(0));
+}
+
+#[test]
+fn a_truncated_last_line_is_skipped_with_a_warning_and_resume_cuts_it() {
+    let d = tmpdir("trunc");
+    let p = d.join("s.jsonl");
+    let written = write_demo(&p);
+    let full = std::fs::read(&p).unwrap();
+    // Cut the last line in half (kill -9 during a write).
+    let last_start = full[..full.len() - 1]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .unwrap()
+        + 1;
+    let cut = last_start + (full.len() - last_start) / 2;
+    std::fs::write(&p, &full[..cut]).unwrap();
+    let loaded = load(&p).unwrap();
+    assert_eq!(loaded.records.len(), written.len() - 1);
+    assert_eq!(loaded.warnings.len(), 1);
+    assert!(
+        loaded.warnings[0].contains(&format!(":{}:", written.len())),
+        "{:?}",
+        loaded.warnings
+    );
+    // A complete JSON object without its newline is also cut off.
+    std::fs::write(&p, &full[..full.len() - 1]).unwrap();
+    let l2 = load(&p).unwrap();
+    assert_eq!(l2.records.len(), written.len() - 1);
+    assert_eq!(l2.warnings.len(), 1);
+    // Resume truncates the bad tail and continues the sequence.
+    std::fs::write(&p, &full[..cut]).unwrap();
+    let mut w = SessionWriter::resume(&p, &loaded).unwrap();
+    let r = w
+        .append(SessionEvent::Steer {
+            op: None,
+            text: "more".into(),
+        })
+        .unwrap();
+    assert_eq!(r.seq, written.len() as u64);
+    let again = load(&p).unwrap();
+    assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+    assert_eq!(again.records.len(), written.len());
+}
+
+#[test]
+fn a_corrupt_middle_line_is_a_clear_error() {
+    let suite = fixture_suite();
+    let recs = records(demo_events(&suite));
+    let mut lines: Vec<String> = recs
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    lines[3] = lines[3].replace("\"kind\":\"", "\"kind\":\"bogus_");
+    let text = lines.join("\n") + "\n";
+    let e = parse_text("demo.jsonl", &text).unwrap_err();
+    assert!(e.starts_with("demo.jsonl:4: bad `bogus_"), "{e}");
+    let mut lines2: Vec<String> = recs
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    lines2.swap(2, 3);
+    let e = parse_text("demo.jsonl", &(lines2.join("\n") + "\n")).unwrap_err();
+    assert!(e.contains("demo.jsonl:4: sequence number"), "{e}");
+    let newer =
+        r#"{"v":2,"seq":1,"t":0,"kind":"steer","text":"x"}"#.to_string() + "\n" + &lines[0] + "\n";
+    let e = parse_text("n.jsonl", &newer).unwrap_err();
+    assert!(e.contains("newer"), "{e}");
+}
+
+/// A small deterministic generator for the fuzz test.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+#[test]
+fn random_truncated_and_mutated_lines_never_panic() {
+    let suite = fixture_suite();
+    let recs = records(demo_events(&suite));
+    let lines: Vec<String> = recs
+        .iter()
+        .map(|r| serde_json::to_string(r).unwrap())
+        .collect();
+    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let alphabet: Vec<char> = "{}[]\":,0123456789-.eE abcxyz\\\u{0}\u{7f}é\n"
+        .chars()
+        .collect();
+    let mut errors = 0;
+    for round in 0..3000 {
+        let mut text = String::new();
+        for (i, l) in lines.iter().enumerate() {
+            let mut l = l.clone();
+            if rng.below(4) == 0 || i == round % lines.len() {
+                match rng.below(5) {
+                    0 => {
+                        let cut = rng.below(l.len());
+                        let cut = (0..=cut)
+                            .rev()
+                            .find(|c| l.is_char_boundary(*c))
+                            .unwrap_or(0);
+                        l.truncate(cut);
+                    }
+                    1 => {
+                        let mut b: Vec<char> = l.chars().collect();
+                        let at = rng.below(b.len());
+                        b[at] = alphabet[rng.below(alphabet.len())];
+                        l = b.into_iter().collect();
+                    }
+                    2 => {
+                        l = (0..rng.below(80))
+                            .map(|_| alphabet[rng.below(alphabet.len())])
+                            .collect()
+                    }
+                    3 => l = l.replace("\"rev\":", "\"rev\":-"),
+                    _ => l = l.replace("\"seq\":", "\"seq\":1e999,\"x\":"),
+                }
+            }
+            text.push_str(&l);
+            if rng.below(10) != 0 {
+                text.push('\n');
+            }
+        }
+        match parse_text("fuzz.jsonl", &text) {
+            Ok(loaded) => {
+                // Whatever parsed must rebuild a state without panicking.
+                let _ = Model::from_records(&suite, &loaded.records);
+            }
+            Err(e) => {
+                assert!(e.starts_with("fuzz.jsonl:"), "{e}");
+                errors += 1;
+            }
+        }
+    }
+    assert!(
+        errors > 100,
+        "the mutations should produce errors ({errors})"
+    );
+}
+
+#[test]
+fn secrets_never_reach_the_file() {
+    let d = tmpdir("secrets");
+    let p = d.join("s.jsonl");
+    let mut w = SessionWriter::create(&p).unwrap();
+    let secrets = [
+        "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+        "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
+        "sk-1234567890abcdefghijklmnop",
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+        "AKIAIOSFODNN7EXAMPLE",
+        "AIzaSyA1234567890abcdefghijklmnopqrst",
+        "hf_abcdefghijklmnopqrstuvwxyzABCD",
+        "xoxb-123456789012-abcdefghijklmnop",
+    ];
+    for s in &secrets {
+        w.append(SessionEvent::Steer {
+            op: None,
+            text: format!("use key {s} please"),
+        })
+        .unwrap();
+        w.append(SessionEvent::Error {
+            op: None,
+            message: format!("HTTP 401 with headers {{\"authorization\": \"Bearer {s}\"}}"),
+        })
+        .unwrap();
+    }
+    w.append(SessionEvent::Error {
+        op: None,
+        message: "Authorization: Bearer abcdef0123456789.token-value".into(),
+    })
+    .unwrap();
+    w.append(SessionEvent::Error {
+        op: None,
+        message: "x-api-key: zzzzzzzzzzzzyyyyyyyyy".into(),
+    })
+    .unwrap();
+    w.append(SessionEvent::Error {
+        op: None,
+        message: "OPENAI_API_KEY=q1w2e3r4t5y6u7i8o9p0".into(),
+    })
+    .unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    for s in &secrets {
+        assert!(!text.contains(s), "{s} leaked");
+    }
+    for leak in ["abcdef0123456789", "zzzzzzzzzzzz", "q1w2e3r4t5y6u7i8o9p0"] {
+        assert!(!text.contains(leak), "{leak} leaked:\n{text}");
+    }
+    assert!(text.contains("[REDACTED]"));
+    // Still valid JSON lines, and ordinary text is untouched.
+    let l = load(&p).unwrap();
+    assert_eq!(l.records.len(), secrets.len() * 2 + 3);
+    assert_eq!(
+        scrub("task-1234567890abcdefghij and __skip"),
+        "task-1234567890abcdefghij and __skip"
+    );
+    assert_eq!(
+        scrub("float4 v = x[i]; // sk- short"),
+        "float4 v = x[i]; // sk- short"
+    );
+}
+
+/// Timing: `cargo test --lib session_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn session_timing() {
+    let suite = fixture_suite();
+    let d = tmpdir("timing");
+    let p = d.join("big.jsonl");
+    let mut w = SessionWriter::create(&p).unwrap();
+    let base = demo_events(&suite);
+    let mut lat = Vec::new();
+    let mut n = 0u64;
+    let mut mid = 100;
+    while n < 10_000 {
+        // revisions with full sources and measurements, on rms_norm
+        let rev = (n / 10) as u32 + 10;
+        let mut evs = vec![fixtures::revision(
+            "rms_norm",
+            rev,
+            Some(0),
+            Author::Tuner,
+            "tile sweep",
+            match &base[1] {
+                SessionEvent::Revision { source, .. } => source,
+                _ => "",
+            },
+        )];
+        mid += 1;
+        evs.extend(measured(
+            "rms_norm",
+            rev,
+            mid,
+            &[(0, 0.4), (1, 0.5), (2, 0.6), (3, 0.7), (4, 0.5), (5, 0.3)],
+        ));
+        for e in evs {
+            if n >= 10_000 {
+                break;
+            }
+            let durable = e.durable();
+            let t0 = std::time::Instant::now();
+            w.append(e).unwrap();
+            if !durable {
+                lat.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            n += 1;
+        }
+    }
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let p99 = lat[lat.len() * 99 / 100];
+    let t0 = std::time::Instant::now();
+    let loaded = load(&p).unwrap();
+    let t_load = t0.elapsed().as_secs_f64() * 1e3;
+    let t1 = std::time::Instant::now();
+    let m = Model::from_records(&suite, &loaded.records);
+    let t_build = t1.elapsed().as_secs_f64() * 1e3;
+    let bytes = std::fs::metadata(&p).unwrap().len();
+    println!(
+        "session timing: {} events ({:.1} MiB): load {t_load:.1} ms + rebuild {t_build:.1} ms = {:.1} ms; append p50 {:.3} ms p99 {p99:.3} ms",
+        loaded.records.len(),
+        bytes as f64 / 1048576.0,
+        t_load + t_build,
+        lat[lat.len() / 2]
+    );
+    assert_eq!(m.applied, 10_000);
+}

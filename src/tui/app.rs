@@ -1,0 +1,1483 @@
+//! The application: one event type, one state, one update function. Data flows one way:
+//! worker / watchers / input → `AppEvent` → `update` (which records session events through the
+//! reducer) → `AppState` → `ui::draw`. Side effects leave `update` as `Effect`s.
+
+use super::highlight::{DiffView, HighlightCache, Highlighter, build_diff};
+use super::theme::Theme;
+use crate::engine::client::JobEvent;
+use crate::engine::protocol::{DeviceInfo, Event, Verdict};
+use crate::hardware::HardwareProfile;
+use crate::roofline::{self, Bottleneck};
+use crate::session::model::{LogLevel, LogLine, Revision};
+use crate::session::store::now;
+use crate::session::{
+    Author, DecidedBy, Decision, Model, Record, RevVerdict, SessionEvent, SessionWriter,
+};
+use crate::suite::{PhaseFilter, Suite};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui_textarea::{CursorMove, TextArea};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything that can happen to the app.
+#[derive(Debug)]
+pub enum AppEvent {
+    Key(KeyEvent),
+    Resize(u16, u16),
+    /// The worker's answer to hello: a device, or why there is none.
+    Hello(Result<HelloInfo, String>),
+    /// An event of a measurement job.
+    Job {
+        mid: u64,
+        event: JobEvent,
+    },
+    /// The syntax highlighter finished loading.
+    HighlighterReady(Result<Arc<Highlighter>, String>),
+    /// A watched kernel file was saved.
+    FileChanged {
+        path: PathBuf,
+        content: Result<String, String>,
+    },
+    /// $EDITOR returned.
+    EditorExited {
+        path: PathBuf,
+        status: String,
+    },
+    /// Replay playback step.
+    Tick,
+    /// SIGTERM / SIGHUP.
+    Signal(&'static str),
+    /// A message for the log from the runtime.
+    Log(LogLevel, String),
+}
+
+#[derive(Debug, Clone)]
+pub struct HelloInfo {
+    pub device: Option<DeviceInfo>,
+    pub driver: String,
+    pub nvrtc: Option<String>,
+}
+
+/// Side effects requested by `update`, carried out by the runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Compile, check and time a revision (JobKind::All, Mode::Quick) on every shape.
+    Measure {
+        op: String,
+        rev: u32,
+        mid: u64,
+        source: String,
+    },
+    Cancel {
+        mid: u64,
+    },
+    /// Write the kernel to `path`, watch it, suspend the TUI and run the editor on it.
+    ExternalEdit {
+        op: String,
+        path: PathBuf,
+        content: String,
+    },
+    /// Start (Some: period) or stop replay playback.
+    Playback(Option<Duration>),
+    Quit,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaneId {
+    Operators,
+    Revisions,
+    Diff,
+    Gauges,
+    Log,
+}
+
+pub const PANES: [PaneId; 5] = [
+    PaneId::Operators,
+    PaneId::Revisions,
+    PaneId::Diff,
+    PaneId::Gauges,
+    PaneId::Log,
+];
+
+impl PaneId {
+    pub fn title(self) -> &'static str {
+        match self {
+            PaneId::Operators => "operators",
+            PaneId::Revisions => "revisions",
+            PaneId::Diff => "diff",
+            PaneId::Gauges => "shapes",
+            PaneId::Log => "log",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffMode {
+    Parent,
+    Incumbent,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerState {
+    Starting,
+    Ready { gpu: String, sm_clock_mhz: u32 },
+    NoGpu(String),
+}
+
+/// A running measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobProgress {
+    pub op: String,
+    pub rev: u32,
+    pub stage: String,
+    pub shape: Option<u32>,
+    pub done: usize,
+    pub total: usize,
+}
+
+/// The built-in editor.
+pub struct EditorState {
+    pub op: String,
+    /// The revision the text came from (the parent of the next save).
+    pub base: Option<u32>,
+    pub base_source: String,
+    pub textarea: TextArea<'static>,
+    /// The last revision saved from this editor (its diagnostics are shown).
+    pub saved: Option<u32>,
+    pub confirm_discard: bool,
+}
+
+impl EditorState {
+    pub fn text(&self) -> String {
+        let mut s = self.textarea.lines().join("\n");
+        s.push('\n');
+        s
+    }
+}
+
+pub enum Modal {
+    None,
+    Help { scroll: u16 },
+    ConfirmQuit,
+    Steer(TextArea<'static>),
+    Editor(Box<EditorState>),
+}
+
+/// Replay: the recorded events and the position in them.
+pub struct Replay {
+    pub file: String,
+    pub records: Vec<Record>,
+    /// Events applied so far (0..=records.len()).
+    pub pos: usize,
+    pub playing: bool,
+    pub speed: usize,
+    pub warnings: Vec<String>,
+}
+
+pub const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 32.0];
+/// Events per second at speed 1×.
+pub const BASE_RATE: f64 = 4.0;
+
+/// A shape's static facts on the current hardware profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapeInfo {
+    pub id: u32,
+    pub label: String,
+    pub flops: f64,
+    pub bytes: f64,
+    pub sol_ms: f64,
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// A watched kernel file ($EDITOR hand edits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watch {
+    pub op: String,
+    pub last_rev: Option<u32>,
+    pub last_content: String,
+}
+
+pub struct AppState {
+    pub suite: Arc<Suite>,
+    pub model: Model,
+    pub theme: Theme,
+    pub hw: Option<HardwareProfile>,
+    pub shape_info: BTreeMap<String, Vec<ShapeInfo>>,
+    pub focus: PaneId,
+    pub phase: PhaseFilter,
+    pub op_sel: usize,
+    pub rev_sel: usize,
+    pub diff_mode: DiffMode,
+    pub full_source: bool,
+    pub diff_scroll: usize,
+    pub gauge_scroll: usize,
+    /// Lines from the bottom of the log (0: follow the end).
+    pub log_scroll: usize,
+    pub modal: Modal,
+    pub worker: WorkerState,
+    pub restarts: u64,
+    pub jobs: BTreeMap<u64, JobProgress>,
+    pub ui_log: Vec<LogLine>,
+    pub writer: Option<SessionWriter>,
+    pub session_name: Option<String>,
+    /// Events recorded during this run (also in the file when there is one).
+    pub journal: Vec<Record>,
+    local_seq: u64,
+    pub replay: Option<Replay>,
+    pub highlighter: Option<Arc<Highlighter>>,
+    pub hl_cache: HighlightCache,
+    pub diff: DiffView,
+    diff_key: Option<u64>,
+    pub kernels_dir: PathBuf,
+    pub watches: BTreeMap<PathBuf, Watch>,
+    pub quit: bool,
+}
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+impl AppState {
+    pub fn new(
+        suite: Arc<Suite>,
+        model: Model,
+        theme: Theme,
+        hw: Option<HardwareProfile>,
+        kernels_dir: PathBuf,
+    ) -> AppState {
+        let mut s = AppState {
+            suite,
+            model,
+            theme,
+            hw,
+            shape_info: BTreeMap::new(),
+            focus: PaneId::Operators,
+            phase: PhaseFilter::All,
+            op_sel: 0,
+            rev_sel: 0,
+            diff_mode: DiffMode::Parent,
+            full_source: false,
+            diff_scroll: 0,
+            gauge_scroll: 0,
+            log_scroll: 0,
+            modal: Modal::None,
+            worker: WorkerState::Starting,
+            restarts: 0,
+            jobs: BTreeMap::new(),
+            ui_log: Vec::new(),
+            writer: None,
+            session_name: None,
+            journal: Vec::new(),
+            local_seq: 0,
+            replay: None,
+            highlighter: None,
+            hl_cache: HighlightCache::default(),
+            diff: DiffView::default(),
+            diff_key: None,
+            kernels_dir,
+            watches: BTreeMap::new(),
+            quit: false,
+        };
+        s.local_seq = s.model.applied as u64;
+        s.compute_shape_info();
+        s.select_latest_rev();
+        s.refresh();
+        s
+    }
+
+    /// Attaches a session file: every recorded event is appended to it.
+    pub fn attach_writer(&mut self, w: SessionWriter) {
+        self.session_name = w
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string());
+        self.writer = Some(w);
+    }
+
+    /// Opens a replay positioned after its last event.
+    pub fn start_replay(&mut self, file: String, records: Vec<Record>, warnings: Vec<String>) {
+        for w in &warnings {
+            self.log(LogLevel::Warn, w.clone());
+        }
+        let pos = records.len();
+        self.model = Model::from_records(&self.suite, &records);
+        self.replay = Some(Replay {
+            file,
+            records,
+            pos,
+            playing: false,
+            speed: 2,
+            warnings,
+        });
+        self.hw_from_run();
+        self.select_latest_rev();
+        self.refresh();
+    }
+
+    fn hw_from_run(&mut self) {
+        if let Some(h) = self.model.run.hardware.clone() {
+            if let Ok(p) = self.suite.hardware(&h) {
+                self.hw = Some(p.clone());
+                self.compute_shape_info();
+            }
+        }
+    }
+
+    pub fn compute_shape_info(&mut self) {
+        let mut out = BTreeMap::new();
+        for p in &self.suite.problems {
+            let mut v = Vec::new();
+            for s in &p.shapes {
+                let label: Vec<String> = s
+                    .params
+                    .iter()
+                    .filter(|(_, v)| !matches!(v, crate::expr::Value::List(_)))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let (flops, bytes, sol_ms, bn) = match p.work(s) {
+                    Ok(w) => {
+                        let sol = self.hw.as_ref().and_then(|h| roofline::sol(&w, h).ok());
+                        (
+                            w.total_flops(),
+                            w.bytes(),
+                            sol.map(|s| s.sol_ms()).unwrap_or(0.0),
+                            sol.map(|s| s.bottleneck),
+                        )
+                    }
+                    Err(_) => (0.0, 0.0, 0.0, None),
+                };
+                v.push(ShapeInfo {
+                    id: s.id,
+                    label: label.join(" "),
+                    flops,
+                    bytes,
+                    sol_ms,
+                    bottleneck: bn,
+                });
+            }
+            out.insert(p.name.clone(), v);
+        }
+        self.shape_info = out;
+    }
+
+    pub fn log(&mut self, level: LogLevel, text: String) {
+        self.ui_log.push(LogLine {
+            t: now(),
+            level,
+            text,
+        });
+        if self.ui_log.len() > 2000 {
+            self.ui_log.drain(..1000);
+        }
+    }
+
+    /// Records a session event: appended to the session file (when recording) and applied
+    /// through the reducer. In replay, events only change the state shown.
+    pub fn record(&mut self, event: SessionEvent) {
+        let rec = match (&mut self.writer, &self.replay) {
+            (Some(w), None) => match w.append(event.clone()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    self.writer = None;
+                    self.log(
+                        LogLevel::Error,
+                        format!("session: cannot write ({e}); recording stopped"),
+                    );
+                    None
+                }
+            },
+            _ => None,
+        };
+        let rec = rec.unwrap_or_else(|| {
+            self.local_seq += 1;
+            Record {
+                v: crate::session::FORMAT_VERSION,
+                seq: self.local_seq,
+                t: now(),
+                event,
+            }
+        });
+        self.local_seq = self.local_seq.max(rec.seq);
+        self.model.apply(&rec);
+        if self.replay.is_none() {
+            self.journal.push(rec);
+        }
+    }
+
+    // ---------- selection ----------
+
+    pub fn visible_ops(&self) -> Vec<String> {
+        self.suite
+            .by_weight(self.phase)
+            .into_iter()
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    pub fn selected_op(&self) -> Option<String> {
+        self.visible_ops().get(self.op_sel).cloned()
+    }
+
+    pub fn selected_rev(&self) -> Option<&Revision> {
+        let op = self.selected_op()?;
+        self.model.ops.get(&op)?.revisions.get(self.rev_sel)
+    }
+
+    fn select_latest_rev(&mut self) {
+        let n = self
+            .selected_op()
+            .and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len()))
+            .unwrap_or(0);
+        self.rev_sel = n.saturating_sub(1);
+    }
+
+    fn select_rev_number(&mut self, rev: u32) {
+        if let Some(o) = self.selected_op().and_then(|o| self.model.ops.get(&o)) {
+            if let Some(i) = o.revisions.iter().position(|r| r.rev == rev) {
+                self.rev_sel = i;
+            }
+        }
+    }
+
+    fn select_op_name(&mut self, op: &str) {
+        if let Some(i) = self.visible_ops().iter().position(|o| o == op) {
+            self.op_sel = i;
+        }
+    }
+
+    /// The revision the diff compares against.
+    pub fn diff_base(&self) -> Option<&Revision> {
+        let op = self.selected_op()?;
+        let o = self.model.ops.get(&op)?;
+        let r = o.revisions.get(self.rev_sel)?;
+        match self.diff_mode {
+            DiffMode::Parent => r.parent.and_then(|p| o.rev(p)),
+            DiffMode::Incumbent => o.incumbent.filter(|i| *i != r.rev).and_then(|i| o.rev(i)),
+        }
+    }
+
+    /// Keeps selections in range and rebuilds the diff view when its inputs changed.
+    pub fn refresh(&mut self) {
+        let n_ops = self.visible_ops().len();
+        self.op_sel = self.op_sel.min(n_ops.saturating_sub(1));
+        let n_revs = self
+            .selected_op()
+            .and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len()))
+            .unwrap_or(0);
+        self.rev_sel = self.rev_sel.min(n_revs.saturating_sub(1));
+        let (title, old, new, diags) = match (self.selected_op(), self.selected_rev()) {
+            (Some(op), Some(r)) => {
+                let base = self.diff_base();
+                let title = match (base, self.full_source) {
+                    (_, true) | (None, _) => format!("{op} v{} · full source", r.rev),
+                    (Some(b), false) => format!(
+                        "{op} v{} vs v{} ({})",
+                        r.rev,
+                        b.rev,
+                        match self.diff_mode {
+                            DiffMode::Parent => "parent",
+                            DiffMode::Incumbent => "incumbent",
+                        }
+                    ),
+                };
+                let old = if self.full_source {
+                    None
+                } else {
+                    base.map(|b| b.source.clone())
+                };
+                (
+                    title,
+                    old,
+                    r.source.clone(),
+                    r.measurement.diagnostics.clone(),
+                )
+            }
+            (Some(op), None) => (
+                format!("{op}: no kernel yet (e writes one)"),
+                None,
+                String::new(),
+                vec![],
+            ),
+            _ => ("no operator".into(), None, String::new(), vec![]),
+        };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        {
+            use std::hash::{Hash, Hasher};
+            title.hash(&mut h);
+            old.hash(&mut h);
+            new.hash(&mut h);
+            format!("{diags:?}").hash(&mut h);
+            self.highlighter.is_some().hash(&mut h);
+            self.theme.name.hash(&mut h);
+            let k = h.finish();
+            if self.diff_key == Some(k) {
+                return;
+            }
+            self.diff_key = Some(k);
+        }
+        let hl = self.highlighter.clone();
+        let new_hl = self.hl_cache.get(hl.as_deref(), &new);
+        let old_hl = old.as_ref().map(|o| self.hl_cache.get(hl.as_deref(), o));
+        self.diff = build_diff(
+            title,
+            old.as_deref(),
+            &new,
+            old_hl.as_ref(),
+            &new_hl,
+            self.full_source,
+            &diags,
+            &self.theme,
+        );
+        self.diff_scroll = self
+            .diff
+            .first_diag
+            .map(|d| d.saturating_sub(2))
+            .unwrap_or(0);
+    }
+
+    pub fn measuring(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
+    pub fn can_measure(&self) -> Result<(), String> {
+        match &self.worker {
+            WorkerState::Ready { .. } => Ok(()),
+            WorkerState::Starting => Err("the worker is still starting".into()),
+            WorkerState::NoGpu(why) => Err(format!("no GPU: browse and replay only ({why})")),
+        }
+    }
+
+    /// Records the revision (if the session lacks it) and a measurement start; returns the job.
+    fn measure(&mut self, op: &str, rev: u32) -> Vec<Effect> {
+        if let Err(e) = self.can_measure() {
+            self.log(LogLevel::Warn, format!("cannot measure {op} v{rev}: {e}"));
+            return vec![];
+        }
+        let Some(r) = self.model.ops.get(op).and_then(|o| o.rev(rev)).cloned() else {
+            return vec![];
+        };
+        if !r.recorded {
+            self.record(SessionEvent::Revision {
+                op: op.into(),
+                rev,
+                parent: r.parent,
+                author: r.author.clone(),
+                rationale: r.rationale.clone(),
+                source: r.source.clone(),
+                via: r.via.clone(),
+                request_id: None,
+                tokens_in: None,
+                tokens_out: None,
+            });
+        }
+        let mid = self
+            .model
+            .last_mid
+            .max(self.jobs.keys().copied().max().unwrap_or(0))
+            + 1;
+        self.record(SessionEvent::MeasureStart {
+            op: op.into(),
+            rev,
+            mid,
+            mode: "quick".into(),
+        });
+        self.jobs.insert(
+            mid,
+            JobProgress {
+                op: op.into(),
+                rev,
+                stage: "queued".into(),
+                shape: None,
+                done: 0,
+                total: self.shape_info.get(op).map(|v| v.len()).unwrap_or(0),
+            },
+        );
+        vec![Effect::Measure {
+            op: op.into(),
+            rev,
+            mid,
+            source: r.source,
+        }]
+    }
+
+    /// Records a human revision and measures it at once.
+    fn save_human(
+        &mut self,
+        op: &str,
+        parent: Option<u32>,
+        source: String,
+        via: &str,
+    ) -> (u32, Vec<Effect>) {
+        let rev = self.model.ops.get(op).map(|o| o.next_rev()).unwrap_or(1);
+        self.record(SessionEvent::Revision {
+            op: op.into(),
+            rev,
+            parent,
+            author: Author::Human,
+            rationale: match via {
+                "editor" => "hand edit (built-in editor)".into(),
+                _ => "hand edit ($EDITOR)".into(),
+            },
+            source,
+            via: Some(via.into()),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+        });
+        if self.selected_op().as_deref() == Some(op) {
+            self.select_rev_number(rev);
+        }
+        let fx = self.measure(op, rev);
+        (rev, fx)
+    }
+}
+
+/// What the focused pane offers, for the bottom bar: (key, what).
+pub fn commands(state: &AppState) -> Vec<(&'static str, &'static str)> {
+    match &state.modal {
+        Modal::Help { .. } => return vec![("j/k", "scroll"), ("Esc/?/q", "close")],
+        Modal::ConfirmQuit => return vec![("y", "quit and cancel the job"), ("n/Esc", "stay")],
+        Modal::Steer(_) => return vec![("Enter", "send"), ("Esc", "cancel")],
+        Modal::Editor(_) => {
+            return vec![
+                ("Ctrl-S", "save + measure"),
+                ("Ctrl-Z/Y", "undo/redo"),
+                ("Esc", "close"),
+            ];
+        }
+        Modal::None => {}
+    }
+    let mut v: Vec<(&str, &str)> = match state.focus {
+        PaneId::Operators => vec![("j/k", "operator"), ("g/G", "first/last"), ("p", "phase")],
+        PaneId::Revisions => vec![
+            ("j/k", "revision"),
+            ("y", "accept"),
+            ("n", "reject"),
+            ("e/E", "edit"),
+            ("m", "measure"),
+        ],
+        PaneId::Diff => vec![
+            ("j/k", "scroll"),
+            ("d", "vs parent/incumbent"),
+            ("f", "full source"),
+        ],
+        PaneId::Gauges => vec![("j/k", "scroll shapes"), ("m", "measure")],
+        PaneId::Log => vec![("j/k", "scroll"), ("G", "follow")],
+    };
+    if state.replay.is_some() {
+        v.extend([(",/.", "step"), ("space", "play"), ("r/R", "next/prev rev")]);
+    } else {
+        v.extend([("s", "steer")]);
+    }
+    v.extend([("Tab", "pane"), ("?", "help"), ("q", "quit")]);
+    v
+}
+
+/// Every key, for the help overlay: (section, key, what).
+pub const HELP: &[(&str, &str, &str)] = &[
+    ("move", "Tab / l", "next pane"),
+    ("move", "Shift-Tab / h", "previous pane"),
+    ("move", "j / k, ↓ / ↑", "next / previous item (or scroll)"),
+    ("move", "g / G", "first / last item"),
+    (
+        "move",
+        "Ctrl-D / Ctrl-U, PgDn / PgUp",
+        "half a page down / up",
+    ),
+    ("view", "p", "phase filter: all → prefill → decode"),
+    ("view", "d", "diff against the parent / the incumbent"),
+    ("view", "f", "full source instead of the diff"),
+    ("view", "?", "this help"),
+    (
+        "decide",
+        "y",
+        "accept the selected revision (it becomes the incumbent)",
+    ),
+    ("decide", "n", "reject the selected revision"),
+    (
+        "decide",
+        "s",
+        "steer: a message for the agent's next iteration",
+    ),
+    ("decide", "a", "start / stop the agent (none is built yet)"),
+    (
+        "measure",
+        "m",
+        "re-measure the selected revision (quick: check + time, every shape)",
+    ),
+    (
+        "measure",
+        "e",
+        "edit in the built-in editor; Ctrl-S saves a human revision and measures it",
+    ),
+    (
+        "measure",
+        "E",
+        "edit in $EDITOR; every save is recorded and measured",
+    ),
+    ("replay", ", / .", "step back / forward one event"),
+    ("replay", "[ / ]", "back / forward 10 events"),
+    ("replay", "r / R", "jump to the next / previous revision"),
+    ("replay", "0 / $", "start / end of the session"),
+    ("replay", "space", "play / pause"),
+    ("replay", "+ / -", "faster / slower"),
+    (
+        "editor",
+        "Ctrl-S",
+        "save (records a human revision, measures it)",
+    ),
+    ("editor", "Ctrl-Z / Ctrl-Y", "undo / redo"),
+    ("editor", "Esc", "close (twice to discard unsaved changes)"),
+    ("quit", "q / Ctrl-C", "quit (asks while a measurement runs)"),
+];
+
+/// The update function: applies one event to the state and returns the side effects.
+pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
+    let fx = match ev {
+        AppEvent::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => {
+            on_key(state, k)
+        }
+        AppEvent::Key(_) => vec![],
+        AppEvent::Resize(..) => vec![],
+        AppEvent::Hello(r) => {
+            on_hello(state, r);
+            vec![]
+        }
+        AppEvent::Job { mid, event } => on_job(state, mid, event),
+        AppEvent::HighlighterReady(Ok(h)) => {
+            state.highlighter = Some(h);
+            state.hl_cache.clear();
+            vec![]
+        }
+        AppEvent::HighlighterReady(Err(e)) => {
+            state.log(LogLevel::Warn, format!("syntax highlighting off: {e}"));
+            vec![]
+        }
+        AppEvent::FileChanged { path, content } => on_file(state, path, content),
+        AppEvent::EditorExited { path, status } => {
+            state.log(
+                LogLevel::Info,
+                format!(
+                    "editor closed ({status}); still watching {}",
+                    path.file_name()
+                        .map(|n| n.to_string_lossy().to_string())
+                        .unwrap_or_default()
+                ),
+            );
+            vec![]
+        }
+        AppEvent::Tick => {
+            let fx = replay_step(state, 1);
+            if state
+                .replay
+                .as_ref()
+                .map(|r| r.pos >= r.records.len())
+                .unwrap_or(true)
+            {
+                if let Some(r) = &mut state.replay {
+                    r.playing = false;
+                }
+                let mut v = fx;
+                v.push(Effect::Playback(None));
+                v
+            } else {
+                fx
+            }
+        }
+        AppEvent::Signal(name) => {
+            state.log(LogLevel::Warn, format!("{name}: quitting"));
+            quit_now(state)
+        }
+        AppEvent::Log(l, s) => {
+            state.log(l, s);
+            vec![]
+        }
+    };
+    state.refresh();
+    fx
+}
+
+fn quit_now(state: &mut AppState) -> Vec<Effect> {
+    state.quit = true;
+    let mut fx: Vec<Effect> = state
+        .jobs
+        .keys()
+        .map(|m| Effect::Cancel { mid: *m })
+        .collect();
+    let running: Vec<(u64, String, u32)> = state
+        .jobs
+        .iter()
+        .map(|(m, j)| (*m, j.op.clone(), j.rev))
+        .collect();
+    for (mid, op, rev) in running {
+        state.record(SessionEvent::MeasureDone {
+            op,
+            rev,
+            mid,
+            verdict: Verdict::Cancelled,
+            message: Some("cancelled at quit".into()),
+        });
+    }
+    state.jobs.clear();
+    fx.push(Effect::Quit);
+    fx
+}
+
+fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
+    match r {
+        Ok(HelloInfo {
+            device: Some(d),
+            driver,
+            nvrtc,
+        }) => {
+            state.worker = WorkerState::Ready {
+                gpu: d.name.clone(),
+                sm_clock_mhz: d.sm_clock_mhz,
+            };
+            let prof = crate::engine::profile_for_device(&state.suite.hardware, &d.name).cloned();
+            if state.replay.is_none() {
+                if let Some(p) = prof {
+                    state.hw = Some(p);
+                    state.compute_shape_info();
+                }
+                let hardware = state.hw.as_ref().map(|h| h.key.clone());
+                state.record(SessionEvent::Device {
+                    gpu: Some(d.name.clone()),
+                    driver: Some(driver),
+                    nvrtc,
+                    hardware,
+                });
+            } else {
+                state.log(
+                    LogLevel::Info,
+                    format!(
+                        "GPU available: {} (m re-measures the selected revision)",
+                        d.name
+                    ),
+                );
+            }
+        }
+        Ok(HelloInfo { device: None, .. }) => {
+            state.worker = WorkerState::NoGpu("the worker found no GPU".into());
+            state.log(LogLevel::Info, "no GPU: browse and replay only".into());
+        }
+        Err(e) => {
+            state.worker = WorkerState::NoGpu(e.clone());
+            state.log(
+                LogLevel::Info,
+                format!("no GPU: browse and replay only ({e})"),
+            );
+        }
+    }
+}
+
+fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
+    let Some(job) = state.jobs.get(&mid).cloned() else {
+        return vec![];
+    };
+    let (op, rev) = (job.op.clone(), job.rev);
+    match ev {
+        JobEvent::Worker(Event::Progress {
+            stage,
+            shape,
+            done,
+            total,
+            ..
+        }) => {
+            if let Some(j) = state.jobs.get_mut(&mid) {
+                j.stage = stage;
+                j.shape = shape;
+                j.done = done;
+                j.total = total;
+            }
+        }
+        JobEvent::Worker(Event::Compiled {
+            which,
+            ok,
+            diagnostics,
+            log,
+            ms,
+            cached,
+            ..
+        }) => {
+            if which == "candidate" {
+                state.record(SessionEvent::Compiled {
+                    op: op.clone(),
+                    rev,
+                    mid,
+                    ok,
+                    diagnostics,
+                    log,
+                });
+                state.log(
+                    LogLevel::Info,
+                    format!(
+                        "{op} v{rev}: compiled {} in {ms:.0} ms{}",
+                        if ok { "ok" } else { "with errors" },
+                        if cached { " (cached)" } else { "" }
+                    ),
+                );
+            } else if !ok {
+                state.record(SessionEvent::Error {
+                    op: Some(op.clone()),
+                    message: format!(
+                        "the {which} kernel failed to compile: {}",
+                        log.lines().next().unwrap_or("")
+                    ),
+                });
+            }
+        }
+        JobEvent::Worker(Event::ShapeDone { result, .. }) => {
+            state.record(SessionEvent::ShapeResult {
+                op,
+                rev,
+                mid,
+                result,
+            });
+        }
+        JobEvent::Worker(Event::Done {
+            verdict, message, ..
+        }) => {
+            state.jobs.remove(&mid);
+            state.record(SessionEvent::MeasureDone {
+                op,
+                rev,
+                mid,
+                verdict,
+                message,
+            });
+        }
+        JobEvent::Worker(Event::Fault { message, .. })
+        | JobEvent::Worker(Event::Error { message, .. }) => {
+            state.record(SessionEvent::Error {
+                op: Some(op),
+                message,
+            });
+        }
+        JobEvent::Worker(_) => {}
+        JobEvent::WorkerLost { verdict, message } => {
+            state.jobs.remove(&mid);
+            state.record(SessionEvent::Error {
+                op: Some(op.clone()),
+                message: format!("worker lost: {message}"),
+            });
+            state.record(SessionEvent::MeasureDone {
+                op,
+                rev,
+                mid,
+                verdict,
+                message: Some(message),
+            });
+        }
+    }
+    vec![]
+}
+
+fn on_file(state: &mut AppState, path: PathBuf, content: Result<String, String>) -> Vec<Effect> {
+    let Some(w) = state.watches.get(&path).cloned() else {
+        return vec![];
+    };
+    let content = match content {
+        Ok(c) => c,
+        Err(e) => {
+            state.log(LogLevel::Warn, format!("{}: {e}", path.display()));
+            return vec![];
+        }
+    };
+    if content == w.last_content || content.trim().is_empty() {
+        return vec![];
+    }
+    let (rev, fx) = state.save_human(&w.op, w.last_rev, content.clone(), "external");
+    state.watches.insert(
+        path,
+        Watch {
+            op: w.op.clone(),
+            last_rev: Some(rev),
+            last_content: content,
+        },
+    );
+    fx
+}
+
+/// Moves the replay to `pos` events (rebuilding from the start when going back).
+pub fn replay_seek(state: &mut AppState, pos: usize) {
+    let Some(r) = &mut state.replay else { return };
+    let pos = pos.min(r.records.len());
+    if pos >= r.pos {
+        for rec in &r.records[r.pos..pos] {
+            state.model.apply(rec);
+        }
+    } else {
+        state.model = Model::from_records(&state.suite, &r.records[..pos]);
+    }
+    r.pos = pos;
+    // follow the operator and revision the last event touched
+    let touched = r.records[..pos].last().and_then(|rec| match &rec.event {
+        SessionEvent::Revision { op, rev, .. }
+        | SessionEvent::MeasureStart { op, rev, .. }
+        | SessionEvent::Compiled { op, rev, .. }
+        | SessionEvent::ShapeResult { op, rev, .. }
+        | SessionEvent::MeasureDone { op, rev, .. }
+        | SessionEvent::Decision { op, rev, .. } => Some((op.clone(), *rev)),
+        _ => None,
+    });
+    if let Some((op, rev)) = touched {
+        state.select_op_name(&op);
+        state.select_rev_number(rev);
+    }
+}
+
+fn replay_step(state: &mut AppState, delta: isize) -> Vec<Effect> {
+    let Some(r) = &state.replay else {
+        return vec![];
+    };
+    let pos = (r.pos as isize + delta).clamp(0, r.records.len() as isize) as usize;
+    replay_seek(state, pos);
+    vec![]
+}
+
+fn replay_jump_revision(state: &mut AppState, forward: bool) {
+    let Some(r) = &state.replay else { return };
+    let is_rev = |rec: &Record| matches!(rec.event, SessionEvent::Revision { .. });
+    let target = if forward {
+        r.records
+            .iter()
+            .enumerate()
+            .skip(r.pos)
+            .find(|(_, x)| is_rev(x))
+            .map(|(i, _)| i + 1)
+    } else {
+        r.records[..r.pos.saturating_sub(1)]
+            .iter()
+            .rposition(is_rev)
+            .map(|i| i + 1)
+    };
+    if let Some(t) = target {
+        replay_seek(state, t);
+    }
+}
+
+fn playback_period(r: &Replay) -> Duration {
+    Duration::from_secs_f64(1.0 / (BASE_RATE * SPEEDS[r.speed.min(SPEEDS.len() - 1)]))
+}
+
+fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    // modal first
+    match &mut state.modal {
+        Modal::Help { scroll } => {
+            match k.code {
+                KeyCode::Char('j') | KeyCode::Down => *scroll = scroll.saturating_add(1),
+                KeyCode::Char('k') | KeyCode::Up => *scroll = scroll.saturating_sub(1),
+                _ => state.modal = Modal::None,
+            }
+            return vec![];
+        }
+        Modal::ConfirmQuit => {
+            return match k.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
+                    state.modal = Modal::None;
+                    quit_now(state)
+                }
+                _ => {
+                    state.modal = Modal::None;
+                    vec![]
+                }
+            };
+        }
+        Modal::Steer(ta) => {
+            match k.code {
+                KeyCode::Esc => state.modal = Modal::None,
+                KeyCode::Enter => {
+                    let text = ta.lines().join(" ").trim().to_string();
+                    state.modal = Modal::None;
+                    if !text.is_empty() {
+                        let op = state.selected_op();
+                        state.record(SessionEvent::Steer { op, text });
+                    }
+                }
+                _ => {
+                    ta.input(k);
+                }
+            }
+            return vec![];
+        }
+        Modal::Editor(_) => return editor_key(state, k),
+        Modal::None => {}
+    }
+    if ctrl && k.code == KeyCode::Char('c') {
+        return if state.measuring() {
+            state.modal = Modal::ConfirmQuit;
+            vec![]
+        } else {
+            quit_now(state)
+        };
+    }
+    let page = 10usize;
+    let replaying = state.replay.is_some();
+    let read_only = |state: &mut AppState| -> bool {
+        if state.replay.is_some() {
+            state.log(
+                LogLevel::Warn,
+                "replay is read-only (use --resume FILE to continue the session)".into(),
+            );
+            true
+        } else {
+            false
+        }
+    };
+    match k.code {
+        KeyCode::Char('q') => {
+            if state.measuring() {
+                state.modal = Modal::ConfirmQuit;
+                return vec![];
+            }
+            return quit_now(state);
+        }
+        KeyCode::Char('?') => state.modal = Modal::Help { scroll: 0 },
+        KeyCode::Tab | KeyCode::Char('l') | KeyCode::Right => {
+            let i = PANES.iter().position(|p| *p == state.focus).unwrap_or(0);
+            state.focus = PANES[(i + 1) % PANES.len()];
+        }
+        KeyCode::BackTab | KeyCode::Char('h') | KeyCode::Left => {
+            let i = PANES.iter().position(|p| *p == state.focus).unwrap_or(0);
+            state.focus = PANES[(i + PANES.len() - 1) % PANES.len()];
+        }
+        KeyCode::Char('p') => {
+            let cur = state.selected_op();
+            state.phase = state.phase.next();
+            state.op_sel = 0;
+            if let Some(c) = cur {
+                state.select_op_name(&c);
+            }
+            state.select_latest_rev();
+        }
+        KeyCode::Char('d') => {
+            state.diff_mode = match state.diff_mode {
+                DiffMode::Parent => DiffMode::Incumbent,
+                DiffMode::Incumbent => DiffMode::Parent,
+            };
+            state.full_source = false;
+        }
+        KeyCode::Char('f') => state.full_source = !state.full_source,
+        KeyCode::Char('a') => state.log(
+            LogLevel::Info,
+            "agent: none (not built yet); y/n/s/m/e work by hand".into(),
+        ),
+        KeyCode::Char('y') | KeyCode::Char('n') => {
+            if read_only(state) {
+                return vec![];
+            }
+            decide(state, k.code == KeyCode::Char('y'));
+        }
+        KeyCode::Char('s') => {
+            if read_only(state) {
+                return vec![];
+            }
+            let mut ta = TextArea::default();
+            ta.set_placeholder_text(
+                "a hint for the agent's next iteration, e.g. \"use one warp per row\"",
+            );
+            state.modal = Modal::Steer(ta);
+        }
+        KeyCode::Char('m') => {
+            let (Some(op), Some(rev)) = (state.selected_op(), state.selected_rev().map(|r| r.rev))
+            else {
+                state.log(
+                    LogLevel::Warn,
+                    "nothing to measure: this operator has no kernel yet".into(),
+                );
+                return vec![];
+            };
+            return state.measure(&op, rev);
+        }
+        KeyCode::Char('e') => {
+            if read_only(state) {
+                return vec![];
+            }
+            open_editor(state);
+        }
+        KeyCode::Char('E') => {
+            if read_only(state) {
+                return vec![];
+            }
+            return external_edit(state);
+        }
+        // replay
+        KeyCode::Char('.') if replaying => return replay_step(state, 1),
+        KeyCode::Char(',') if replaying => return replay_step(state, -1),
+        KeyCode::Char(']') if replaying => return replay_step(state, 10),
+        KeyCode::Char('[') if replaying => return replay_step(state, -10),
+        KeyCode::Char('0') if replaying => replay_seek(state, 0),
+        KeyCode::Char('$') if replaying => replay_seek(state, usize::MAX),
+        KeyCode::Char('r') if replaying => replay_jump_revision(state, true),
+        KeyCode::Char('R') if replaying => replay_jump_revision(state, false),
+        KeyCode::Char(' ') if replaying => {
+            if let Some(r) = &mut state.replay {
+                if r.pos >= r.records.len() && !r.playing {
+                    r.pos = 0;
+                    state.model = Model::from_records(&state.suite, &[]);
+                }
+            }
+            let Some(r) = &mut state.replay else {
+                return vec![];
+            };
+            r.playing = !r.playing;
+            return vec![Effect::Playback(r.playing.then(|| playback_period(r)))];
+        }
+        KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('-') if replaying => {
+            let Some(r) = &mut state.replay else {
+                return vec![];
+            };
+            r.speed = if k.code == KeyCode::Char('-') {
+                r.speed.saturating_sub(1)
+            } else {
+                (r.speed + 1).min(SPEEDS.len() - 1)
+            };
+            if r.playing {
+                return vec![Effect::Playback(Some(playback_period(r)))];
+            }
+        }
+        // navigation within the focused pane
+        code => {
+            let delta: Option<isize> = match code {
+                KeyCode::Char('j') | KeyCode::Down => Some(1),
+                KeyCode::Char('k') | KeyCode::Up => Some(-1),
+                KeyCode::Char('d') if ctrl => Some(page as isize),
+                KeyCode::Char('u') if ctrl => Some(-(page as isize)),
+                KeyCode::PageDown => Some(page as isize),
+                KeyCode::PageUp => Some(-(page as isize)),
+                KeyCode::Char('g') | KeyCode::Home => Some(isize::MIN / 2),
+                KeyCode::Char('G') | KeyCode::End => Some(isize::MAX / 2),
+                _ => None,
+            };
+            if let Some(d) = delta {
+                navigate(state, d);
+            }
+        }
+    }
+    vec![]
+}
+
+fn bump(v: usize, d: isize, len: usize) -> usize {
+    let n = (v as isize).saturating_add(d);
+    n.clamp(0, len.saturating_sub(1) as isize) as usize
+}
+
+fn navigate(state: &mut AppState, d: isize) {
+    match state.focus {
+        PaneId::Operators => {
+            let n = state.visible_ops().len();
+            let before = state.op_sel;
+            state.op_sel = bump(state.op_sel, d, n);
+            if before != state.op_sel {
+                state.select_latest_rev();
+                state.gauge_scroll = 0;
+            }
+        }
+        PaneId::Revisions => {
+            let n = state
+                .selected_op()
+                .and_then(|o| state.model.ops.get(&o).map(|o| o.revisions.len()))
+                .unwrap_or(0);
+            state.rev_sel = bump(state.rev_sel, d, n);
+        }
+        PaneId::Diff => state.diff_scroll = bump(state.diff_scroll, d, state.diff.lines.len()),
+        PaneId::Gauges => {
+            let n = state
+                .selected_op()
+                .and_then(|o| state.shape_info.get(&o).map(|v| v.len()))
+                .unwrap_or(0);
+            state.gauge_scroll = bump(state.gauge_scroll, d, n);
+        }
+        PaneId::Log => {
+            let n = state.model.log.len() + state.ui_log.len();
+            // the log scrolls from the bottom: j goes towards newer lines
+            state.log_scroll = bump(state.log_scroll, -d, n);
+        }
+    }
+}
+
+fn decide(state: &mut AppState, accept: bool) {
+    let (Some(op), Some(r)) = (state.selected_op(), state.selected_rev().cloned()) else {
+        return;
+    };
+    if accept {
+        match r.verdict() {
+            RevVerdict::Score(_) => {}
+            RevVerdict::Unmeasured => {
+                state.log(
+                    LogLevel::Warn,
+                    format!(
+                        "cannot accept {op} v{}: not measured yet (m measures it)",
+                        r.rev
+                    ),
+                );
+                return;
+            }
+            RevVerdict::Measuring => {
+                state.log(
+                    LogLevel::Warn,
+                    format!("cannot accept {op} v{}: still measuring", r.rev),
+                );
+                return;
+            }
+            v => {
+                state.log(
+                    LogLevel::Warn,
+                    format!("cannot accept {op} v{}: {}", r.rev, v.label()),
+                );
+                return;
+            }
+        }
+        if state.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev)
+            && r.decision == Some(Decision::Accepted)
+        {
+            state.log(
+                LogLevel::Info,
+                format!("{op} v{} is already the incumbent", r.rev),
+            );
+            return;
+        }
+    } else if r.author == Author::Baseline {
+        state.log(
+            LogLevel::Warn,
+            format!("{op} v0 is the suite baseline; it cannot be rejected"),
+        );
+        return;
+    }
+    if !r.recorded {
+        state.record(SessionEvent::Revision {
+            op: op.clone(),
+            rev: r.rev,
+            parent: r.parent,
+            author: r.author.clone(),
+            rationale: r.rationale.clone(),
+            source: r.source.clone(),
+            via: r.via.clone(),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+        });
+    }
+    state.record(SessionEvent::Decision {
+        op,
+        rev: r.rev,
+        decision: if accept {
+            Decision::Accepted
+        } else {
+            Decision::Rejected
+        },
+        by: DecidedBy::Human,
+    });
+}
+
+fn open_editor(state: &mut AppState) {
+    let Some(op) = state.selected_op() else {
+        return;
+    };
+    let r = state.selected_rev().cloned();
+    let source = r.as_ref().map(|r| r.source.clone()).unwrap_or_default();
+    let lines: Vec<String> = source.lines().map(|l| l.to_string()).collect();
+    let mut ta = TextArea::new(if lines.is_empty() {
+        vec![String::new()]
+    } else {
+        lines
+    });
+    ta.set_line_number_style(ratatui::style::Style::default().fg(state.theme.gutter));
+    ta.set_cursor_line_style(ratatui::style::Style::default().bg(state.theme.selection_bg));
+    if let Some(d) = r.as_ref().and_then(|r| r.measurement.diagnostics.first()) {
+        ta.move_cursor(CursorMove::Jump(
+            d.line.saturating_sub(1).min(u16::MAX as usize) as u16,
+            0,
+        ));
+    }
+    state.modal = Modal::Editor(Box::new(EditorState {
+        op,
+        base: r.as_ref().map(|r| r.rev),
+        base_source: source,
+        saved: r
+            .as_ref()
+            .filter(|r| !r.measurement.diagnostics.is_empty())
+            .map(|r| r.rev),
+        textarea: ta,
+        confirm_discard: false,
+    }));
+}
+
+fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
+    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    let Modal::Editor(ed) = &mut state.modal else {
+        return vec![];
+    };
+    if ctrl && k.code == KeyCode::Char('s') {
+        let text = ed.text();
+        if text == ed.base_source {
+            state.log(
+                LogLevel::Info,
+                "nothing to save: the text is unchanged".into(),
+            );
+            return vec![];
+        }
+        let (op, base) = (ed.op.clone(), ed.base);
+        let (rev, fx) = state.save_human(&op, base, text.clone(), "editor");
+        if let Modal::Editor(ed) = &mut state.modal {
+            ed.base = Some(rev);
+            ed.base_source = text;
+            ed.saved = Some(rev);
+            ed.confirm_discard = false;
+        }
+        return fx;
+    }
+    if k.code == KeyCode::Esc {
+        if ed.text() != ed.base_source && !ed.confirm_discard {
+            ed.confirm_discard = true;
+            return vec![];
+        }
+        state.modal = Modal::None;
+        return vec![];
+    }
+    ed.confirm_discard = false;
+    if ctrl && k.code == KeyCode::Char('z') {
+        ed.textarea.undo();
+    } else if ctrl && k.code == KeyCode::Char('y') {
+        ed.textarea.redo();
+    } else {
+        ed.textarea.input(k);
+    }
+    vec![]
+}
+
+fn external_edit(state: &mut AppState) -> Vec<Effect> {
+    let Some(op) = state.selected_op() else {
+        return vec![];
+    };
+    let r = state.selected_rev().cloned();
+    let n = r.as_ref().map(|r| r.rev).unwrap_or(0);
+    let path = state.kernels_dir.join(&op).join(format!("v{n}.cu"));
+    let content = r.as_ref().map(|r| r.source.clone()).unwrap_or_default();
+    state.watches.insert(
+        path.clone(),
+        Watch {
+            op: op.clone(),
+            last_rev: r.as_ref().map(|r| r.rev),
+            last_content: content.clone(),
+        },
+    );
+    state.log(
+        LogLevel::Info,
+        format!("editing {op} v{n} in $EDITOR; every save is measured"),
+    );
+    vec![Effect::ExternalEdit { op, path, content }]
+}
+
+/// A key press, for tests and the runtime.
+pub fn press(code: KeyCode) -> AppEvent {
+    AppEvent::Key(key(code))
+}
+
+pub fn press_ctrl(c: char) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+}

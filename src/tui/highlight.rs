@@ -1,0 +1,400 @@
+//! Syntax highlighting (syntect + two-face, CUDA as C++) and the diff view (similar).
+
+use super::theme::Theme;
+use crate::engine::protocol::Diagnostic;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use similar::{ChangeTag, TextDiff};
+use std::collections::HashMap;
+use std::sync::Arc;
+use syntect::easy::HighlightLines;
+use syntect::highlighting::{FontStyle, Theme as SynTheme};
+use syntect::parsing::SyntaxSet;
+
+/// Highlighted lines: per line, styled segments.
+pub type Highlighted = Arc<Vec<Vec<(Style, String)>>>;
+
+impl std::fmt::Debug for Highlighter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Highlighter({})", self.theme_name)
+    }
+}
+
+pub struct Highlighter {
+    syntaxes: SyntaxSet,
+    theme: SynTheme,
+    pub theme_name: String,
+    truecolor: bool,
+}
+
+/// The syntax themes two-face offers.
+pub fn syntax_theme_names() -> Vec<&'static str> {
+    two_face::theme::EmbeddedLazyThemeSet::theme_names()
+        .iter()
+        .map(|n| n.as_name())
+        .collect()
+}
+
+impl Highlighter {
+    /// Loads the syntaxes and a syntax theme (tens of milliseconds: done off the input loop).
+    pub fn new(theme_name: &str, truecolor: bool) -> Result<Highlighter, String> {
+        let names = two_face::theme::EmbeddedLazyThemeSet::theme_names();
+        let which = names
+            .iter()
+            .find(|n| n.as_name().eq_ignore_ascii_case(theme_name))
+            .ok_or_else(|| {
+                format!(
+                    "unknown syntax theme `{theme_name}` (known: {})",
+                    syntax_theme_names().join(", ")
+                )
+            })?;
+        let theme = two_face::theme::extra().get(*which).clone();
+        Ok(Highlighter {
+            syntaxes: two_face::syntax::extra_newlines(),
+            theme,
+            theme_name: which.as_name().to_string(),
+            truecolor,
+        })
+    }
+
+    fn conv(&self, c: syntect::highlighting::Color) -> Color {
+        super::theme::color((c.r, c.g, c.b), self.truecolor)
+    }
+
+    /// Highlights a CUDA source as C++. Lines longer than 400 characters are not highlighted.
+    pub fn highlight(&self, code: &str) -> Vec<Vec<(Style, String)>> {
+        let syntax = self
+            .syntaxes
+            .find_syntax_by_extension("cu")
+            .or_else(|| self.syntaxes.find_syntax_by_extension("cpp"))
+            .unwrap_or_else(|| self.syntaxes.find_syntax_plain_text());
+        let mut h = HighlightLines::new(syntax, &self.theme);
+        let mut out = Vec::new();
+        for line in syntect::util::LinesWithEndings::from(code) {
+            let plain = line.trim_end_matches(['\n', '\r']).to_string();
+            if line.len() > 400 {
+                out.push(vec![(Style::default(), plain)]);
+                continue;
+            }
+            match h.highlight_line(line, &self.syntaxes) {
+                Ok(regions) => {
+                    let mut segs = Vec::new();
+                    for (st, text) in regions {
+                        let text = text.trim_end_matches(['\n', '\r']);
+                        if text.is_empty() {
+                            continue;
+                        }
+                        let mut s = Style::default().fg(self.conv(st.foreground));
+                        if st.font_style.contains(FontStyle::BOLD) {
+                            s = s.add_modifier(Modifier::BOLD);
+                        }
+                        if st.font_style.contains(FontStyle::ITALIC) {
+                            s = s.add_modifier(Modifier::ITALIC);
+                        }
+                        segs.push((s, text.to_string()));
+                    }
+                    out.push(segs);
+                }
+                Err(_) => out.push(vec![(Style::default(), plain)]),
+            }
+        }
+        out
+    }
+}
+
+/// Highlighted sources by content hash.
+#[derive(Default)]
+pub struct HighlightCache {
+    map: HashMap<u64, Highlighted>,
+}
+
+pub fn hash_str(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
+impl HighlightCache {
+    pub fn get(&mut self, hl: Option<&Highlighter>, code: &str) -> Highlighted {
+        let key = hash_str(code);
+        if let Some(h) = self.map.get(&key) {
+            return h.clone();
+        }
+        let lines = match hl {
+            Some(h) => h.highlight(code),
+            None => code
+                .lines()
+                .map(|l| vec![(Style::default(), l.to_string())])
+                .collect(),
+        };
+        let v = Arc::new(lines);
+        if hl.is_some() {
+            if self.map.len() > 256 {
+                self.map.clear();
+            }
+            self.map.insert(key, v.clone());
+        }
+        v
+    }
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+/// Splits styled segments at byte ranges to emphasise (background), keeping the syntax colours.
+fn emphasise(
+    segs: &[(Style, String)],
+    ranges: &[(usize, usize)],
+    base_bg: Color,
+    emph_bg: Color,
+) -> Vec<Span<'static>> {
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    for (st, text) in segs {
+        let start = pos;
+        let end = pos + text.len();
+        pos = end;
+        // cut points within this segment
+        let mut cuts = vec![start, end];
+        for (a, b) in ranges {
+            for c in [*a, *b] {
+                if c > start && c < end {
+                    cuts.push(c);
+                }
+            }
+        }
+        cuts.sort_unstable();
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let (la, lb) = (a - start, b - start);
+            if !text.is_char_boundary(la) || !text.is_char_boundary(lb) {
+                out.push(Span::styled(text.clone(), st.bg(base_bg)));
+                break;
+            }
+            let emph = ranges.iter().any(|(ra, rb)| a >= *ra && b <= *rb);
+            let bg = if emph { emph_bg } else { base_bg };
+            let mut s = st.bg(bg);
+            if emph {
+                s = s.add_modifier(Modifier::BOLD);
+            }
+            out.push(Span::styled(text[la..lb].to_string(), s));
+        }
+    }
+    out
+}
+
+/// What the diff pane shows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DiffView {
+    pub title: String,
+    pub lines: Vec<Line<'static>>,
+    /// Index in `lines` of the first diagnostic, for jumping to it.
+    pub first_diag: Option<usize>,
+    pub added: usize,
+    pub removed: usize,
+}
+
+fn gutter(
+    old: Option<usize>,
+    new: Option<usize>,
+    sign: char,
+    t: &Theme,
+    width: usize,
+) -> Vec<Span<'static>> {
+    let f = |n: Option<usize>| {
+        n.map(|n| format!("{n:>width$}"))
+            .unwrap_or_else(|| " ".repeat(width))
+    };
+    let sign_style = match sign {
+        '+' => Style::default().fg(t.added),
+        '-' => Style::default().fg(t.removed),
+        _ => Style::default().fg(t.gutter),
+    };
+    vec![
+        Span::styled(
+            format!("{} {} ", f(old), f(new)),
+            Style::default().fg(t.gutter),
+        ),
+        Span::styled(format!("{sign} "), sign_style),
+    ]
+}
+
+fn diag_lines(diags: &[&Diagnostic], t: &Theme, width: usize) -> Vec<Line<'static>> {
+    diags
+        .iter()
+        .map(|d| {
+            let c = if d.severity == "warning" {
+                t.warn
+            } else {
+                t.bad
+            };
+            Line::from(vec![
+                Span::raw(" ".repeat(width * 2 + 2)),
+                Span::styled(
+                    format!("▲ {} (line {}): {}", d.severity, d.line, d.msg),
+                    Style::default().fg(c).add_modifier(Modifier::BOLD),
+                ),
+            ])
+        })
+        .collect()
+}
+
+/// Builds the diff of `new` against `old` (None: the full source of `new`), with syntax
+/// highlighting, changed words emphasised and diagnostics under their lines.
+#[allow(clippy::too_many_arguments)]
+pub fn build_diff(
+    title: String,
+    old: Option<&str>,
+    new: &str,
+    old_hl: Option<&Highlighted>,
+    new_hl: &Highlighted,
+    full: bool,
+    diagnostics: &[Diagnostic],
+    t: &Theme,
+) -> DiffView {
+    let mut v = DiffView {
+        title,
+        ..Default::default()
+    };
+    let n_new = new.lines().count().max(1);
+    let width = n_new
+        .max(old.map(|o| o.lines().count()).unwrap_or(0))
+        .to_string()
+        .len()
+        .max(3);
+    let diags_at = |line: usize| -> Vec<&Diagnostic> {
+        diagnostics.iter().filter(|d| d.line == line).collect()
+    };
+    let push_diags = |v: &mut DiffView, ds: Vec<&Diagnostic>| {
+        if ds.is_empty() {
+            return;
+        }
+        if v.first_diag.is_none() {
+            v.first_diag = Some(v.lines.len());
+        }
+        v.lines.extend(diag_lines(&ds, t, width));
+    };
+    let plain = |hl: Option<&Highlighted>, idx: usize, text: &str| -> Vec<(Style, String)> {
+        hl.and_then(|h| h.get(idx).cloned())
+            .unwrap_or_else(|| vec![(Style::default().fg(t.fg), text.to_string())])
+    };
+    let Some(old) = old else {
+        let orphan: Vec<&Diagnostic> = diagnostics
+            .iter()
+            .filter(|d| d.line == 0 || d.line > n_new)
+            .collect();
+        push_diags(&mut v, orphan);
+        for (i, line) in new.lines().enumerate() {
+            let mut spans = gutter(None, Some(i + 1), ' ', t, width);
+            spans.extend(
+                plain(Some(new_hl), i, line)
+                    .into_iter()
+                    .map(|(s, x)| Span::styled(x, s)),
+            );
+            v.lines.push(Line::from(spans));
+            push_diags(&mut v, diags_at(i + 1));
+        }
+        return v;
+    };
+    let diff = TextDiff::from_lines(old, new);
+    let mut shown = std::collections::BTreeSet::new();
+    let groups = if full {
+        vec![diff.ops().to_vec()]
+    } else {
+        diff.grouped_ops(3)
+    };
+    if groups.iter().all(|g| g.is_empty()) || (diff.ratio() == 1.0 && !full) {
+        v.lines.push(Line::from(Span::styled(
+            "  (no changes; f shows the full source)",
+            Style::default().fg(t.dim),
+        )));
+    }
+    for (gi, group) in groups.iter().enumerate() {
+        if gi > 0 {
+            v.lines.push(Line::from(Span::styled(
+                format!("{:─<1$}", "", width * 2 + 8),
+                Style::default().fg(t.gutter),
+            )));
+        }
+        for op in group {
+            for change in diff.iter_inline_changes(op) {
+                let tag = change.tag();
+                let old_i = change.old_index();
+                let new_i = change.new_index();
+                // rebuild the line text and the emphasised byte ranges
+                let mut text = String::new();
+                let mut ranges = Vec::new();
+                for (emph, s) in change.iter_strings_lossy() {
+                    let s = s.trim_end_matches(['\n', '\r']);
+                    if emph && !s.is_empty() {
+                        ranges.push((text.len(), text.len() + s.len()));
+                    }
+                    text.push_str(s);
+                }
+                let (sign, base_bg, emph_bg, segs) = match tag {
+                    ChangeTag::Delete => {
+                        v.removed += 1;
+                        (
+                            '-',
+                            t.removed_bg,
+                            t.removed_emph_bg,
+                            plain(old_hl, old_i.unwrap_or(0), &text),
+                        )
+                    }
+                    ChangeTag::Insert => {
+                        v.added += 1;
+                        (
+                            '+',
+                            t.added_bg,
+                            t.added_emph_bg,
+                            plain(Some(new_hl), new_i.unwrap_or(0), &text),
+                        )
+                    }
+                    ChangeTag::Equal => (
+                        ' ',
+                        t.bg,
+                        t.bg,
+                        plain(Some(new_hl), new_i.unwrap_or(0), &text),
+                    ),
+                };
+                // Highlighted text must match the diff's text; fall back to plain otherwise.
+                let joined: String = segs.iter().map(|(_, s)| s.as_str()).collect();
+                let segs = if joined == text {
+                    segs
+                } else {
+                    vec![(Style::default().fg(t.fg), text.clone())]
+                };
+                let mut spans = gutter(old_i.map(|i| i + 1), new_i.map(|i| i + 1), sign, t, width);
+                if tag == ChangeTag::Equal {
+                    spans.extend(segs.into_iter().map(|(s, x)| Span::styled(x, s)));
+                } else {
+                    spans.extend(emphasise(&segs, &ranges, base_bg, emph_bg));
+                }
+                let mut line = Line::from(spans);
+                if tag != ChangeTag::Equal {
+                    line = line.style(Style::default().bg(base_bg));
+                }
+                v.lines.push(line);
+                if let (Some(n), true) = (new_i, tag != ChangeTag::Delete) {
+                    shown.insert(n + 1);
+                    push_diags(&mut v, diags_at(n + 1));
+                }
+            }
+        }
+    }
+    // Diagnostics on lines outside the hunks go on top, so they are never hidden.
+    let hidden: Vec<&Diagnostic> = diagnostics
+        .iter()
+        .filter(|d| !shown.contains(&d.line))
+        .collect();
+    if !hidden.is_empty() {
+        let extra = diag_lines(&hidden, t, width);
+        let n = extra.len();
+        v.lines.splice(0..0, extra);
+        v.first_diag = Some(0);
+        let _ = n;
+    }
+    v
+}

@@ -1,0 +1,503 @@
+//! The interactive terminal UI. `app` holds the state and the update function, `ui` draws it,
+//! this module runs it: terminal, input, worker, watchers, signals and the session file.
+
+pub mod app;
+pub mod highlight;
+pub mod theme;
+pub mod ui;
+
+#[cfg(test)]
+mod tests;
+
+use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig};
+use crate::engine::protocol::{Event, JobKind, Mode};
+use crate::session::model::LogLevel;
+use crate::session::{Model, SessionEvent, SessionWriter};
+use crate::suite::{Suite, Workspace};
+use app::{AppEvent, AppState, Effect, HelloInfo};
+use futures::StreamExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// How the TUI was asked to start.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Continue this session file.
+    pub resume: Option<PathBuf>,
+    /// Open this session file read-only with a timeline.
+    pub replay: Option<PathBuf>,
+    /// Settings file (default: the user's config directory).
+    pub config: Option<PathBuf>,
+}
+
+/// The application event sender: cheap to clone, one per producer.
+pub type Tx = mpsc::UnboundedSender<AppEvent>;
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Builds the state for a run, before the terminal is touched (so errors print plainly).
+pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Settings), String> {
+    let cfg_path = opts.config.clone().or_else(theme::Settings::default_path);
+    let settings = theme::Settings::load(cfg_path.as_deref())?;
+    let truecolor = theme::detect_truecolor() && !settings.force_256_colours;
+    let th = theme::Theme::load(&settings.theme, truecolor)?;
+    let suite = Arc::new(Suite::load(ws.suite_source()).map_err(|e| e.to_string())?);
+    let hw = suite.hardware(&settings.hardware).ok().cloned();
+    let kernels = ws.dir.join("kernels");
+    if let Some(file) = &opts.replay {
+        let loaded = crate::session::load(file)?;
+        let mut st = AppState::new(suite.clone(), Model::new(&suite), th, hw, kernels);
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        st.start_replay(name, loaded.records, loaded.warnings);
+        return Ok((st, settings));
+    }
+    let (model, writer, warnings) = match &opts.resume {
+        Some(file) => {
+            let loaded = crate::session::load(file)?;
+            let m = Model::from_records(&suite, &loaded.records);
+            let w = SessionWriter::resume(file, &loaded)?;
+            (m, Some(w), loaded.warnings)
+        }
+        None if settings.record_sessions => {
+            let dir = settings
+                .sessions_dir
+                .clone()
+                .unwrap_or_else(|| ws.sessions_dir());
+            let w = SessionWriter::create(&crate::session::store::new_session_path(&dir))?;
+            (Model::new(&suite), Some(w), vec![])
+        }
+        None => (Model::new(&suite), None, vec![]),
+    };
+    let mut st = AppState::new(suite.clone(), model, th, hw, kernels);
+    for w in warnings {
+        st.log(LogLevel::Warn, w);
+    }
+    if let Some(w) = writer {
+        st.attach_writer(w);
+    }
+    st.record(SessionEvent::RunStart {
+        tool_version: env!("CARGO_PKG_VERSION").into(),
+        resumed: opts.resume.is_some(),
+        gpu: None,
+        driver: None,
+        nvrtc: None,
+        hardware: st.hw.as_ref().map(|h| h.key.clone()),
+        suite: suite.name.clone(),
+        suite_version: suite.version.clone(),
+    });
+    // Offer recorded sessions when there are some.
+    let dir = settings
+        .sessions_dir
+        .clone()
+        .unwrap_or_else(|| ws.sessions_dir());
+    let mut found: Vec<String> = std::fs::read_dir(&dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str().map(|s| s.to_string()))
+                .filter(|n| n.ends_with(".jsonl") && Some(n.as_str()) != st.session_name.as_deref())
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    if !found.is_empty() {
+        st.log(
+            LogLevel::Info,
+            format!(
+                "{} recorded session(s) in sessions/ (atrex-tui replay FILE): {}",
+                found.len(),
+                found
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    Ok((st, settings))
+}
+
+/// Runs the TUI until quit. Returns the exit code.
+pub fn run(ws: &Workspace, opts: Options) -> Result<i32, String> {
+    let t_start = Instant::now();
+    let (state, settings) = prepare(ws, &opts)?;
+    let rt = runtime()?;
+    rt.block_on(main_loop(state, settings, t_start))
+}
+
+fn install_panic_hook() {
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        ratatui::restore();
+        prev(info);
+    }));
+}
+
+struct Runtime {
+    tx: Tx,
+    client: WorkerClient,
+    jobs: std::collections::BTreeMap<u64, u64>,
+    watchers: Vec<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>>,
+    playback: Option<tokio::task::JoinHandle<()>>,
+    editor: Option<String>,
+}
+
+async fn main_loop(
+    mut state: AppState,
+    settings: theme::Settings,
+    t_start: Instant,
+) -> Result<i32, String> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<AppEvent>();
+    // The worker: a subprocess behind the client; hello tells whether there is a GPU.
+    let mut cfg = WorkerConfig::new(settings.device);
+    if let Some(w) = settings.watchdog_secs {
+        cfg.watchdog = Duration::from_secs_f64(w);
+    }
+    let client = WorkerClient::spawn(cfg);
+    {
+        let (client, tx) = (client.clone(), tx.clone());
+        tokio::spawn(async move {
+            let r = match tokio::time::timeout(Duration::from_secs(30), client.hello()).await {
+                Ok(Ok(Event::Hello { device, probe, .. })) => Ok(HelloInfo {
+                    device,
+                    driver: probe.driver_version,
+                    nvrtc: probe.nvrtc_version,
+                }),
+                Ok(Ok(other)) => Err(format!("unexpected worker reply {other:?}")),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err("the worker did not answer".into()),
+            };
+            let _ = tx.send(AppEvent::Hello(r));
+        });
+    }
+    // Syntax highlighting loads off the input loop.
+    {
+        let tx = tx.clone();
+        let name = settings
+            .syntax_theme
+            .clone()
+            .unwrap_or_else(|| state.theme.syntax_theme.clone());
+        let truecolor = state.theme.truecolor;
+        std::thread::spawn(move || {
+            let _ = tx.send(AppEvent::HighlighterReady(
+                highlight::Highlighter::new(&name, truecolor).map(Arc::new),
+            ));
+        });
+    }
+    // SIGTERM / SIGHUP (SSH drop): restore the terminal and leave.
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        for (kind, name) in [
+            (SignalKind::terminate(), "SIGTERM"),
+            (SignalKind::hangup(), "SIGHUP"),
+        ] {
+            if let Ok(mut sig) = signal(kind) {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    if sig.recv().await.is_some() {
+                        let _ = tx.send(AppEvent::Signal(name));
+                    }
+                });
+            }
+        }
+    }
+    install_panic_hook();
+    let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
+    let mut rtm = Runtime {
+        tx: tx.clone(),
+        client,
+        jobs: Default::default(),
+        watchers: Vec::new(),
+        playback: None,
+        editor: settings.editor.clone(),
+    };
+    let mut input = crossterm::event::EventStream::new();
+    let mut first = true;
+    let result: Result<(), String> = async {
+        loop {
+            terminal
+                .draw(|f| ui::draw(f, &state))
+                .map_err(|e| e.to_string())?;
+            if first {
+                first = false;
+                let ms = t_start.elapsed().as_secs_f64() * 1e3;
+                state.log(LogLevel::Info, format!("first frame in {ms:.0} ms"));
+                continue;
+            }
+            let ev = tokio::select! {
+                e = input.next() => match e {
+                    Some(Ok(crossterm::event::Event::Key(k))) => AppEvent::Key(k),
+                    Some(Ok(crossterm::event::Event::Resize(w, h))) => AppEvent::Resize(w, h),
+                    Some(Ok(_)) => continue,
+                    Some(Err(e)) => return Err(format!("terminal input: {e}")),
+                    None => return Ok(()),
+                },
+                e = rx.recv() => match e { Some(e) => e, None => return Ok(()) },
+            };
+            let mut pending = vec![ev];
+            // coalesce whatever else is queued into one redraw
+            while let Ok(e) = rx.try_recv() {
+                pending.push(e);
+                if pending.len() > 256 {
+                    break;
+                }
+            }
+            for ev in pending {
+                let fx = app::update(&mut state, ev);
+                for e in fx {
+                    if let Some(suspend) = execute(&mut rtm, &mut state, e) {
+                        // $EDITOR: give the terminal away, keep handling events, take it back.
+                        drop(input);
+                        ratatui::restore();
+                        run_editor(&mut rtm, &mut state, &mut rx, suspend).await;
+                        terminal = ratatui::try_init()
+                            .map_err(|e| format!("cannot reopen the terminal: {e}"))?;
+                        terminal.clear().map_err(|e| e.to_string())?;
+                        input = crossterm::event::EventStream::new();
+                    }
+                }
+            }
+            if state.quit {
+                return Ok(());
+            }
+        }
+    }
+    .await;
+    ratatui::restore();
+    for mid in rtm.jobs.values() {
+        rtm.client.cancel(*mid);
+    }
+    if let Some(p) = rtm.playback.take() {
+        p.abort();
+    }
+    result.map(|_| 0)
+}
+
+/// Carries out one effect. Returns the file to edit when the TUI must be suspended.
+fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf> {
+    match e {
+        Effect::Measure {
+            op,
+            rev,
+            mid,
+            source,
+        } => {
+            match build_measure_job(state, &op, rev, source) {
+                Ok(job) => {
+                    let (id, mut erx) = rtm.client.submit(job);
+                    rtm.jobs.insert(mid, id);
+                    let tx = rtm.tx.clone();
+                    tokio::spawn(async move {
+                        while let Some(ev) = erx.recv().await {
+                            let end = matches!(
+                                ev,
+                                JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. }
+                            );
+                            if tx.send(AppEvent::Job { mid, event: ev }).is_err() || end {
+                                break;
+                            }
+                        }
+                    });
+                }
+                Err(msg) => {
+                    let fx = app::update(
+                        state,
+                        AppEvent::Job {
+                            mid,
+                            event: JobEvent::WorkerLost {
+                                verdict: crate::engine::protocol::Verdict::Error,
+                                message: msg,
+                            },
+                        },
+                    );
+                    let _ = fx;
+                }
+            }
+            None
+        }
+        Effect::Cancel { mid } => {
+            if let Some(id) = rtm.jobs.remove(&mid) {
+                rtm.client.cancel(id);
+            }
+            None
+        }
+        Effect::ExternalEdit {
+            op: _,
+            path,
+            content,
+        } => {
+            if let Some(d) = path.parent() {
+                if let Err(e) = std::fs::create_dir_all(d) {
+                    state.log(LogLevel::Error, format!("{}: {e}", d.display()));
+                    return None;
+                }
+            }
+            if let Err(e) = std::fs::write(&path, &content) {
+                state.log(LogLevel::Error, format!("{}: {e}", path.display()));
+                return None;
+            }
+            match watch(&rtm.tx, &path) {
+                Ok(w) => rtm.watchers.push(w),
+                Err(e) => state.log(
+                    LogLevel::Warn,
+                    format!("cannot watch {}: {e}", path.display()),
+                ),
+            }
+            Some(path)
+        }
+        Effect::Playback(p) => {
+            if let Some(h) = rtm.playback.take() {
+                h.abort();
+            }
+            if let Some(period) = p {
+                let tx = rtm.tx.clone();
+                rtm.playback = Some(tokio::spawn(async move {
+                    let mut iv = tokio::time::interval(period);
+                    iv.tick().await;
+                    loop {
+                        iv.tick().await;
+                        if tx.send(AppEvent::Tick).is_err() {
+                            break;
+                        }
+                    }
+                }));
+            }
+            None
+        }
+        Effect::Quit => None,
+    }
+}
+
+fn build_measure_job(
+    state: &AppState,
+    op: &str,
+    _rev: u32,
+    source: String,
+) -> Result<crate::engine::protocol::Job, String> {
+    let p = state
+        .suite
+        .problem(op)
+        .ok_or_else(|| format!("{op} is not in the suite"))?;
+    let reference = crate::bench::suite_kernel(&state.suite, p, "reference.cu")?;
+    let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
+    let cand = crate::engine::protocol::Source {
+        name: format!("{op} v{_rev}"),
+        code: source,
+        defines: Default::default(),
+    };
+    crate::engine::build_job(
+        p,
+        cand,
+        Some(reference),
+        &ids,
+        JobKind::All,
+        Mode::Quick,
+        state.hw.as_ref(),
+    )
+}
+
+/// Watches one file; every debounced change sends its content.
+fn watch(
+    tx: &Tx,
+    path: &Path,
+) -> Result<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>, String> {
+    use notify_debouncer_mini::{DebounceEventResult, new_debouncer};
+    let target = path.to_path_buf();
+    let tx = tx.clone();
+    let canon = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
+    let mut d = new_debouncer(
+        Duration::from_millis(250),
+        move |res: DebounceEventResult| {
+            if let Ok(events) = res {
+                let hit = events.iter().any(|e| e.path == target || e.path == canon);
+                if hit {
+                    let content = std::fs::read_to_string(&target).map_err(|e| e.to_string());
+                    let _ = tx.send(AppEvent::FileChanged {
+                        path: target.clone(),
+                        content,
+                    });
+                }
+            }
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    // Watch the folder: editors often save by renaming a new file over the old one.
+    let dir = path.parent().unwrap_or(Path::new("."));
+    d.watcher()
+        .watch(dir, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| e.to_string())?;
+    Ok(d)
+}
+
+async fn run_editor(
+    rtm: &mut Runtime,
+    state: &mut AppState,
+    rx: &mut mpsc::UnboundedReceiver<AppEvent>,
+    path: PathBuf,
+) {
+    let editor = rtm
+        .editor
+        .clone()
+        .or_else(|| std::env::var("VISUAL").ok())
+        .or_else(|| std::env::var("EDITOR").ok())
+        .unwrap_or_else(|| "vi".into());
+    let mut parts = editor.split_whitespace();
+    let prog = parts.next().unwrap_or("vi").to_string();
+    let args: Vec<String> = parts.map(|s| s.to_string()).collect();
+    let child = tokio::process::Command::new(&prog)
+        .args(&args)
+        .arg(&path)
+        .spawn();
+    let status = match child {
+        Ok(mut c) => loop {
+            tokio::select! {
+                st = c.wait() => break match st { Ok(s) => s.to_string(), Err(e) => e.to_string() },
+                Some(ev) = rx.recv() => {
+                    let fx = app::update(state, ev);
+                    for e in fx {
+                        let _ = execute(rtm, state, e);
+                    }
+                }
+            }
+        },
+        Err(e) => format!("cannot start `{editor}`: {e}"),
+    };
+    let _ = rtm.tx.send(AppEvent::EditorExited { path, status });
+}
+
+/// `replay FILE --json [--timing]`: the summary of a session, without a terminal.
+pub fn replay_json(ws: &Workspace, file: &Path, timing: bool) -> Result<i32, String> {
+    let suite = Suite::load(ws.suite_source()).map_err(|e| e.to_string())?;
+    let t0 = Instant::now();
+    let loaded = crate::session::load(file)?;
+    let t1 = Instant::now();
+    let model = Model::from_records(&suite, &loaded.records);
+    let t2 = Instant::now();
+    let mut doc = crate::session::summary(&suite, &loaded, &model);
+    doc["file"] = serde_json::json!(file.file_name().map(|n| n.to_string_lossy().to_string()));
+    if timing {
+        doc["timing"] = serde_json::json!({
+            "load_ms": (t1 - t0).as_secs_f64() * 1e3,
+            "rebuild_ms": (t2 - t1).as_secs_f64() * 1e3,
+            "total_ms": (t2 - t0).as_secs_f64() * 1e3,
+        });
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+    );
+    Ok(0)
+}

@@ -1,0 +1,755 @@
+use super::app::*;
+use super::highlight::Highlighter;
+use super::theme::Theme;
+use super::ui;
+use crate::engine::client::JobEvent;
+use crate::engine::protocol::{Diagnostic, Event, Verdict};
+use crate::session::fixtures::*;
+use crate::session::{Author, DecidedBy, Decision, Model, RevVerdict, SessionEvent};
+use crossterm::event::KeyCode;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use std::sync::Arc;
+
+/// The fixture state: the fixture suite, the demo session, a GPU present, rms_norm selected.
+fn fixture_state(extra: Vec<SessionEvent>) -> AppState {
+    let suite = Arc::new(fixture_suite());
+    let mut ev = demo_events(&suite);
+    ev.extend(extra);
+    let model = Model::from_records(&suite, &records(ev));
+    let hw = suite.hardware("H200").ok().cloned();
+    let mut s = AppState::new(
+        suite,
+        model,
+        Theme::builtin("dark", true).unwrap(),
+        hw,
+        std::env::temp_dir().join("atrex-tui-test-kernels"),
+    );
+    s.worker = WorkerState::Ready {
+        gpu: "NVIDIA H200".into(),
+        sm_clock_mhz: 1980,
+    };
+    let i = s
+        .visible_ops()
+        .iter()
+        .position(|o| o == "rms_norm")
+        .unwrap();
+    s.op_sel = i;
+    s.rev_sel = 1;
+    s.refresh();
+    s
+}
+
+fn tuner_v3() -> Vec<SessionEvent> {
+    let mut v = vec![revision(
+        "rms_norm",
+        3,
+        Some(1),
+        Author::Tuner,
+        "MAX_THREADS 256",
+        "// v3\nint x;\n",
+    )];
+    v.extend(measured(
+        "rms_norm",
+        3,
+        5,
+        &[
+            (0, 0.7),
+            (1, 0.72),
+            (2, 0.74),
+            (3, 0.8),
+            (4, 0.81),
+            (5, 0.9),
+        ],
+    ));
+    v
+}
+
+fn render(s: &AppState, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, s)).unwrap();
+    t
+}
+
+fn screen(s: &AppState, w: u16, h: u16) -> String {
+    render(s, w, h).backend().to_string()
+}
+
+fn send(s: &mut AppState, evs: Vec<AppEvent>) -> Vec<Effect> {
+    evs.into_iter().flat_map(|e| update(s, e)).collect()
+}
+
+fn typed(text: &str) -> Vec<AppEvent> {
+    text.chars().map(|c| press(KeyCode::Char(c))).collect()
+}
+
+fn last_event(s: &AppState) -> &SessionEvent {
+    &s.journal.last().expect("an event was recorded").event
+}
+
+#[test]
+fn snapshot_main_80x24() {
+    let s = fixture_state(vec![]);
+    insta::assert_snapshot!("main_80x24", screen(&s, 80, 24));
+}
+
+#[test]
+fn snapshot_main_200x50() {
+    let s = fixture_state(vec![]);
+    insta::assert_snapshot!("main_200x50", screen(&s, 200, 50));
+}
+
+#[test]
+fn snapshot_help_overlay() {
+    let mut s = fixture_state(vec![]);
+    send(&mut s, vec![press(KeyCode::Char('?'))]);
+    let out = screen(&s, 100, 40);
+    for (_, k, _) in HELP {
+        assert!(out.contains(k), "help lacks {k}");
+    }
+    insta::assert_snapshot!("help_100x40", out);
+}
+
+#[test]
+fn snapshot_diff_pane_with_a_compile_error() {
+    let mut s = fixture_state(vec![]);
+    s.rev_sel = 2; // v2: compile error, diff against v1
+    s.refresh();
+    let mut t = Terminal::new(TestBackend::new(90, 16)).unwrap();
+    t.draw(|f| ui::draw_diff(f, f.area(), &s)).unwrap();
+    let out = t.backend().to_string();
+    assert!(out.contains("▲ error (line 84)"), "{out}");
+    assert!(out.contains("+ this is not C++"), "{out}");
+    insta::assert_snapshot!("diff_pane", out);
+}
+
+#[test]
+fn snapshot_gauges_pane() {
+    let s = fixture_state(vec![]);
+    let mut t = Terminal::new(TestBackend::new(70, 30)).unwrap();
+    t.draw(|f| ui::draw_gauges(f, f.area(), &s)).unwrap();
+    let out = t.backend().to_string();
+    assert!(out.contains("roofline · H200"), "{out}");
+    assert!(out.contains("0.560"), "{out}");
+    insta::assert_snapshot!("gauges_pane", out);
+}
+
+#[test]
+fn snapshot_replay_bar() {
+    let suite = Arc::new(fixture_suite());
+    let recs = records(demo_events(&suite));
+    let mut s = AppState::new(
+        suite.clone(),
+        Model::new(&suite),
+        Theme::builtin("dark", true).unwrap(),
+        suite.hardware("H200").ok().cloned(),
+        std::env::temp_dir(),
+    );
+    s.worker = WorkerState::NoGpu("none".into());
+    s.start_replay("demo.jsonl".into(), recs, vec![]);
+    send(
+        &mut s,
+        vec![press(KeyCode::Char(',')), press(KeyCode::Char(','))],
+    );
+    let out = screen(&s, 120, 30);
+    assert!(out.contains("no GPU: browse and replay only"), "{out}");
+    assert!(out.contains("event 32/34"), "{out}");
+    insta::assert_snapshot!("replay_120x30", out);
+}
+
+#[test]
+fn light_theme_and_256_colours_render() {
+    let mut s = fixture_state(vec![]);
+    s.theme = Theme::builtin("light", false).unwrap();
+    let t = render(&s, 80, 24);
+    let cell = &t.backend().buffer()[(0, 0)];
+    assert!(
+        matches!(cell.bg, ratatui::style::Color::Indexed(_)),
+        "{cell:?}"
+    );
+}
+
+#[test]
+fn accept_makes_the_incumbent_and_is_recorded() {
+    let mut s = fixture_state(tuner_v3());
+    s.focus = PaneId::Revisions;
+    send(&mut s, vec![press(KeyCode::Char('G'))]);
+    assert_eq!(s.selected_rev().unwrap().rev, 3);
+    let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert!(fx.is_empty());
+    assert_eq!(
+        last_event(&s),
+        &SessionEvent::Decision {
+            op: "rms_norm".into(),
+            rev: 3,
+            decision: Decision::Accepted,
+            by: DecidedBy::Human
+        }
+    );
+    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(3));
+    assert!(screen(&s, 200, 50).contains("★ v3"));
+}
+
+#[test]
+fn reject_is_recorded_and_failing_revisions_cannot_be_accepted() {
+    let mut s = fixture_state(tuner_v3());
+    s.rev_sel = 3;
+    send(&mut s, vec![press(KeyCode::Char('n'))]);
+    assert_eq!(
+        last_event(&s),
+        &SessionEvent::Decision {
+            op: "rms_norm".into(),
+            rev: 3,
+            decision: Decision::Rejected,
+            by: DecidedBy::Human
+        }
+    );
+    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(1));
+    // v2 has a compile error: accepting it is refused, nothing recorded
+    s.rev_sel = 2;
+    let n = s.journal.len();
+    send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(s.journal.len(), n);
+    assert!(
+        s.ui_log
+            .last()
+            .unwrap()
+            .text
+            .contains("cannot accept rms_norm v2: compile error")
+    );
+    // the baseline cannot be rejected
+    s.rev_sel = 0;
+    send(&mut s, vec![press(KeyCode::Char('n'))]);
+    assert_eq!(s.journal.len(), n);
+}
+
+#[test]
+fn steer_is_recorded_and_shown_in_the_log() {
+    let mut s = fixture_state(vec![]);
+    send(&mut s, vec![press(KeyCode::Char('s'))]);
+    assert!(matches!(s.modal, Modal::Steer(_)));
+    send(&mut s, typed("use one warp per row"));
+    send(&mut s, vec![press(KeyCode::Enter)]);
+    assert!(matches!(s.modal, Modal::None));
+    assert_eq!(
+        last_event(&s),
+        &SessionEvent::Steer {
+            op: Some("rms_norm".into()),
+            text: "use one warp per row".into()
+        }
+    );
+    assert_eq!(s.model.steering.len(), 2);
+    assert!(screen(&s, 200, 50).contains("steer (rms_norm): use one warp per row"));
+    // Esc cancels without recording
+    let n = s.journal.len();
+    send(&mut s, vec![press(KeyCode::Char('s'))]);
+    send(&mut s, typed("x"));
+    send(&mut s, vec![press(KeyCode::Esc)]);
+    assert_eq!(s.journal.len(), n);
+}
+
+#[test]
+fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
+    let mut s = fixture_state(vec![]);
+    s.rev_sel = 1;
+    send(&mut s, vec![press(KeyCode::Char('e'))]);
+    assert!(matches!(s.modal, Modal::Editor(_)));
+    send(&mut s, vec![press_ctrl('s')]);
+    assert!(s.journal.is_empty(), "unchanged text is not saved");
+    send(&mut s, vec![press(KeyCode::Char('g'))]); // the editor takes keys as text
+    send(&mut s, typed("oops "));
+    let fx = send(&mut s, vec![press_ctrl('s')]);
+    let src = match &s.journal[0].event {
+        SessionEvent::Revision {
+            op,
+            rev,
+            parent,
+            author,
+            via,
+            source,
+            ..
+        } => {
+            assert_eq!(
+                (op.as_str(), *rev, *parent, author, via.as_deref()),
+                ("rms_norm", 3, Some(1), &Author::Human, Some("editor"))
+            );
+            source.clone()
+        }
+        e => panic!("{e:?}"),
+    };
+    assert!(src.starts_with("goops /* atrex:plan"), "{}", &src[..30]);
+    let mid = match &s.journal[1].event {
+        SessionEvent::MeasureStart { op, rev, mid, .. } => {
+            assert_eq!((op.as_str(), *rev), ("rms_norm", 3));
+            *mid
+        }
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(
+        fx,
+        vec![Effect::Measure {
+            op: "rms_norm".into(),
+            rev: 3,
+            mid,
+            source: src
+        }]
+    );
+    assert_eq!(s.selected_rev().unwrap().rev, 3);
+    assert_eq!(s.selected_rev().unwrap().verdict(), RevVerdict::Measuring);
+    // the worker reports a compile error on line 1
+    send(
+        &mut s,
+        vec![
+            AppEvent::Job {
+                mid,
+                event: JobEvent::Worker(Event::Progress {
+                    id: 9,
+                    stage: "compile".into(),
+                    shape: None,
+                    done: 0,
+                    total: 6,
+                }),
+            },
+            AppEvent::Job {
+                mid,
+                event: JobEvent::Worker(Event::Compiled {
+                    id: 9,
+                    which: "candidate".into(),
+                    ok: false,
+                    cached: false,
+                    ms: 120.0,
+                    diagnostics: vec![Diagnostic {
+                        line: 1,
+                        severity: "error".into(),
+                        msg: "identifier \"goops\" is undefined".into(),
+                    }],
+                    log: String::new(),
+                    resources: Default::default(),
+                }),
+            },
+            AppEvent::Job {
+                mid,
+                event: JobEvent::Worker(Event::Done {
+                    id: 9,
+                    verdict: Verdict::CompileError,
+                    message: None,
+                }),
+            },
+        ],
+    );
+    assert!(s.jobs.is_empty());
+    assert_eq!(
+        s.model.ops["rms_norm"].rev(3).unwrap().verdict(),
+        RevVerdict::CompileError
+    );
+    let out = screen(&s, 120, 40);
+    assert!(
+        out.contains("line 1: error: identifier \"goops\" is undefined"),
+        "{out}"
+    );
+    // closing the editor shows the diagnostic inline in the diff
+    send(&mut s, vec![press(KeyCode::Esc)]);
+    assert!(matches!(s.modal, Modal::None));
+    assert!(
+        s.diff
+            .lines
+            .iter()
+            .any(|l| l.to_string().contains("▲ error (line 1)"))
+    );
+}
+
+#[test]
+fn edit_without_a_gpu_records_but_does_not_measure() {
+    let mut s = fixture_state(vec![]);
+    s.worker = WorkerState::NoGpu("no driver".into());
+    send(
+        &mut s,
+        vec![
+            press(KeyCode::Char('e')),
+            press(KeyCode::Char('x')),
+            press_ctrl('s'),
+        ],
+    );
+    assert_eq!(s.journal.len(), 1);
+    assert!(matches!(last_event(&s), SessionEvent::Revision { .. }));
+    assert!(s.ui_log.last().unwrap().text.contains("no GPU"));
+    let fx = send(&mut s, vec![press(KeyCode::Esc), press(KeyCode::Char('m'))]);
+    assert!(fx.is_empty());
+}
+
+#[test]
+fn external_edit_records_and_measures_every_save() {
+    let mut s = fixture_state(vec![]);
+    s.rev_sel = 1;
+    let fx = send(&mut s, vec![press(KeyCode::Char('E'))]);
+    let path = match &fx[..] {
+        [Effect::ExternalEdit { op, path, content }] => {
+            assert_eq!(op, "rms_norm");
+            assert!(path.ends_with("rms_norm/v1.cu"), "{path:?}");
+            assert_eq!(content, &s.model.ops["rms_norm"].rev(1).unwrap().source);
+            path.clone()
+        }
+        other => panic!("{other:?}"),
+    };
+    let fx = send(
+        &mut s,
+        vec![AppEvent::FileChanged {
+            path: path.clone(),
+            content: Ok("// saved once\n".into()),
+        }],
+    );
+    assert!(
+        matches!(&fx[..], [Effect::Measure { rev: 3, .. }]),
+        "{fx:?}"
+    );
+    assert!(
+        matches!(&s.journal[0].event, SessionEvent::Revision { rev: 3, parent: Some(1), via: Some(v), .. } if v == "external")
+    );
+    // same content again: nothing; new content: v4 from v3
+    assert!(
+        send(
+            &mut s,
+            vec![AppEvent::FileChanged {
+                path: path.clone(),
+                content: Ok("// saved once\n".into())
+            }]
+        )
+        .is_empty()
+    );
+    let fx = send(
+        &mut s,
+        vec![AppEvent::FileChanged {
+            path,
+            content: Ok("// saved twice\n".into()),
+        }],
+    );
+    assert!(
+        matches!(&fx[..], [Effect::Measure { rev: 4, .. }]),
+        "{fx:?}"
+    );
+    assert_eq!(s.model.ops["rms_norm"].rev(4).unwrap().parent, Some(3));
+}
+
+#[test]
+fn measure_streams_results_into_the_state() {
+    let mut s = fixture_state(vec![]);
+    s.rev_sel = 0;
+    let fx = send(&mut s, vec![press(KeyCode::Char('m'))]);
+    let [Effect::Measure { mid, rev: 0, .. }] = fx[..] else {
+        panic!("{fx:?}")
+    };
+    send(
+        &mut s,
+        vec![AppEvent::Job {
+            mid,
+            event: JobEvent::Worker(Event::ShapeDone {
+                id: 1,
+                result: shape_result(0, Some(0.9), Verdict::Pass, 0.01),
+            }),
+        }],
+    );
+    assert_eq!(
+        s.model.ops["rms_norm"].status(),
+        crate::session::OpStatus::Measuring
+    );
+    assert!(screen(&s, 200, 50).contains("◔ measuring rms_norm v0"));
+    send(
+        &mut s,
+        vec![AppEvent::Job {
+            mid,
+            event: JobEvent::Worker(Event::Done {
+                id: 1,
+                verdict: Verdict::Pass,
+                message: None,
+            }),
+        }],
+    );
+    assert_eq!(
+        s.model.ops["rms_norm"].rev(0).unwrap().verdict(),
+        RevVerdict::Score(0.9)
+    );
+    // a lost worker ends the job with an error recorded
+    let fx = send(&mut s, vec![press(KeyCode::Char('m'))]);
+    let [Effect::Measure { mid, .. }] = fx[..] else {
+        panic!()
+    };
+    send(
+        &mut s,
+        vec![AppEvent::Job {
+            mid,
+            event: JobEvent::WorkerLost {
+                verdict: Verdict::Timeout,
+                message: "watchdog".into(),
+            },
+        }],
+    );
+    assert_eq!(
+        s.model.ops["rms_norm"].rev(0).unwrap().verdict(),
+        RevVerdict::Failed("timeout".into())
+    );
+}
+
+#[test]
+fn quit_confirms_while_measuring() {
+    let mut s = fixture_state(vec![]);
+    let fx = send(&mut s, vec![press(KeyCode::Char('m'))]);
+    let [Effect::Measure { mid, .. }] = fx[..] else {
+        panic!()
+    };
+    assert!(send(&mut s, vec![press(KeyCode::Char('q'))]).is_empty());
+    assert!(matches!(s.modal, Modal::ConfirmQuit));
+    send(&mut s, vec![press(KeyCode::Char('n'))]);
+    assert!(!s.quit);
+    let fx = send(
+        &mut s,
+        vec![press(KeyCode::Char('q')), press(KeyCode::Char('y'))],
+    );
+    assert_eq!(fx, vec![Effect::Cancel { mid }, Effect::Quit]);
+    assert!(s.quit);
+    let mut s = fixture_state(vec![]);
+    assert_eq!(
+        send(&mut s, vec![press(KeyCode::Char('q'))]),
+        vec![Effect::Quit]
+    );
+}
+
+#[test]
+fn navigation_phase_filter_and_diff_modes() {
+    let mut s = fixture_state(tuner_v3());
+    let before = s.selected_op();
+    send(&mut s, vec![press(KeyCode::Char('p'))]);
+    assert_eq!(s.phase, crate::suite::PhaseFilter::Prefill);
+    assert_eq!(
+        s.selected_op(),
+        before,
+        "rms_norm runs in prefill: stays selected"
+    );
+    send(
+        &mut s,
+        vec![press(KeyCode::Char('p')), press(KeyCode::Char('p'))],
+    );
+    assert_eq!(s.phase, crate::suite::PhaseFilter::All);
+    send(&mut s, vec![press(KeyCode::Char('g'))]);
+    assert_eq!(s.op_sel, 0);
+    send(&mut s, vec![press(KeyCode::Tab)]);
+    assert_eq!(s.focus, PaneId::Revisions);
+    assert!(
+        super::app::commands(&s).iter().any(|(k, _)| *k == "y"),
+        "hints come from the focused pane"
+    );
+    send(
+        &mut s,
+        vec![press(KeyCode::BackTab), press(KeyCode::Char('G'))],
+    );
+    let ops = s.visible_ops();
+    assert_eq!(s.selected_op().as_deref(), ops.last().map(|x| x.as_str()));
+    let i = ops.iter().position(|o| o == "rms_norm").unwrap();
+    s.op_sel = i;
+    s.rev_sel = 3;
+    s.refresh();
+    assert!(s.diff.title.contains("vs v1 (parent)"), "{}", s.diff.title);
+    send(&mut s, vec![press(KeyCode::Char('d'))]);
+    assert!(
+        s.diff.title.contains("v3 vs v1 (incumbent)"),
+        "{}",
+        s.diff.title
+    );
+    send(&mut s, vec![press(KeyCode::Char('f'))]);
+    assert!(s.diff.title.contains("full source"), "{}", s.diff.title);
+    send(&mut s, vec![press(KeyCode::Char('a'))]);
+    assert!(
+        s.ui_log
+            .last()
+            .unwrap()
+            .text
+            .contains("agent: none (not built yet)")
+    );
+}
+
+#[test]
+fn replay_steps_seek_and_rebuild_from_events_alone() {
+    let suite = Arc::new(fixture_suite());
+    let recs = records(demo_events(&suite));
+    let mut s = AppState::new(
+        suite.clone(),
+        Model::new(&suite),
+        Theme::builtin("dark", true).unwrap(),
+        None,
+        std::env::temp_dir(),
+    );
+    s.start_replay("demo".into(), recs.clone(), vec![]);
+    assert_eq!(s.replay.as_ref().unwrap().pos, recs.len());
+    for (keys, pos) in [
+        (vec![','], recs.len() - 1),
+        (vec!['[', '['], recs.len() - 21),
+        (vec!['.'], recs.len() - 20),
+        (vec!['0'], 0),
+        (vec!['$'], recs.len()),
+    ] {
+        send(
+            &mut s,
+            keys.into_iter().map(|c| press(KeyCode::Char(c))).collect(),
+        );
+        assert_eq!(s.replay.as_ref().unwrap().pos, pos);
+        assert!(
+            s.model == Model::from_records(&suite, &recs[..pos]),
+            "state at {pos} differs from a rebuild"
+        );
+    }
+    send(
+        &mut s,
+        vec![press(KeyCode::Char('0')), press(KeyCode::Char('r'))],
+    );
+    let pos = s.replay.as_ref().unwrap().pos;
+    assert!(matches!(
+        recs[pos - 1].event,
+        SessionEvent::Revision { rev: 0, .. }
+    ));
+    // read-only: decisions are refused, play starts a timer
+    let n = s.model.applied;
+    send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(s.model.applied, n);
+    let fx = send(&mut s, vec![press(KeyCode::Char(' '))]);
+    assert!(matches!(fx[..], [Effect::Playback(Some(_))]));
+    let before = s.replay.as_ref().unwrap().pos;
+    send(&mut s, vec![AppEvent::Tick]);
+    assert_eq!(s.replay.as_ref().unwrap().pos, before + 1);
+    assert!(s.journal.is_empty(), "replay writes nothing");
+}
+
+#[test]
+fn highlighting_colours_cuda_as_cpp() {
+    let h = Highlighter::new("OneHalfDark", true).unwrap();
+    let lines = h.highlight("__global__ void k(int* x) { x[0] = 1; }\n");
+    let colours: std::collections::BTreeSet<String> = lines[0]
+        .iter()
+        .map(|(s, _)| format!("{:?}", s.fg))
+        .collect();
+    assert!(colours.len() >= 3, "{lines:?}");
+    assert!(
+        Highlighter::new("no such theme", true)
+            .unwrap_err()
+            .contains("OneHalfDark")
+    );
+}
+
+#[test]
+fn changed_words_are_emphasised() {
+    let t = Theme::builtin("dark", true).unwrap();
+    let old = "int a = 1;\nint b = 2;\n";
+    let new = "int a = 1;\nint b = 3;\n";
+    let hl = |c: &str| {
+        Arc::new(
+            c.lines()
+                .map(|l| vec![(ratatui::style::Style::default(), l.to_string())])
+                .collect::<Vec<_>>(),
+        )
+    };
+    let v = super::highlight::build_diff(
+        "x".into(),
+        Some(old),
+        new,
+        Some(&hl(old)),
+        &hl(new),
+        false,
+        &[],
+        &t,
+    );
+    assert_eq!((v.added, v.removed), (1, 1));
+    let plus = v
+        .lines
+        .iter()
+        .find(|l| l.to_string().contains("+ int b = 3;"))
+        .unwrap();
+    let emph: Vec<&str> = plus
+        .spans
+        .iter()
+        .filter(|s| s.style.bg == Some(t.added_emph_bg))
+        .map(|s| s.content.as_ref())
+        .collect();
+    assert_eq!(emph, vec!["3;"]);
+}
+
+/// Frame timing: `cargo test --release --lib frame_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn frame_timing() {
+    use crate::suite::{Suite, SuiteSource};
+    let t0 = std::time::Instant::now();
+    let suite = Arc::new(Suite::load(SuiteSource::Embedded).unwrap());
+    let model = Model::new(&suite);
+    let hw = suite.hardware("H200").ok().cloned();
+    let s = AppState::new(
+        suite.clone(),
+        model,
+        Theme::builtin("dark", true).unwrap(),
+        hw,
+        std::env::temp_dir(),
+    );
+    let first = render(&s, 200, 50);
+    let first_ms = t0.elapsed().as_secs_f64() * 1e3;
+    drop(first);
+    // 1,000 revisions with every shape measured, spread over the operators
+    let mut ev = Vec::new();
+    let ops: Vec<&crate::suite::Problem> = suite.problems.iter().collect();
+    let mut mid = 0;
+    for i in 0..1000u32 {
+        let p = ops[i as usize % ops.len()];
+        let rev = i / ops.len() as u32 + 1;
+        ev.push(revision(
+            &p.name,
+            rev,
+            None,
+            Author::Tuner,
+            "sweep",
+            &format!("// {i}\n__global__ void k() {{ int x = {i}; }}\n"),
+        ));
+        mid += 1;
+        let shapes: Vec<(u32, f64)> = p
+            .shapes
+            .iter()
+            .map(|s| (s.id, 0.3 + (s.id % 7) as f64 * 0.05))
+            .collect();
+        ev.extend(measured(&p.name, rev, mid, &shapes));
+    }
+    let model = Model::from_records(&suite, &records(ev));
+    let mut s = AppState::new(
+        suite.clone(),
+        model,
+        Theme::builtin("dark", true).unwrap(),
+        suite.hardware("H200").ok().cloned(),
+        std::env::temp_dir(),
+    );
+    s.highlighter = Some(Arc::new(Highlighter::new("OneHalfDark", true).unwrap()));
+    s.refresh();
+    let big = suite
+        .problems
+        .iter()
+        .max_by_key(|p| p.shapes.len())
+        .unwrap()
+        .name
+        .clone();
+    let i = s.visible_ops().iter().position(|o| *o == big).unwrap();
+    s.op_sel = i;
+    s.refresh();
+    let mut term = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    let mut times = Vec::new();
+    for _ in 0..200 {
+        let t = std::time::Instant::now();
+        term.draw(|f| ui::draw(f, &s)).unwrap();
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "frame timing at 200x50: {} shapes, {} revisions: first frame {first_ms:.1} ms (suite load + state + draw); frame median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        suite.shape_count(),
+        s.model
+            .ops
+            .values()
+            .map(|o| o.revisions.len())
+            .sum::<usize>(),
+        times[times.len() / 2],
+        times[times.len() * 99 / 100],
+        times[times.len() - 1]
+    );
+}

@@ -1,0 +1,126 @@
+//! End to end: the real binary in tmux (send-keys, capture-pane). Skipped, with a message, when
+//! tmux is not installed.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn tmux(args: &[&str]) -> String {
+    let out = Command::new("tmux").args(args).output().expect("tmux runs");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn capture(session: &str) -> String {
+    tmux(&["capture-pane", "-p", "-t", session])
+}
+
+fn wait_for(session: &str, what: &str, secs: u64) -> String {
+    let t0 = Instant::now();
+    loop {
+        let s = capture(session);
+        if s.contains(what) {
+            return s;
+        }
+        if t0.elapsed() > Duration::from_secs(secs) {
+            panic!("screen never showed `{what}`:\n{s}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+struct Kill(String);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .output();
+    }
+}
+
+#[test]
+fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
+        return;
+    }
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"));
+    let dir = std::env::temp_dir().join(format!("atrex-tmux-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("cfg")).unwrap();
+    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui_ws");
+    let session = format!("atrex-e2e-{}", std::process::id());
+    let _kill = Kill(session.clone());
+    // After the TUI exits, the shell reports the exit code and the terminal modes.
+    let script = format!(
+        "ATREX_TUI_CONFIG_DIR='{cfg}' '{exe}' --workspace '{ws}' --config '{cfg}/config.toml'; echo \"EXIT=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60",
+        cfg = dir.join("cfg").display(),
+        exe = exe.display(),
+        ws = ws.display(),
+    );
+    // the session file goes to a temporary folder, not the fixture
+    std::fs::write(
+        dir.join("cfg/config.toml"),
+        format!("sessions_dir = '{}'\n", dir.join("sessions").display()),
+    )
+    .unwrap();
+    let st = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let s = wait_for(&session, "operators · all", 20);
+    assert!(s.contains("paged_attention_decode"), "{s}");
+    wait_for(&session, "no GPU: browse and replay only", 30);
+    // navigate to rms_norm (the second operator) and see its baseline source
+    tmux(&["send-keys", "-t", &session, "j"]);
+    let s = wait_for(&session, "revisions · rms_norm", 5);
+    assert!(s.contains("rms_norm v0 · full source"), "{s}");
+    tmux(&["send-keys", "-t", &session, "Tab"]);
+    wait_for(&session, "y accept", 5);
+    tmux(&["send-keys", "-t", &session, "?"]);
+    let s = wait_for(&session, "keys · Esc closes", 5);
+    assert!(s.contains("accept the selected revision"), "{s}");
+    tmux(&["send-keys", "-t", &session, "Escape"]);
+    let t0 = Instant::now();
+    while capture(&session).contains("keys · Esc closes") {
+        assert!(t0.elapsed() < Duration::from_secs(5), "help did not close");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let s = wait_for(&session, "EXIT=", 10);
+    assert!(s.contains("EXIT=0"), "{s}");
+    // the terminal is restored: canonical mode and echo are back, the alternate screen is gone
+    let modes = wait_for(&session, "icanon", 5);
+    assert!(
+        modes.contains(" icanon") || modes.contains("\nicanon"),
+        "{modes}"
+    );
+    assert!(
+        !modes.contains("-icanon") && !modes.contains("-echo"),
+        "{modes}"
+    );
+    assert!(
+        !modes.contains("operators · all"),
+        "the alternate screen was left:\n{modes}"
+    );
+    // one session file was recorded
+    let files: Vec<_> = std::fs::read_dir(dir.join("sessions")).unwrap().collect();
+    assert_eq!(files.len(), 1);
+}

@@ -28,6 +28,8 @@ fn job(name: &str) -> Job {
             rel_l2: 0.0,
         },
         seeds: vec![1],
+        generator: None,
+        arch: None,
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cpu;
 pub mod doctor;
 pub mod engine;
 pub mod expr;

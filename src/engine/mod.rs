@@ -73,6 +73,15 @@ pub fn shape_job(
     let s = p
         .shape(shape_id)
         .ok_or_else(|| format!("{} has no shape {shape_id}", p.name))?;
+    shape_job_for(p, s, hw)
+}
+
+/// A job shape for any parameter set of the operator (reduced shapes in tests).
+pub fn shape_job_for(
+    p: &Problem,
+    s: &crate::suite::Shape,
+    hw: Option<&HardwareProfile>,
+) -> Result<ShapeJob, String> {
     let env = p.env(s).map_err(|e| e.to_string())?;
     let w = p.work_in(&env, s.id).map_err(|e| e.to_string())?;
     let sol_s = match hw {

@@ -1,6 +1,6 @@
 //! `bench` and `calibrate`: headless measurement through the worker.
 
-use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig};
+use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig, WorkerPool};
 use crate::engine::protocol::*;
 use crate::roofline::{self, ShapeScore};
 use crate::suite::{Problem, Suite};
@@ -38,7 +38,15 @@ pub struct Outcome {
 
 /// Runs a job to completion, printing progress to stderr when asked.
 pub async fn collect(client: &WorkerClient, job: Job, progress: bool) -> Outcome {
-    let (_, mut rx) = client.submit(job);
+    let (_, rx) = client.submit(job);
+    collect_rx(rx, progress).await
+}
+
+/// Collects one job's events from its receiver.
+pub async fn collect_rx(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<JobEvent>,
+    progress: bool,
+) -> Outcome {
     let mut o = Outcome::default();
     while let Some(ev) = rx.recv().await {
         match ev {
@@ -139,7 +147,7 @@ pub fn run(
     shape_ids: &[u32],
     quick: bool,
     hardware: Option<&str>,
-    device: u32,
+    device: Option<u32>,
     as_json: bool,
 ) -> Result<i32, String> {
     let p = suite
@@ -174,15 +182,22 @@ pub fn run(
     };
     let rt = runtime()?;
     rt.block_on(async {
-        let client = WorkerClient::spawn(WorkerConfig::new(device));
+        let client = WorkerClient::spawn(WorkerConfig::new(device.unwrap_or(0)));
+        let mut probe_devices = Vec::new();
         let (dev, driver, nvrtc) = match client.hello().await {
             Ok(Event::Hello {
                 device: Some(d),
                 probe,
                 ..
-            }) => (d, probe.driver_version, probe.nvrtc_version),
+            }) => {
+                probe_devices = probe.devices.clone();
+                (d, probe.driver_version, probe.nvrtc_version)
+            }
             Ok(Event::Hello { device: None, .. }) => {
-                eprintln!("atrex-tui: no GPU {device}: measurement is unavailable");
+                eprintln!(
+                    "atrex-tui: no GPU {}: measurement is unavailable",
+                    device.unwrap_or(0)
+                );
                 return Ok(EXIT_NO_GPU);
             }
             Ok(other) => return Err(format!("unexpected worker reply {other:?}")),
@@ -202,17 +217,60 @@ pub fn run(
             ));
         };
         let mode = if quick { Mode::Quick } else { Mode::Full };
-        let job = crate::engine::build_job(
-            p,
-            candidate.clone(),
-            Some(reference),
-            &ids,
-            JobKind::All,
-            mode,
-            Some(hw),
-        )?;
+        let devices: Vec<u32> = match device {
+            Some(d) => vec![d],
+            None => probe_devices.iter().map(|d| d.index).collect(),
+        };
         let t0 = std::time::Instant::now();
-        let o = collect(&client, job, !as_json).await;
+        let o = if devices.len() <= 1 {
+            let job = crate::engine::build_job(
+                p,
+                candidate.clone(),
+                Some(reference),
+                &ids,
+                JobKind::All,
+                mode,
+                Some(hw),
+            )?;
+            collect(&client, job, !as_json).await
+        } else {
+            // One job per shape, spread over every GPU.
+            drop(client);
+            let pool = WorkerPool::spawn(devices.iter().map(|d| WorkerConfig::new(*d)).collect());
+            if !as_json {
+                eprintln!("spreading {} shapes over {} GPUs", ids.len(), pool.len());
+            }
+            let mut pending = Vec::new();
+            for id in &ids {
+                let job = crate::engine::build_job(
+                    p,
+                    candidate.clone(),
+                    Some(reference.clone()),
+                    &[*id],
+                    JobKind::All,
+                    mode,
+                    Some(hw),
+                )?;
+                let (_, _, rx) = pool.submit(job).ok_or("no GPU worker")?;
+                pending.push(collect_rx(rx, false));
+            }
+            let parts = futures::future::join_all(pending).await;
+            let mut o = Outcome::default();
+            for part in parts {
+                if o.compiled.is_empty() {
+                    o.compiled = part.compiled;
+                }
+                o.shapes.extend(part.shapes);
+                if !matches!(part.verdict, Some(Verdict::Pass)) && o.message.is_none() {
+                    o.verdict = part.verdict;
+                    o.message = part.message;
+                } else if o.verdict.is_none() {
+                    o.verdict = part.verdict;
+                }
+            }
+            o.shapes.sort_by_key(|r| r.shape);
+            o
+        };
         let wall_s = t0.elapsed().as_secs_f64();
         let s_op = s_op_of(&o.shapes);
         let failed = o.shapes.iter().any(|r| !matches!(r.verdict, Verdict::Pass))

@@ -82,9 +82,9 @@ pub enum Command {
         /// Hardware profile for T_SOL (default: the one matching the GPU).
         #[arg(long)]
         hardware: Option<String>,
-        /// GPU index.
-        #[arg(long, default_value_t = 0)]
-        device: u32,
+        /// GPU index (default: every GPU, shapes spread over them).
+        #[arg(long)]
+        device: Option<u32>,
         #[arg(long)]
         json: bool,
     },

@@ -398,3 +398,72 @@ pub fn probe_blocking(device: u32) -> Result<ProbeInfo, String> {
         }
     })
 }
+
+/// One worker per GPU; jobs go to the worker with the fewest jobs in flight.
+#[derive(Clone)]
+pub struct WorkerPool {
+    workers: Vec<(WorkerClient, std::sync::Arc<std::sync::atomic::AtomicUsize>)>,
+}
+
+impl WorkerPool {
+    /// A worker for each configuration (one per device).
+    pub fn spawn(configs: Vec<WorkerConfig>) -> WorkerPool {
+        WorkerPool {
+            workers: configs
+                .into_iter()
+                .map(|c| {
+                    (
+                        WorkerClient::spawn(c),
+                        std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.workers.is_empty()
+    }
+
+    pub fn worker(&self, i: usize) -> Option<&WorkerClient> {
+        self.workers.get(i).map(|w| &w.0)
+    }
+
+    /// Queues a job on the least-loaded worker. Returns (worker index, job id, events).
+    pub fn submit(&self, job: Job) -> Option<(usize, u64, mpsc::UnboundedReceiver<JobEvent>)> {
+        use std::sync::atomic::Ordering;
+        let (i, (client, load)) = self
+            .workers
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, (_, l))| (l.load(Ordering::SeqCst), *i))?;
+        load.fetch_add(1, Ordering::SeqCst);
+        let (id, mut inner) = client.submit(job);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let load = load.clone();
+        tokio::spawn(async move {
+            while let Some(e) = inner.recv().await {
+                let end = matches!(
+                    e,
+                    JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
+                );
+                let _ = tx.send(e);
+                if end {
+                    break;
+                }
+            }
+            load.fetch_sub(1, Ordering::SeqCst);
+        });
+        Some((i, id, rx))
+    }
+
+    pub fn cancel(&self, worker: usize, id: u64) {
+        if let Some(w) = self.workers.get(worker) {
+            w.0.cancel(id);
+        }
+    }
+}

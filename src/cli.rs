@@ -120,6 +120,31 @@ pub enum Command {
         #[arg(long, requires = "json")]
         timing: bool,
     },
+    /// Profile a kernel under Nsight Compute: throughput, occupancy, stalls and findings.
+    Profile {
+        /// Operator name or id.
+        op: String,
+        /// The kernel file (default: problems/OP/baseline.cu).
+        #[arg(long, value_name = "FILE")]
+        kernel: Option<PathBuf>,
+        /// The shape to profile (default: the operator's largest by bytes moved).
+        #[arg(long, value_name = "ID")]
+        shape: Option<u32>,
+        /// ncu --clock-control (default none: the card's clocks as they are).
+        #[arg(long, default_value = "none")]
+        clock_control: String,
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs a job's candidate once, for a profiler (started by `profile`).
+    #[command(hide = true)]
+    ProfileTarget {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        job: PathBuf,
+    },
     /// The GPU worker process (JSON lines over stdio; started by the app itself).
     #[command(hide = true)]
     Worker {
@@ -193,6 +218,27 @@ pub fn main() -> i32 {
             )
         }),
         Some(Command::Calibrate { device, json }) => crate::bench::calibrate(device, json),
+        Some(Command::Profile {
+            op,
+            kernel,
+            shape,
+            clock_control,
+            device,
+            json,
+        }) => load_suite(&ws).and_then(|s| {
+            crate::bench::profile(
+                &s,
+                &op,
+                kernel.as_deref(),
+                shape,
+                &clock_control,
+                device,
+                json,
+            )
+        }),
+        Some(Command::ProfileTarget { device, job }) => {
+            return crate::engine::worker::profile_target(device, &job);
+        }
         Some(Command::Compile {
             op,
             kernel,

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod expr;
 pub mod hardware;
 pub mod import;
+pub mod profile;
 pub mod roofline;
 pub mod session;
 pub mod suite;

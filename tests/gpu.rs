@@ -298,3 +298,72 @@ fn a_plain_copy_times_at_the_calibrated_bandwidth() {
     save("copy.txt", &line);
     assert!((ratio - 1.0).abs() <= 0.05, "{line}");
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn profiling_the_rms_norm_baseline_gives_plausible_figures() {
+    let keep = std::env::var("OUT").unwrap_or_else(|_| std::env::temp_dir().display().to_string());
+    let mut report = String::new();
+    for (kernel, shape) in [
+        ("problems/rms_norm/baseline.cu", "27"),
+        ("problems/rms_norm/baseline.cu", "47"),
+        ("tests/kernels/bad_racy.cu", "0"),
+    ] {
+        let t0 = Instant::now();
+        let out = Command::new(common::exe())
+            .args([
+                "profile", "rms_norm", "--kernel", kernel, "--shape", shape, "--json",
+            ])
+            .env("ATREX_NCU_KEEP", &keep)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        let took = t0.elapsed().as_secs_f64();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let k = &d["kernels"][0];
+        let line = format!(
+            "{kernel} shape {shape}: {took:.1} s wall; duration {:.2} µs, DRAM {:.1}%, SM {:.1}%, occupancy {:.1}% (theoretical {:.1}%), regs {}, waves {:.2}, L2 hit {:.1}%, DRAM/Q {:.3}, stalls {}, findings {}\n",
+            k["duration_ns"].as_f64().unwrap_or(-1.0) / 1e3,
+            k["dram_throughput_pct"].as_f64().unwrap_or(-1.0),
+            k["sm_throughput_pct"].as_f64().unwrap_or(-1.0),
+            k["achieved_occupancy_pct"].as_f64().unwrap_or(-1.0),
+            k["theoretical_occupancy_pct"].as_f64().unwrap_or(-1.0),
+            k["registers_per_thread"],
+            k["waves_per_sm"].as_f64().unwrap_or(-1.0),
+            k["l2_hit_pct"].as_f64().unwrap_or(-1.0),
+            d["redundant_traffic_ratio"].as_f64().unwrap_or(-1.0),
+            k["stalls"],
+            d["findings"]
+                .as_array()
+                .map(|f| f
+                    .iter()
+                    .map(|x| x["rule"].as_str().unwrap_or("").to_string())
+                    .collect::<Vec<_>>()
+                    .join(","))
+                .unwrap_or_default(),
+        );
+        eprint!("{line}");
+        report.push_str(&line);
+        assert!(k["duration_ns"].as_f64().unwrap() > 0.0);
+        if shape == "27" {
+            // A 260 MB bandwidth-bound pass: DRAM busy, bytes close to Q, memory-bound.
+            let dram = k["dram_throughput_pct"].as_f64().unwrap();
+            assert!(dram > 30.0 && dram <= 100.0, "{line}");
+            let r = d["redundant_traffic_ratio"].as_f64().unwrap();
+            assert!(r > 0.9 && r < 1.3, "{line}");
+            assert!(took < 15.0, "a profile of one shape took {took:.1} s");
+        }
+        if shape == "47" {
+            assert!(
+                line.contains("grid_too_small") || line.contains("latency_bound"),
+                "{line}"
+            );
+        }
+    }
+    save("profile.txt", &report);
+}

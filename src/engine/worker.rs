@@ -1503,6 +1503,86 @@ fn run_job(
     Ok((overall, first_msg))
 }
 
+/// `atrex-tui profile-target JOB`: runs the candidate of a job once on its first shape (inputs
+/// generated, outputs poisoned), for a profiler that launched this process. Exit 0 on success.
+pub fn profile_target(device: u32, job_file: &std::path::Path) -> i32 {
+    let out = Out(Arc::new(Mutex::new(std::io::stdout())));
+    let job: Job = match std::fs::read(job_file)
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("atrex-tui profile-target: {}: {e}", job_file.display());
+            return 1;
+        }
+    };
+    if let Err(e) = probe(Some(device)) {
+        eprintln!("atrex-tui profile-target: {e}");
+        return 2;
+    }
+    let run = || -> Result<(), String> {
+        let mut g = Gpu::new(device).map_err(|e| e.msg)?;
+        let cand = g
+            .prepare(&out, 0, "candidate", &job.candidate)
+            .map_err(|e| e.msg)?
+            .map_err(|(_, m)| m)?;
+        let custom = match &job.generator {
+            Some(src) => Some(
+                g.prepare(&out, 0, "generator", src)
+                    .map_err(|e| e.msg)?
+                    .map_err(|(_, m)| m)?,
+            ),
+            None => None,
+        };
+        let shape = job.shapes.first().ok_or("the job has no shape")?;
+        let env = env_from_json(&shape.env);
+        let inputs: Vec<DevBuf> = shape
+            .inputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()
+            .map_err(|e| e.msg)?;
+        let outputs: Vec<DevBuf> = shape
+            .outputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()
+            .map_err(|e| e.msg)?;
+        let scratch = g.scratch_for(&cand, &env).map_err(|e| e.msg)?;
+        let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
+        for (t, b) in shape.inputs.iter().zip(&inputs) {
+            map.insert(t.name.clone(), b.ptr);
+        }
+        for (t, b) in shape.outputs.iter().zip(&outputs) {
+            map.insert(t.name.clone(), b.ptr);
+            g.poison(b, &t.dtype, 0).map_err(|e| e.msg)?;
+        }
+        for (n, _, _, b) in &scratch {
+            map.insert(n.clone(), b.ptr);
+        }
+        g.generate_all(
+            &shape.inputs,
+            &inputs,
+            &env,
+            job.seeds.first().copied().unwrap_or(1),
+            custom.as_ref(),
+        )
+        .map_err(|e| e.msg)?;
+        g.reset_scratch(&scratch).map_err(|e| e.msg)?;
+        g.enqueue(&cand, &env, &map).map_err(|e| e.msg)?;
+        g.sync().map_err(|e| e.msg)?;
+        Ok(())
+    };
+    match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("atrex-tui profile-target: {e}");
+            1
+        }
+    }
+}
+
 /// The worker's main loop. Returns the process exit code.
 pub fn main(device: u32) -> i32 {
     let out = Out(Arc::new(Mutex::new(std::io::stdout())));

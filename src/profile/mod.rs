@@ -1,0 +1,251 @@
+//! Deep profiles: the candidate under Nsight Compute, in a separate process, turned into gauges
+//! and findings (docs/profiler.md).
+
+pub mod findings;
+pub mod ncu;
+
+use crate::engine::protocol::*;
+use crate::suite::{Problem, Suite};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use findings::{Finding, classify};
+pub use ncu::{KernelProfile, parse_raw_csv};
+
+/// The sections requested from ncu, where this ncu has them.
+pub const SECTIONS: &[&str] = &[
+    "SpeedOfLight",
+    "SpeedOfLight_RooflineChart",
+    "MemoryWorkloadAnalysis",
+    "MemoryWorkloadAnalysis_Tables",
+    "ComputeWorkloadAnalysis",
+    "Occupancy",
+    "LaunchStats",
+    "WarpStateStats",
+    "SchedulerStats",
+    "InstructionStats",
+    "SourceCounters",
+];
+
+/// A whole profile of one shape.
+#[derive(Debug, Clone, Serialize)]
+pub struct Profile {
+    pub operator: String,
+    pub kernel_file: String,
+    pub shape: u32,
+    pub kernels: Vec<KernelProfile>,
+    /// Σ DRAM bytes / (Q_read + Q_write): 1 is ideal, above it is redundant traffic.
+    pub redundant_traffic_ratio: Option<f64>,
+    pub findings: Vec<Finding>,
+    pub ncu: String,
+    pub wall_s: f64,
+}
+
+/// How to run ncu.
+#[derive(Debug, Clone)]
+pub struct NcuOptions {
+    pub ncu: PathBuf,
+    /// `--clock-control` (default `none`: measure the card as it is).
+    pub clock_control: String,
+    pub timeout: Duration,
+}
+
+impl NcuOptions {
+    pub fn find() -> Result<NcuOptions, String> {
+        let ncu = crate::engine::locate::find_tool("ncu")
+            .ok_or("ncu (Nsight Compute) not found on PATH or in the CUDA installation: deep profiles are unavailable; event-timing gauges still work")?;
+        Ok(NcuOptions {
+            ncu,
+            clock_control: "none".into(),
+            timeout: Duration::from_secs(180),
+        })
+    }
+}
+
+/// The sections this ncu knows (from `--list-sections`), in our order.
+fn available_sections(ncu: &Path) -> Vec<&'static str> {
+    let out = std::process::Command::new(ncu)
+        .arg("--list-sections")
+        .output();
+    match out {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let ids: Vec<&str> = text.split_whitespace().collect();
+            SECTIONS
+                .iter()
+                .copied()
+                .filter(|s| ids.contains(s))
+                .collect()
+        }
+        _ => vec!["SpeedOfLight", "Occupancy", "LaunchStats"],
+    }
+}
+
+/// Runs the candidate of `job` (its first shape) under ncu and parses the report.
+pub fn run_ncu(opts: &NcuOptions, job: &Job, device: u32) -> Result<Vec<KernelProfile>, String> {
+    let plan = crate::engine::plan::parse(&job.candidate.code)
+        .map_err(|e| format!("{}: launch plan, {e}", job.candidate.name))?;
+    let mut names: Vec<String> = plan.launches.iter().map(|l| l.kernel.clone()).collect();
+    names.dedup();
+    let dir = std::env::temp_dir().join(format!(
+        "atrex-profile-{}-{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let job_file = dir.join("job.json");
+    let log_file = dir.join("ncu.csv");
+    std::fs::write(
+        &job_file,
+        serde_json::to_vec(job).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = std::process::Command::new(&opts.ncu);
+    cmd.arg("--csv")
+        .arg("--page")
+        .arg("raw")
+        .arg("--log-file")
+        .arg(&log_file);
+    cmd.arg("--clock-control").arg(&opts.clock_control);
+    cmd.arg("--kernel-name")
+        .arg(format!("regex:^({})$", names.join("|")));
+    cmd.arg("--target-processes").arg("all");
+    for s in available_sections(&opts.ncu) {
+        cmd.arg("--section").arg(s);
+    }
+    cmd.arg(&exe)
+        .arg("profile-target")
+        .arg("--device")
+        .arg(device.to_string())
+        .arg(&job_file);
+    cmd.env(
+        "LD_LIBRARY_PATH",
+        crate::engine::locate::worker_ld_library_path(),
+    );
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", opts.ncu.display()))?;
+    let t0 = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) => {
+                if t0.elapsed() > opts.timeout {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "ncu did not finish within {} s",
+                        opts.timeout.as_secs()
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        use std::io::Read;
+        let _ = e.read_to_string(&mut stderr);
+    }
+    let text = std::fs::read_to_string(&log_file).unwrap_or_default();
+    // Keep the raw report where asked (test fixtures are recorded this way).
+    if let Ok(keep) = std::env::var("ATREX_NCU_KEEP") {
+        let _ = std::fs::write(
+            Path::new(&keep).join(format!("ncu-{}.csv", names.join("-"))),
+            &text,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    if text.contains("ERR_NVGPUCTRPERM") || stderr.contains("ERR_NVGPUCTRPERM") {
+        return Err("ncu is not permitted to read the GPU's performance counters on this machine (ERR_NVGPUCTRPERM); event-timing gauges still work".into());
+    }
+    let kernels = parse_raw_csv(&text)?;
+    if kernels.is_empty() {
+        let tail: String = format!("{stderr}\n{text}")
+            .lines()
+            .rev()
+            .take(6)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n");
+        return Err(format!(
+            "ncu profiled no kernel of the candidate (exit {status}): {tail}"
+        ));
+    }
+    Ok(kernels)
+}
+
+/// The `profile` command's work: build a one-shape job, profile it, classify.
+pub fn profile(
+    suite: &Suite,
+    p: &Problem,
+    candidate: Source,
+    shape_id: u32,
+    device: u32,
+    opts: &NcuOptions,
+    device_name: Option<&str>,
+    compile_resources: Option<&std::collections::BTreeMap<String, KernelResources>>,
+) -> Result<Profile, String> {
+    let t0 = Instant::now();
+    let hw = device_name.and_then(|n| crate::engine::profile_for_device(&suite.hardware, n));
+    let job = crate::engine::build_job(
+        p,
+        candidate.clone(),
+        None,
+        &[shape_id],
+        JobKind::Time,
+        Mode::Quick,
+        hw,
+    )?;
+    let mut kernels = run_ncu(opts, &job, device)?;
+    if let Some(res) = compile_resources {
+        for k in kernels.iter_mut() {
+            if let Some(r) = res.get(&k.name) {
+                k.local_bytes_per_thread = Some(r.local_bytes as f64);
+            }
+        }
+    }
+    let shape = p
+        .shape(shape_id)
+        .ok_or_else(|| format!("{} has no shape {shape_id}", p.name))?;
+    let w = p.work(shape).map_err(|e| e.to_string())?;
+    let dram: f64 = kernels
+        .iter()
+        .filter_map(|k| Some(k.dram_read_bytes? + k.dram_write_bytes?))
+        .sum();
+    let q = w.bytes();
+    let redundant = if q > 0.0 && dram > 0.0 {
+        Some(dram / q)
+    } else {
+        None
+    };
+    let bottleneck = hw
+        .and_then(|h| crate::roofline::sol(&w, h).ok())
+        .map(|s| s.bottleneck);
+    let low_precision =
+        ["bf16", "fp16", "fp8_e4m3", "fp8_e4m3fnuz", "int8"].contains(&p.dtype.as_str());
+    let findings = classify(
+        &kernels,
+        redundant,
+        bottleneck,
+        low_precision,
+        hw.map(|h| h.sm_count),
+    );
+    Ok(Profile {
+        operator: p.name.clone(),
+        kernel_file: candidate.name,
+        shape: shape_id,
+        kernels,
+        redundant_traffic_ratio: redundant,
+        findings,
+        ncu: opts.ncu.display().to_string(),
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}

@@ -1,0 +1,255 @@
+//! Parsing Nsight Compute's raw page (`--csv --page raw`): a header of metric names, a row of
+//! units, then one row per profiled kernel launch.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The figures of one profiled kernel launch that the gauges and findings use. Every field is
+/// optional: an ncu version or a section set may not provide it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct KernelProfile {
+    pub name: String,
+    pub duration_ns: Option<f64>,
+    pub dram_throughput_pct: Option<f64>,
+    pub dram_read_bytes: Option<f64>,
+    pub dram_write_bytes: Option<f64>,
+    pub sm_throughput_pct: Option<f64>,
+    pub memory_throughput_pct: Option<f64>,
+    pub l1_hit_pct: Option<f64>,
+    pub l2_hit_pct: Option<f64>,
+    pub achieved_occupancy_pct: Option<f64>,
+    pub theoretical_occupancy_pct: Option<f64>,
+    pub registers_per_thread: Option<f64>,
+    pub shared_static_bytes: Option<f64>,
+    pub shared_dynamic_bytes: Option<f64>,
+    /// Local (spill) memory per thread from the compiler, where known.
+    pub local_bytes_per_thread: Option<f64>,
+    /// Local memory traffic in sectors (loads + stores), from the counters.
+    pub local_sectors: Option<f64>,
+    pub tensor_pipe_pct: Option<f64>,
+    pub waves_per_sm: Option<f64>,
+    pub grid_size: Option<f64>,
+    pub block_size: Option<f64>,
+    /// Warp stall reasons (cycles per issued instruction), largest first.
+    pub stalls: Vec<(String, f64)>,
+    pub fp64_instructions: Option<f64>,
+    pub shared_bank_conflicts: Option<f64>,
+    pub shared_wavefronts: Option<f64>,
+    /// Average active threads per executed warp instruction (32 = no divergence).
+    pub threads_per_instruction: Option<f64>,
+    /// Global load sectors per request (4 = 4-byte accesses fully coalesced).
+    pub global_ld_sectors_per_request: Option<f64>,
+    /// Every metric of the row, converted to base units where the unit is known.
+    #[serde(skip)]
+    pub raw: BTreeMap<String, f64>,
+}
+
+/// Splits one CSV line (ncu quotes every field).
+fn split_csv(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                cur.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => out.push(std::mem::take(&mut cur)),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur);
+    out
+}
+
+/// Scale of a unit to its base (bytes, nanoseconds, …).
+fn unit_scale(unit: &str) -> f64 {
+    match unit.trim() {
+        "Kbyte" | "KB" => 1e3,
+        "Mbyte" | "MB" => 1e6,
+        "Gbyte" | "GB" => 1e9,
+        "Tbyte" => 1e12,
+        "KiB" | "Kibyte" => 1024.0,
+        "MiB" | "Mibyte" => 1024.0 * 1024.0,
+        "GiB" | "Gibyte" => 1024.0 * 1024.0 * 1024.0,
+        "usecond" | "us" => 1e3,
+        "msecond" | "ms" => 1e6,
+        "second" | "s" => 1e9,
+        "Kbyte/block" => 1e3,
+        _ => 1.0,
+    }
+}
+
+fn number(s: &str) -> Option<f64> {
+    let t = s.trim().replace(',', "");
+    if t.is_empty() || t == "n/a" {
+        return None;
+    }
+    t.parse::<f64>().ok()
+}
+
+/// Parses the raw page. Returns one profile per launch; an empty list when the text holds no
+/// table (the caller says why).
+pub fn parse_raw_csv(text: &str) -> Result<Vec<KernelProfile>, String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(h) = lines
+        .iter()
+        .position(|l| l.starts_with("\"ID\"") || l.starts_with("ID,"))
+    else {
+        return Ok(Vec::new());
+    };
+    let header = split_csv(lines[h]);
+    let units = lines.get(h + 1).map(|l| split_csv(l)).unwrap_or_default();
+    // The units row has an empty ID column.
+    let has_units = units.first().map(|u| u.trim().is_empty()).unwrap_or(false);
+    let first_row = if has_units { h + 2 } else { h + 1 };
+    let col = |name: &str| header.iter().position(|c| c == name);
+    let name_col = col("Kernel Name").ok_or("ncu table has no `Kernel Name` column")?;
+    let mut out = Vec::new();
+    for line in &lines[first_row..] {
+        if line.trim().is_empty() || line.starts_with("==") {
+            continue;
+        }
+        let f = split_csv(line);
+        if f.len() < header.len() {
+            continue;
+        }
+        let mut raw = BTreeMap::new();
+        for (i, name) in header.iter().enumerate() {
+            if let Some(v) = number(&f[i]) {
+                let scale = if has_units {
+                    units.get(i).map(|u| unit_scale(u)).unwrap_or(1.0)
+                } else {
+                    1.0
+                };
+                raw.insert(name.clone(), v * scale);
+            }
+        }
+        out.push(from_raw(f[name_col].clone(), raw));
+    }
+    Ok(out)
+}
+
+fn from_raw(name: String, raw: BTreeMap<String, f64>) -> KernelProfile {
+    let get = |names: &[&str]| names.iter().find_map(|n| raw.get(*n).copied());
+    let sum = |names: &[&str]| {
+        let v: Vec<f64> = names.iter().filter_map(|n| raw.get(*n).copied()).collect();
+        if v.is_empty() {
+            None
+        } else {
+            Some(v.iter().sum())
+        }
+    };
+    let mut stalls: Vec<(String, f64)> = raw
+        .iter()
+        .filter_map(|(k, v)| {
+            let reason = k
+                .strip_prefix("smsp__average_warps_issue_stalled_")?
+                .strip_suffix("_per_issue_active.ratio")?;
+            (*v > 0.0 && reason != "selected").then(|| (reason.to_string(), *v))
+        })
+        .collect();
+    stalls.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let tensor = raw
+        .iter()
+        .filter(|(k, _)| {
+            k.contains("pipe_tensor")
+                && (k.ends_with("pct_of_peak_sustained_active")
+                    || k.ends_with("pct_of_peak_sustained_elapsed"))
+        })
+        .map(|(_, v)| *v)
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+    let ld_sectors = get(&["l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"]);
+    let ld_requests = get(&["l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum"]);
+    KernelProfile {
+        name,
+        duration_ns: get(&["gpu__time_duration.sum"]),
+        dram_throughput_pct: get(&[
+            "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+            "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+        ]),
+        dram_read_bytes: get(&["dram__bytes_read.sum"]),
+        dram_write_bytes: get(&["dram__bytes_write.sum"]),
+        sm_throughput_pct: get(&["sm__throughput.avg.pct_of_peak_sustained_elapsed"]),
+        memory_throughput_pct: get(&[
+            "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        ]),
+        l1_hit_pct: get(&["l1tex__t_sector_hit_rate.pct"]),
+        l2_hit_pct: get(&["lts__t_sector_hit_rate.pct"]),
+        achieved_occupancy_pct: get(&["sm__warps_active.avg.pct_of_peak_sustained_active"]),
+        theoretical_occupancy_pct: get(&["sm__maximum_warps_per_active_cycle_pct"]),
+        registers_per_thread: get(&["launch__registers_per_thread"]),
+        shared_static_bytes: get(&["launch__shared_mem_per_block_static"]),
+        shared_dynamic_bytes: get(&["launch__shared_mem_per_block_dynamic"]),
+        local_bytes_per_thread: None,
+        local_sectors: sum(&[
+            "l1tex__t_sectors_pipe_lsu_mem_local_op_ld.sum",
+            "l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum",
+        ]),
+        tensor_pipe_pct: tensor,
+        waves_per_sm: get(&["launch__waves_per_multiprocessor"]),
+        grid_size: get(&["launch__grid_size"]),
+        block_size: get(&["launch__block_size"]),
+        stalls,
+        fp64_instructions: sum(&[
+            "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
+            "sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
+            "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
+        ]),
+        shared_bank_conflicts: sum(&[
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+            "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+        ]),
+        shared_wavefronts: sum(&[
+            "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+            "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+        ]),
+        threads_per_instruction: get(&["smsp__thread_inst_executed_per_inst_executed.ratio"]),
+        global_ld_sectors_per_request: match (ld_sectors, ld_requests) {
+            (Some(s), Some(r)) if r > 0.0 => Some(s / r),
+            _ => None,
+        },
+        raw,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINI: &str = "==PROF== Connected to process 1\n\
+\"ID\",\"Process ID\",\"Kernel Name\",\"gpu__time_duration.sum\",\"dram__bytes_read.sum\",\"dram__throughput.avg.pct_of_peak_sustained_elapsed\",\"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio\",\"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio\",\"launch__grid_size\"\n\
+\"\",\"\",\"\",\"usecond\",\"Mbyte\",\"%\",\"ratio\",\"ratio\",\"\"\n\
+\"0\",\"1\",\"k\",\"12.5\",\"3.25\",\"81.2\",\"7.5\",\"0.5\",\"1,024\"\n";
+
+    #[test]
+    fn parses_units_and_stalls() {
+        let k = parse_raw_csv(MINI).unwrap();
+        assert_eq!(k.len(), 1);
+        assert_eq!(k[0].name, "k");
+        assert_eq!(k[0].duration_ns, Some(12500.0));
+        assert_eq!(k[0].dram_read_bytes, Some(3.25e6));
+        assert_eq!(k[0].dram_throughput_pct, Some(81.2));
+        assert_eq!(k[0].grid_size, Some(1024.0));
+        assert_eq!(k[0].stalls[0], ("long_scoreboard".to_string(), 7.5));
+        assert_eq!(k[0].stalls.len(), 2);
+    }
+
+    #[test]
+    fn no_table_is_empty_not_an_error() {
+        assert!(
+            parse_raw_csv("==PROF== No kernels were profiled.\n")
+                .unwrap()
+                .is_empty()
+        );
+        assert!(parse_raw_csv("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn csv_quoting() {
+        assert_eq!(split_csv("\"a,b\",\"c\"\"d\",e"), vec!["a,b", "c\"d", "e"]);
+    }
+}

@@ -88,9 +88,9 @@ pub fn classify(
             ));
         }
         // Unintended fp64.
-        if let Some(n) = k.fp64_instructions {
+        if let Some(n) = k.fp64_per_cycle {
             if n > 0.0 {
-                out.push(f("unintended_fp64", k, "fp64 arithmetic in the kernel".into(), format!("{n:.0} fp64 thread instructions (dadd/dmul/dfma); a `double` literal or libm call is the usual cause")));
+                out.push(f("unintended_fp64", k, "fp64 arithmetic in the kernel".into(), format!("{n:.3} fp64 thread instructions per cycle (dadd/dmul/dfma); a `double` literal or libm call is the usual cause")));
             }
         }
         // Shared-memory bank conflicts.
@@ -263,7 +263,7 @@ mod tests {
         let p = KernelProfile {
             waves_per_sm: Some(1.2),
             local_bytes_per_thread: Some(64.0),
-            fp64_instructions: Some(1e6),
+            fp64_per_cycle: Some(0.5),
             shared_bank_conflicts: Some(5e5),
             shared_wavefronts: Some(1e6),
             threads_per_instruction: Some(12.0),

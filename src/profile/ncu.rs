@@ -32,7 +32,8 @@ pub struct KernelProfile {
     pub block_size: Option<f64>,
     /// Warp stall reasons (cycles per issued instruction), largest first.
     pub stalls: Vec<(String, f64)>,
-    pub fp64_instructions: Option<f64>,
+    /// fp64 add/mul/fma thread instructions per cycle (summed over the SM sub-partitions).
+    pub fp64_per_cycle: Option<f64>,
     pub shared_bank_conflicts: Option<f64>,
     pub shared_wavefronts: Option<f64>,
     /// Average active threads per executed warp instruction (32 = no divergence).
@@ -75,6 +76,7 @@ fn unit_scale(unit: &str) -> f64 {
         "KiB" | "Kibyte" => 1024.0,
         "MiB" | "Mibyte" => 1024.0 * 1024.0,
         "GiB" | "Gibyte" => 1024.0 * 1024.0 * 1024.0,
+        "nsecond" | "ns" => 1.0,
         "usecond" | "us" => 1e3,
         "msecond" | "ms" => 1e6,
         "second" | "s" => 1e9,
@@ -194,10 +196,10 @@ fn from_raw(name: String, raw: BTreeMap<String, f64>) -> KernelProfile {
         grid_size: get(&["launch__grid_size"]),
         block_size: get(&["launch__block_size"]),
         stalls,
-        fp64_instructions: sum(&[
-            "sm__sass_thread_inst_executed_op_dadd_pred_on.sum",
-            "sm__sass_thread_inst_executed_op_dmul_pred_on.sum",
-            "sm__sass_thread_inst_executed_op_dfma_pred_on.sum",
+        fp64_per_cycle: sum(&[
+            "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum.per_cycle_elapsed",
+            "smsp__sass_thread_inst_executed_op_dmul_pred_on.sum.per_cycle_elapsed",
+            "smsp__sass_thread_inst_executed_op_dfma_pred_on.sum.per_cycle_elapsed",
         ]),
         shared_bank_conflicts: sum(&[
             "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -236,6 +238,43 @@ mod tests {
         assert_eq!(k[0].grid_size, Some(1024.0));
         assert_eq!(k[0].stalls[0], ("long_scoreboard".to_string(), 7.5));
         assert_eq!(k[0].stalls.len(), 2);
+    }
+
+    #[test]
+    fn parses_a_report_recorded_on_the_h200() {
+        let text = include_str!("../../tests/fixtures/ncu/h200-rms_norm-baseline-shape27.csv");
+        let k = parse_raw_csv(text).unwrap();
+        assert_eq!(k.len(), 1);
+        let k = &k[0];
+        assert_eq!(k.name, "rms_norm_kernel");
+        assert_eq!(k.duration_ns, Some(307_168.0));
+        assert_eq!(k.dram_read_bytes, Some(129_559_296.0));
+        assert_eq!(k.dram_write_bytes, Some(110_845_440.0));
+        assert_eq!(k.grid_size, Some(505_888.0));
+        assert_eq!(k.block_size, Some(32.0));
+        assert_eq!(k.registers_per_thread, Some(30.0));
+        assert_eq!(k.sm_throughput_pct, Some(30.93));
+        assert_eq!(k.achieved_occupancy_pct, Some(19.05));
+        assert_eq!(k.theoretical_occupancy_pct, Some(50.0));
+        assert_eq!(k.threads_per_instruction, Some(21.11));
+        assert!((k.tensor_pipe_pct.unwrap() - 0.65).abs() < 0.05);
+        assert!(k.dram_throughput_pct.unwrap() > 10.0 && k.dram_throughput_pct.unwrap() < 20.0);
+        assert_eq!(k.global_ld_sectors_per_request, Some(8.0));
+        assert_eq!(k.stalls[0].0, "long_scoreboard");
+        assert_eq!(k.fp64_per_cycle, Some(0.0));
+        // 260 MB in 307 µs is latency-bound, not memory-bound: the rules say why.
+        let f = crate::profile::classify(
+            &[k.clone()],
+            Some(0.93),
+            Some(crate::roofline::Bottleneck::Memory),
+            true,
+            Some(132),
+        );
+        let rules: Vec<&str> = f.iter().map(|x| x.rule).collect();
+        assert_eq!(
+            rules,
+            vec!["warp_divergence", "low_occupancy", "latency_bound"]
+        );
     }
 
     #[test]

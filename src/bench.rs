@@ -460,8 +460,17 @@ pub fn calibrate(device: u32, as_json: bool) -> Result<i32, String> {
         let Event::Calibration { copy_bytes_per_s, bytes, median_ms, .. } = ev else {
             return Err(format!("unexpected reply {ev:?}"));
         };
+        let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).ok();
+        let hardware_key = suite
+            .as_ref()
+            .and_then(|s| crate::engine::profile_for_device(&s.hardware, &dev.name).map(|h| h.key.clone()));
+        let datasheet = suite
+            .as_ref()
+            .and_then(|s| crate::engine::profile_for_device(&s.hardware, &dev.name).map(|h| h.hbm_bytes_per_s));
         let doc = json!({
             "gpu": dev.name,
+            "hardware_key": hardware_key,
+            "datasheet_bytes_per_s": datasheet,
             "copy_bytes_per_s": copy_bytes_per_s,
             "bytes_moved": bytes,
             "median_ms": median_ms,
@@ -476,7 +485,17 @@ pub fn calibrate(device: u32, as_json: bool) -> Result<i32, String> {
         if as_json {
             println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
         } else {
-            println!("{}: copy bandwidth {:.2} TB/s (read + write, {} MiB moved, median {:.3} ms)", dev.name, copy_bytes_per_s / 1e12, bytes >> 20, median_ms);
+            println!(
+                "{}: copy bandwidth {:.2} TB/s (read + write, {} MiB moved, median {:.3} ms){}",
+                dev.name,
+                copy_bytes_per_s / 1e12,
+                bytes >> 20,
+                median_ms,
+                datasheet.map(|d| format!("; datasheet {:.2} TB/s ({:.0}%)", d / 1e12, 100.0 * copy_bytes_per_s / d)).unwrap_or_default()
+            );
+            if let Some(k) = &hardware_key {
+                println!("roofline views can use it: --hardware {k}@calibrated");
+            }
         }
         Ok(0)
     })

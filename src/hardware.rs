@@ -122,3 +122,56 @@ pub fn load_all(source: &SuiteSource) -> Result<Vec<HardwareProfile>, LoadError>
     out.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(out)
 }
+
+/// Profiles measured on this machine by `atrex-tui calibrate`: the datasheet profile with the
+/// measured copy bandwidth, keyed `KEY@calibrated` (compute peaks stay the datasheet's).
+pub fn calibrated_variants(base: &[HardwareProfile]) -> Vec<HardwareProfile> {
+    let Some(dir) = dirs::cache_dir().map(|d| d.join("atrex-tui")) else {
+        return Vec::new();
+    };
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("calibration-") && name.ends_with(".json")) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(e.path()) else {
+            continue;
+        };
+        let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
+            continue;
+        };
+        let (Some(key), Some(bw)) = (
+            doc["hardware_key"].as_str(),
+            doc["copy_bytes_per_s"].as_f64(),
+        ) else {
+            continue;
+        };
+        let Some(b) = base.iter().find(|h| h.key == key) else {
+            continue;
+        };
+        if !(bw.is_finite() && bw > 0.0) {
+            continue;
+        }
+        let mut h = b.clone();
+        h.key = format!("{key}@calibrated");
+        h.name = format!("{} (measured copy bandwidth)", b.name);
+        h.hbm_bytes_per_s = bw;
+        h.sources.insert(
+            "hbm_bytes_per_s".into(),
+            format!(
+                "measured by `atrex-tui calibrate` on {} ({})",
+                doc["gpu"].as_str().unwrap_or("?"),
+                e.path().display()
+            ),
+        );
+        h.file = e.path().display().to_string();
+        if !out.iter().any(|o: &HardwareProfile| o.key == h.key) {
+            out.push(h);
+        }
+    }
+    out
+}

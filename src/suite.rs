@@ -535,7 +535,9 @@ impl Suite {
             }
             problems.push(p);
         }
-        let hardware = crate::hardware::load_all(&source)?;
+        let mut hardware = crate::hardware::load_all(&source)?;
+        let calibrated = crate::hardware::calibrated_variants(&hardware);
+        hardware.extend(calibrated);
         let suite = Suite {
             name: raw.name,
             version: raw.version.unwrap_or_default(),

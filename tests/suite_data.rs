@@ -294,3 +294,50 @@ fn workspace_flag_and_embedded_fallback() {
     let o = String::from_utf8_lossy(&out.stdout);
     assert!(o.contains("--workspace"), "{o}");
 }
+
+#[test]
+fn a_calibrated_profile_uses_the_measured_bandwidth() {
+    let cache = tempdir("cal");
+    std::fs::create_dir_all(cache.join("atrex-tui")).unwrap();
+    std::fs::write(
+        cache.join("atrex-tui/calibration-NVIDIA_H200.json"),
+        r#"{"gpu":"NVIDIA H200","hardware_key":"H200","copy_bytes_per_s":4.0e12}"#,
+    )
+    .unwrap();
+    let sol = |hw: &str| -> f64 {
+        let out = bin()
+            .args(["suite", "--json", "--shapes", "--hardware", hw])
+            .env("XDG_CACHE_HOME", &cache)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let op = d["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == "rms_norm")
+            .unwrap()
+            .clone();
+        op["shapes"][0]["sol_ms"].as_f64().unwrap()
+    };
+    let (datasheet, measured) = (sol("H200"), sol("H200@calibrated"));
+    assert!(
+        ((measured / datasheet) - 4.8 / 4.0).abs() < 1e-9,
+        "{datasheet} {measured}"
+    );
+    // Without a calibration there is no such profile.
+    let empty = tempdir("nocal");
+    let out = bin()
+        .args(["suite", "--hardware", "H200@calibrated"])
+        .env("XDG_CACHE_HOME", &empty)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}

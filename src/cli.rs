@@ -101,6 +101,29 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Record a kernel file as a human revision in a session, measure it (5 seeds, every shape)
+    /// and decide: the headless form of a hand edit.
+    Measure {
+        /// Operator name or id.
+        op: String,
+        /// The edited kernel.
+        #[arg(long, value_name = "FILE")]
+        kernel: PathBuf,
+        /// The session to append to (created if missing; default: a new one in the workspace).
+        #[arg(long, value_name = "FILE")]
+        session: Option<PathBuf>,
+        /// One line on what the edit changes and why.
+        #[arg(long, default_value = "hand edit")]
+        rationale: String,
+        #[arg(long, value_enum, default_value_t = crate::measure::Decide::None)]
+        decide: crate::measure::Decide,
+        #[arg(long)]
+        quick: bool,
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure this GPU's copy bandwidth and cache it beside the datasheet peaks.
     Calibrate {
         #[arg(long, default_value_t = 0)]
@@ -218,6 +241,8 @@ pub fn main() -> i32 {
             )
         }),
         Some(Command::Calibrate { device, json }) => crate::bench::calibrate(device, json),
+        Some(Command::Measure { op, kernel, session, rationale, decide, quick, device, json }) => load_suite(&ws)
+            .and_then(|s| crate::measure::run(&s, &ws, &op, &kernel, session.as_deref(), &rationale, decide, quick, device, json)),
         Some(Command::Profile {
             op,
             kernel,

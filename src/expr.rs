@@ -274,6 +274,20 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                 out.push((Tok::Op("%"), pos));
                 i += 1;
             }
+            '<' | '>' | '=' | '!' => {
+                let two = i + 1 < chars.len() && chars[i + 1].1 == '=';
+                let op = match (c, two) {
+                    ('<', true) => "<=",
+                    ('<', false) => "<",
+                    ('>', true) => ">=",
+                    ('>', false) => ">",
+                    ('=', true) => "==",
+                    ('!', true) => "!=",
+                    _ => return err(pos, format!("unexpected character `{c}` (comparisons are < <= > >= == !=)")),
+                };
+                out.push((Tok::Op(op), pos));
+                i += if two { 2 } else { 1 };
+            }
             '(' => {
                 out.push((Tok::LParen, pos));
                 i += 1;
@@ -340,6 +354,18 @@ impl Parser {
     }
 
     fn expr(&mut self) -> Result<Expr, ExprError> {
+        let lhs = self.additive()?;
+        if let Some(Tok::Op(op @ ("<" | "<=" | ">" | ">=" | "==" | "!="))) = self.peek() {
+            let op = *op;
+            let col = self.col();
+            self.pos += 1;
+            let rhs = self.additive()?;
+            return Ok(Expr::Bin(op, Box::new(lhs), Box::new(rhs), col));
+        }
+        Ok(lhs)
+    }
+
+    fn additive(&mut self) -> Result<Expr, ExprError> {
         let mut lhs = self.term()?;
         while let Some(Tok::Op(op @ ("+" | "-"))) = self.peek() {
             let op = *op;
@@ -603,6 +629,37 @@ fn binop(op: &str, a: Value, b: Value, col: usize) -> Result<Value, ExprError> {
 }
 
 fn scalar_op(op: &str, a: Value, b: Value, col: usize) -> Result<Value, ExprError> {
+    if matches!(op, "<" | "<=" | ">" | ">=" | "==" | "!=") {
+        if let (Value::Str(x), Value::Str(y)) = (&a, &b) {
+            return match op {
+                "==" => Ok(Value::Bool(x == y)),
+                "!=" => Ok(Value::Bool(x != y)),
+                _ => err(col, format!("`{op}` needs numbers")),
+            };
+        }
+        let (Some(x), Some(y)) = (num(&a), num(&b)) else {
+            return err(col, format!("`{op}` needs numbers, got {} and {}", a.type_name(), b.type_name()));
+        };
+        let r = match (&a, &b) {
+            (Value::Int(i), Value::Int(j)) => match op {
+                "<" => i < j,
+                "<=" => i <= j,
+                ">" => i > j,
+                ">=" => i >= j,
+                "==" => i == j,
+                _ => i != j,
+            },
+            _ => match op {
+                "<" => x < y,
+                "<=" => x <= y,
+                ">" => x > y,
+                ">=" => x >= y,
+                "==" => x == y,
+                _ => x != y,
+            },
+        };
+        return Ok(Value::Bool(r));
+    }
     if let (Value::Int(x), Value::Int(y)) = (&a, &b) {
         let (x, y) = (*x, *y);
         let overflow = || ExprError {
@@ -783,6 +840,19 @@ fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, ExprError> {
             }
             Ok(acc)
         }
+        "if" => {
+            if vals.len() != 3 {
+                return err(col, format!("`if` takes (condition, then, else), got {} arguments", vals.len()));
+            }
+            let cond = match &vals[0] {
+                Value::Bool(b) => *b,
+                other => match other.as_f64() {
+                    Some(x) => x != 0.0,
+                    None => return err(col, format!("`if` needs a condition, got a {}", other.type_name())),
+                },
+            };
+            Ok(if cond { vals[1].clone() } else { vals[2].clone() })
+        }
         "len" => match one(&vals)? {
             Value::List(xs) => Ok(Value::Int(xs.len() as i128)),
             other => err(
@@ -849,6 +919,16 @@ mod tests {
         assert_eq!(ev("ceil(8 * (1 - (1 - 2/8) ** T))"), Value::Int(7));
         assert_eq!(ev("1e-6 * 2"), Value::Float(2e-6));
         assert_eq!(ev("sqrt(16)"), Value::Float(4.0));
+    }
+
+    #[test]
+    fn comparisons_and_if() {
+        assert_eq!(ev("T <= 7"), Value::Bool(true));
+        assert_eq!(ev("T > 7"), Value::Bool(false));
+        assert_eq!(ev("if(T <= 1024, 4, 1) * 32"), Value::Int(128));
+        assert_eq!(ev("if(T == 8, 1, 2 + 1)"), Value::Int(3));
+        assert_eq!(ev("1 + 2 < 2 * 2"), Value::Bool(true));
+        assert!(parse("T = 3").is_err());
     }
 
     #[test]

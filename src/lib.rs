@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod engine;
 pub mod expr;
 pub mod hardware;
+pub mod measure;
 pub mod import;
 pub mod profile;
 pub mod roofline;

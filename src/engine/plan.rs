@@ -327,6 +327,12 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
             line,
             msg: format!("define `{k}`: unsupported value"),
         })?;
+        if matches!(val, Value::List(_)) {
+            return Err(PlanError {
+                line,
+                msg: format!("define `{k}` = {val}: a define is one number, boolean or string (lists of candidates go under [tune])"),
+            });
+        }
         if let Some(allowed) = tune.get(k) {
             if !allowed.iter().any(|a| a.num_eq(&val)) {
                 return Err(PlanError {
@@ -596,6 +602,10 @@ __global__ void k() {}
                 .msg
                 .contains("not closed")
         );
+        let bad = SRC.replace("VEC = 2\n*/", "VEC = 2\nW = [1, 2]\n*/");
+        let e = parse(&bad).unwrap_err();
+        assert_eq!(e.line, 22, "{e}");
+        assert!(e.msg.contains("[tune]"), "{e}");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 pub mod event;
 pub mod model;
+pub mod record;
 pub mod store;
 
 pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent};

@@ -1,0 +1,135 @@
+//! `atrex-tui measure`: the headless form of a hand edit — record a kernel file as a human
+//! revision in a session, measure it (and the baseline first, if the session has none), and
+//! decide.
+
+use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::engine::protocol::*;
+use crate::session::record::Recorder;
+use crate::session::{Author, DecidedBy, Decision, Model, SessionEvent, SessionWriter};
+use crate::suite::{Suite, Workspace};
+use serde_json::json;
+use std::path::Path;
+
+/// What to do after measuring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Decide {
+    /// Leave the decision pending.
+    None,
+    Accept,
+    Reject,
+    /// Accept when every shape passes strict correctness and S_op beats the incumbent's by more
+    /// than 1 %; reject otherwise.
+    Auto,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    suite: &Suite,
+    ws: &Workspace,
+    op: &str,
+    kernel: &Path,
+    session: Option<&Path>,
+    rationale: &str,
+    decide: Decide,
+    quick: bool,
+    device: u32,
+    as_json: bool,
+) -> Result<i32, String> {
+    let p = suite.problem(op).ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
+    let source = std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async {
+        let client = WorkerClient::spawn(WorkerConfig::new(device));
+        let (dev, driver, nvrtc) = match client.hello().await {
+            Ok(Event::Hello { device: Some(d), probe, .. }) => (d, probe.driver_version, probe.nvrtc_version),
+            Ok(_) | Err(_) => {
+                eprintln!("atrex-tui: no GPU {device}: measurement is unavailable");
+                return Ok(crate::bench::EXIT_NO_GPU);
+            }
+        };
+        let hw = crate::engine::profile_for_device(&suite.hardware, &dev.name);
+        // Open or create the session.
+        let (path, writer, model, fresh) = match session {
+            Some(f) if f.exists() => {
+                let loaded = crate::session::load(f)?;
+                for w in &loaded.warnings {
+                    eprintln!("atrex-tui: {w}");
+                }
+                let model = Model::from_records(suite, &loaded.records);
+                (f.to_path_buf(), SessionWriter::resume(f, &loaded)?, model, false)
+            }
+            Some(f) => (f.to_path_buf(), SessionWriter::create(f)?, Model::new(suite), true),
+            None => {
+                let f = crate::session::store::new_session_path(&ws.sessions_dir());
+                (f.clone(), SessionWriter::create(&f)?, Model::new(suite), true)
+            }
+        };
+        let mut rec = Recorder { writer, model };
+        rec.append(SessionEvent::RunStart {
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            resumed: !fresh,
+            gpu: Some(dev.name.clone()),
+            driver: Some(driver.clone()),
+            nvrtc: nvrtc.clone(),
+            hardware: hw.map(|h| h.key.clone()),
+            suite: suite.name.clone(),
+            suite_version: suite.version.clone(),
+        })?;
+        let mode = if quick { Mode::Quick } else { Mode::Full };
+        let progress = !as_json;
+        let has_baseline = rec.model.ops.get(&p.name).map(|o| o.revisions.iter().any(|r| r.recorded)).unwrap_or(false);
+        if !has_baseline {
+            let base = crate::bench::suite_kernel(suite, p, "baseline.cu")?;
+            let v0 = rec.revision(p, Author::Baseline, None, "the suite's baseline", &base.code, None)?;
+            rec.measure(&client, suite, p, v0, mode, hw, progress).await?;
+            rec.decide(p, v0, Decision::Accepted, DecidedBy::Auto)?;
+        }
+        let incumbent = rec.model.ops.get(&p.name).and_then(|o| o.incumbent);
+        let incumbent_s = rec.model.ops.get(&p.name).and_then(|o| o.incumbent_s());
+        let rev = rec.revision(p, Author::Human, incumbent, rationale, &source, Some("file"))?;
+        let s = rec.measure(&client, suite, p, rev, mode, hw, progress).await?;
+        let decision = match decide {
+            Decide::None => None,
+            Decide::Accept => Some((Decision::Accepted, DecidedBy::Human)),
+            Decide::Reject => Some((Decision::Rejected, DecidedBy::Human)),
+            Decide::Auto => {
+                let better = match (s, incumbent_s) {
+                    (Some(new), Some(old)) => new > old * 1.01,
+                    (Some(_), None) => true,
+                    _ => false,
+                };
+                Some((if better { Decision::Accepted } else { Decision::Rejected }, DecidedBy::Auto))
+            }
+        };
+        if let Some((d, by)) = decision {
+            if d == Decision::Accepted && s.is_none() {
+                return Err(format!("{} v{rev} did not pass every shape: it cannot be accepted", p.name));
+            }
+            rec.decide(p, rev, d, by)?;
+        }
+        let verdict = rec.model.ops.get(&p.name).and_then(|o| o.rev(rev)).map(|r| r.verdict().label()).unwrap_or_default();
+        if as_json {
+            let doc = json!({
+                "session": path.display().to_string(),
+                "operator": p.name,
+                "rev": rev,
+                "parent": incumbent,
+                "verdict": verdict,
+                "s_op": s,
+                "incumbent_s_op_before": incumbent_s,
+                "decision": decision.map(|d| d.0),
+            });
+            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+        } else {
+            println!(
+                "{} v{rev} ({}): {verdict}; incumbent before: {}; decision: {}; session {}",
+                p.name,
+                kernel.display(),
+                incumbent_s.map(|x| format!("S_op {x:.4}")).unwrap_or_else(|| "none".into()),
+                decision.map(|d| format!("{:?}", d.0).to_lowercase()).unwrap_or_else(|| "pending".into()),
+                path.display()
+            );
+        }
+        Ok(if s.is_some() { 0 } else { 1 })
+    })
+}

@@ -241,8 +241,29 @@ pub fn main() -> i32 {
             )
         }),
         Some(Command::Calibrate { device, json }) => crate::bench::calibrate(device, json),
-        Some(Command::Measure { op, kernel, session, rationale, decide, quick, device, json }) => load_suite(&ws)
-            .and_then(|s| crate::measure::run(&s, &ws, &op, &kernel, session.as_deref(), &rationale, decide, quick, device, json)),
+        Some(Command::Measure {
+            op,
+            kernel,
+            session,
+            rationale,
+            decide,
+            quick,
+            device,
+            json,
+        }) => load_suite(&ws).and_then(|s| {
+            crate::measure::run(
+                &s,
+                &ws,
+                &op,
+                &kernel,
+                session.as_deref(),
+                &rationale,
+                decide,
+                quick,
+                device,
+                json,
+            )
+        }),
         Some(Command::Profile {
             op,
             kernel,

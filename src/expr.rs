@@ -283,10 +283,29 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                     ('>', false) => ">",
                     ('=', true) => "==",
                     ('!', true) => "!=",
-                    _ => return err(pos, format!("unexpected character `{c}` (comparisons are < <= > >= == !=)")),
+                    _ => {
+                        return err(
+                            pos,
+                            format!("unexpected character `{c}` (comparisons are < <= > >= == !=)"),
+                        );
+                    }
                 };
                 out.push((Tok::Op(op), pos));
                 i += if two { 2 } else { 1 };
+            }
+            '\'' | '"' => {
+                let quote = c;
+                let mut j = i + 1;
+                let mut text = String::new();
+                while j < chars.len() && chars[j].1 != quote {
+                    text.push(chars[j].1);
+                    j += 1;
+                }
+                if j >= chars.len() {
+                    return err(pos, "unterminated string");
+                }
+                out.push((Tok::Num(Value::Str(text)), pos));
+                i = j + 1;
             }
             '(' => {
                 out.push((Tok::LParen, pos));
@@ -638,7 +657,14 @@ fn scalar_op(op: &str, a: Value, b: Value, col: usize) -> Result<Value, ExprErro
             };
         }
         let (Some(x), Some(y)) = (num(&a), num(&b)) else {
-            return err(col, format!("`{op}` needs numbers, got {} and {}", a.type_name(), b.type_name()));
+            return err(
+                col,
+                format!(
+                    "`{op}` needs numbers, got {} and {}",
+                    a.type_name(),
+                    b.type_name()
+                ),
+            );
         };
         let r = match (&a, &b) {
             (Value::Int(i), Value::Int(j)) => match op {
@@ -842,16 +868,31 @@ fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, ExprError> {
         }
         "if" => {
             if vals.len() != 3 {
-                return err(col, format!("`if` takes (condition, then, else), got {} arguments", vals.len()));
+                return err(
+                    col,
+                    format!(
+                        "`if` takes (condition, then, else), got {} arguments",
+                        vals.len()
+                    ),
+                );
             }
             let cond = match &vals[0] {
                 Value::Bool(b) => *b,
                 other => match other.as_f64() {
                     Some(x) => x != 0.0,
-                    None => return err(col, format!("`if` needs a condition, got a {}", other.type_name())),
+                    None => {
+                        return err(
+                            col,
+                            format!("`if` needs a condition, got a {}", other.type_name()),
+                        );
+                    }
                 },
             };
-            Ok(if cond { vals[1].clone() } else { vals[2].clone() })
+            Ok(if cond {
+                vals[1].clone()
+            } else {
+                vals[2].clone()
+            })
         }
         "len" => match one(&vals)? {
             Value::List(xs) => Ok(Value::Int(xs.len() as i128)),
@@ -928,6 +969,17 @@ mod tests {
         assert_eq!(ev("if(T <= 1024, 4, 1) * 32"), Value::Int(128));
         assert_eq!(ev("if(T == 8, 1, 2 + 1)"), Value::Int(3));
         assert_eq!(ev("1 + 2 < 2 * 2"), Value::Bool(true));
+        let mut env = Env::new();
+        env.insert("dtype".into(), Value::Str("fp16".into()));
+        assert_eq!(
+            eval_str("if(dtype == 'fp16', 1, 0)", &env).unwrap(),
+            Value::Int(1)
+        );
+        assert_eq!(
+            eval_str("dtype != \"bf16\"", &env).unwrap(),
+            Value::Bool(true)
+        );
+        assert!(parse("'open").is_err());
         assert!(parse("T = 3").is_err());
     }
 

@@ -35,13 +35,24 @@ pub fn run(
     device: u32,
     as_json: bool,
 ) -> Result<i32, String> {
-    let p = suite.problem(op).ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let source = std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(|e| e.to_string())?;
+    let p = suite
+        .problem(op)
+        .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
+    let source =
+        std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(device));
         let (dev, driver, nvrtc) = match client.hello().await {
-            Ok(Event::Hello { device: Some(d), probe, .. }) => (d, probe.driver_version, probe.nvrtc_version),
+            Ok(Event::Hello {
+                device: Some(d),
+                probe,
+                ..
+            }) => (d, probe.driver_version, probe.nvrtc_version),
             Ok(_) | Err(_) => {
                 eprintln!("atrex-tui: no GPU {device}: measurement is unavailable");
                 return Ok(crate::bench::EXIT_NO_GPU);
@@ -56,12 +67,27 @@ pub fn run(
                     eprintln!("atrex-tui: {w}");
                 }
                 let model = Model::from_records(suite, &loaded.records);
-                (f.to_path_buf(), SessionWriter::resume(f, &loaded)?, model, false)
+                (
+                    f.to_path_buf(),
+                    SessionWriter::resume(f, &loaded)?,
+                    model,
+                    false,
+                )
             }
-            Some(f) => (f.to_path_buf(), SessionWriter::create(f)?, Model::new(suite), true),
+            Some(f) => (
+                f.to_path_buf(),
+                SessionWriter::create(f)?,
+                Model::new(suite),
+                true,
+            ),
             None => {
                 let f = crate::session::store::new_session_path(&ws.sessions_dir());
-                (f.clone(), SessionWriter::create(&f)?, Model::new(suite), true)
+                (
+                    f.clone(),
+                    SessionWriter::create(&f)?,
+                    Model::new(suite),
+                    true,
+                )
             }
         };
         let mut rec = Recorder { writer, model };
@@ -77,17 +103,39 @@ pub fn run(
         })?;
         let mode = if quick { Mode::Quick } else { Mode::Full };
         let progress = !as_json;
-        let has_baseline = rec.model.ops.get(&p.name).map(|o| o.revisions.iter().any(|r| r.recorded)).unwrap_or(false);
+        let has_baseline = rec
+            .model
+            .ops
+            .get(&p.name)
+            .map(|o| o.revisions.iter().any(|r| r.recorded))
+            .unwrap_or(false);
         if !has_baseline {
             let base = crate::bench::suite_kernel(suite, p, "baseline.cu")?;
-            let v0 = rec.revision(p, Author::Baseline, None, "the suite's baseline", &base.code, None)?;
-            rec.measure(&client, suite, p, v0, mode, hw, progress).await?;
+            let v0 = rec.revision(
+                p,
+                Author::Baseline,
+                None,
+                "the suite's baseline",
+                &base.code,
+                None,
+            )?;
+            rec.measure(&client, suite, p, v0, mode, hw, progress)
+                .await?;
             rec.decide(p, v0, Decision::Accepted, DecidedBy::Auto)?;
         }
         let incumbent = rec.model.ops.get(&p.name).and_then(|o| o.incumbent);
         let incumbent_s = rec.model.ops.get(&p.name).and_then(|o| o.incumbent_s());
-        let rev = rec.revision(p, Author::Human, incumbent, rationale, &source, Some("file"))?;
-        let s = rec.measure(&client, suite, p, rev, mode, hw, progress).await?;
+        let rev = rec.revision(
+            p,
+            Author::Human,
+            incumbent,
+            rationale,
+            &source,
+            Some("file"),
+        )?;
+        let s = rec
+            .measure(&client, suite, p, rev, mode, hw, progress)
+            .await?;
         let decision = match decide {
             Decide::None => None,
             Decide::Accept => Some((Decision::Accepted, DecidedBy::Human)),
@@ -98,16 +146,32 @@ pub fn run(
                     (Some(_), None) => true,
                     _ => false,
                 };
-                Some((if better { Decision::Accepted } else { Decision::Rejected }, DecidedBy::Auto))
+                Some((
+                    if better {
+                        Decision::Accepted
+                    } else {
+                        Decision::Rejected
+                    },
+                    DecidedBy::Auto,
+                ))
             }
         };
         if let Some((d, by)) = decision {
             if d == Decision::Accepted && s.is_none() {
-                return Err(format!("{} v{rev} did not pass every shape: it cannot be accepted", p.name));
+                return Err(format!(
+                    "{} v{rev} did not pass every shape: it cannot be accepted",
+                    p.name
+                ));
             }
             rec.decide(p, rev, d, by)?;
         }
-        let verdict = rec.model.ops.get(&p.name).and_then(|o| o.rev(rev)).map(|r| r.verdict().label()).unwrap_or_default();
+        let verdict = rec
+            .model
+            .ops
+            .get(&p.name)
+            .and_then(|o| o.rev(rev))
+            .map(|r| r.verdict().label())
+            .unwrap_or_default();
         if as_json {
             let doc = json!({
                 "session": path.display().to_string(),
@@ -119,14 +183,21 @@ pub fn run(
                 "incumbent_s_op_before": incumbent_s,
                 "decision": decision.map(|d| d.0),
             });
-            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
         } else {
             println!(
                 "{} v{rev} ({}): {verdict}; incumbent before: {}; decision: {}; session {}",
                 p.name,
                 kernel.display(),
-                incumbent_s.map(|x| format!("S_op {x:.4}")).unwrap_or_else(|| "none".into()),
-                decision.map(|d| format!("{:?}", d.0).to_lowercase()).unwrap_or_else(|| "pending".into()),
+                incumbent_s
+                    .map(|x| format!("S_op {x:.4}"))
+                    .unwrap_or_else(|| "none".into()),
+                decision
+                    .map(|d| format!("{:?}", d.0).to_lowercase())
+                    .unwrap_or_else(|| "pending".into()),
                 path.display()
             );
         }

@@ -450,6 +450,32 @@ impl Problem {
         })
     }
 
+    /// The dtype of a tensor for a shape (`=expression` dtypes are evaluated).
+    pub fn tensor_dtype(&self, t: &TensorSpec, env: &Env) -> Result<String, LoadError> {
+        let Some(src) = t.dtype.strip_prefix('=') else {
+            return Ok(t.dtype.clone());
+        };
+        let line = t.shape.first().map(|e| e.line).unwrap_or(0);
+        let v = expr::eval_str(src.trim(), env).map_err(|x| {
+            self.err(
+                &format!("tensor {}", t.name),
+                line,
+                format!("dtype `{src}`: {x}"),
+            )
+        })?;
+        match v {
+            Value::Str(d) if DTYPES.contains(&d.as_str()) => Ok(d),
+            other => Err(self.err(
+                &format!("tensor {}", t.name),
+                line,
+                format!(
+                    "dtype `{src}` gives {other}, not one of {}",
+                    DTYPES.join(", ")
+                ),
+            )),
+        }
+    }
+
     /// The dimensions of a tensor for a shape.
     pub fn tensor_dims(&self, t: &TensorSpec, env: &Env) -> Result<Vec<usize>, LoadError> {
         t.shape
@@ -818,7 +844,19 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
                     format!("duplicate {kind} name `{}`", t.name),
                 ));
             }
-            let dtype = check_dtype(&t.dtype, &format!("{field}.dtype"))?;
+            // `=expression` picks the dtype per shape (a string parameter such as `dtype`).
+            let dtype = if let Some(src) = t.dtype.get_ref().strip_prefix('=') {
+                expr::parse(src.trim()).map_err(|x| {
+                    e(
+                        &format!("{field}.dtype"),
+                        line_of(text, t.dtype.span().start),
+                        format!("bad expression `{src}`: {x}"),
+                    )
+                })?;
+                t.dtype.get_ref().clone()
+            } else {
+                check_dtype(&t.dtype, &format!("{field}.dtype"))?
+            };
             let shape = t
                 .shape
                 .iter()
@@ -980,6 +1018,7 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         p.work_in(&env, s.id)?;
         for t in p.inputs.iter().chain(&p.outputs) {
             p.tensor_dims(t, &env)?;
+            p.tensor_dtype(t, &env)?;
         }
     }
     Ok(p)

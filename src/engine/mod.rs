@@ -52,7 +52,7 @@ fn tensor_desc(
     let dims = p.tensor_dims(t, env).map_err(|e| e.to_string())?;
     Ok(TensorDesc {
         name: t.name.clone(),
-        dtype: t.dtype.clone(),
+        dtype: p.tensor_dtype(t, env).map_err(|e| e.to_string())?,
         dims: dims.into_iter().map(|d| d as u64).collect(),
         generator: if input {
             Some(resolve_gen(&t.generator, env)?)

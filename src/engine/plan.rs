@@ -330,7 +330,9 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
         if matches!(val, Value::List(_)) {
             return Err(PlanError {
                 line,
-                msg: format!("define `{k}` = {val}: a define is one number, boolean or string (lists of candidates go under [tune])"),
+                msg: format!(
+                    "define `{k}` = {val}: a define is one number, boolean or string (lists of candidates go under [tune])"
+                ),
             });
         }
         if let Some(allowed) = tune.get(k) {

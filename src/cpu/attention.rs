@@ -662,4 +662,73 @@ mod tests {
         assert_ne!(base[h * l..2 * h * l], changed[h * l..2 * h * l]);
         assert_eq!(base[2 * h * l..], changed[2 * h * l..]);
     }
+    /// Every kernel file of these operators has a launch plan that resolves on every suite shape
+    /// and every reduced shape, for each value of each tune parameter: grid within the hardware
+    /// limits, shared memory within an H200 block's 227 KiB (the offline compile command checks
+    /// NVRTC but not the plan against shapes).
+    #[test]
+    fn launch_plans_resolve_on_every_shape() {
+        use crate::engine::plan;
+        let suite = Suite::load(SuiteSource::Embedded).unwrap();
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("problems");
+        for op in ops() {
+            let p = suite.problem(op.name).unwrap();
+            let mut shapes = p.shapes.clone();
+            for (k, params) in (op.reduced)().into_iter().enumerate() {
+                shapes.push(Shape {
+                    id: 9000 + k as u32,
+                    params,
+                    note: String::new(),
+                    production_us: Default::default(),
+                    line: 0,
+                });
+            }
+            for file in ["reference.cu", "baseline.cu", "inputs.cu"] {
+                let Ok(src) = std::fs::read_to_string(root.join(op.name).join(file)) else {
+                    assert_ne!(file, "reference.cu", "{}: no reference", op.name);
+                    assert_ne!(file, "baseline.cu", "{}: no baseline", op.name);
+                    continue;
+                };
+                let pl = plan::parse(&src).unwrap_or_else(|e| panic!("{}/{file}: {e:?}", op.name));
+                let mut variants = vec![pl.defines.clone()];
+                for (k, vals) in &pl.tune {
+                    for v in vals {
+                        let mut d = pl.defines.clone();
+                        d.insert(k.clone(), v.clone());
+                        variants.push(d);
+                    }
+                }
+                let scratch: Vec<String> = pl.scratch.iter().map(|s| s.name.clone()).collect();
+                let is_buf = |n: &str| {
+                    p.inputs.iter().any(|t| t.name == n)
+                        || p.outputs.iter().any(|t| t.name == n)
+                        || scratch.iter().any(|s| s == n)
+                };
+                for s in &shapes {
+                    let mut env = p.env(s).unwrap();
+                    env.insert("seed".into(), Value::Int(1));
+                    for d in &variants {
+                        let e = pl.env(&env, d);
+                        let r = pl
+                            .resolve(&e, &is_buf)
+                            .unwrap_or_else(|e| panic!("{}/{file} shape {}: {e:?}", op.name, s.id));
+                        for l in r {
+                            assert!(
+                                l.grid[1] <= 65535 && l.grid[2] <= 65535,
+                                "{}/{file}",
+                                op.name
+                            );
+                            assert!(
+                                l.smem <= 227 * 1024,
+                                "{}/{file} shape {}: smem {}",
+                                op.name,
+                                s.id,
+                                l.smem
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

@@ -183,16 +183,12 @@ pub fn run(
     let rt = runtime()?;
     rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(device.unwrap_or(0)));
-        let mut probe_devices = Vec::new();
-        let (dev, driver, nvrtc) = match client.hello().await {
+        let (dev, driver, nvrtc, probe_devices) = match client.hello().await {
             Ok(Event::Hello {
                 device: Some(d),
                 probe,
                 ..
-            }) => {
-                probe_devices = probe.devices.clone();
-                (d, probe.driver_version, probe.nvrtc_version)
-            }
+            }) => (d, probe.driver_version, probe.nvrtc_version, probe.devices),
             Ok(Event::Hello { device: None, .. }) => {
                 eprintln!(
                     "atrex-tui: no GPU {}: measurement is unavailable",

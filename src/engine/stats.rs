@@ -115,13 +115,17 @@ impl StopRule {
         if samples.len() >= self.max_samples {
             return true;
         }
+        let total: f64 = samples.iter().sum();
+        // Slow kernels: three samples suffice once they add up to more than the wall budget.
+        if samples.len() >= 3 && total >= self.max_wall_ms {
+            return true;
+        }
         if samples.len() < self.min_samples {
             return false;
         }
         if wall_ms >= self.max_wall_ms {
             return true;
         }
-        let total: f64 = samples.iter().sum();
         total >= self.min_time_ms && median_noise(samples) <= self.target_noise
     }
 }
@@ -156,5 +160,10 @@ mod tests {
         assert!(!r.done(&noisy, 10.0), "noise {}", median_noise(&noisy));
         assert!(r.done(&noisy, 150.0), "wall-time cap");
         assert!(r.done(&vec![1.0; 200], 1.0), "sample cap");
+        assert!(!r.done(&[60.0, 61.0], 130.0), "at least three samples");
+        assert!(
+            r.done(&[60.0, 61.0, 59.0], 190.0),
+            "slow kernels stop after three samples over the budget"
+        );
     }
 }

@@ -971,6 +971,7 @@ impl Gpu {
             self.reset_scratch(&ref_scratch)?;
             self.enqueue(reference, env, &ref_map)?;
             self.sync()?;
+            heartbeat(k);
             let refs: Vec<Vec<u8>> = outputs
                 .iter()
                 .map(|b| self.download(b))
@@ -993,6 +994,7 @@ impl Gpu {
                 self.reset_scratch(&cand_scratch)?;
                 self.enqueue(cand, env, &cand_map)?;
                 self.sync()?;
+                heartbeat(k);
                 runs.push(
                     outputs
                         .iter()
@@ -1072,6 +1074,7 @@ impl Gpu {
         custom: Option<&Loaded>,
         cancel: &AtomicU64,
         id: u64,
+        heartbeat: &dyn Fn(usize),
     ) -> GResult<Option<stats::TimingStats>> {
         let set_bytes: u64 = shape
             .inputs
@@ -1133,12 +1136,18 @@ impl Gpu {
             starts.push(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?);
             ends.push(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?);
         }
-        let mut samples = Vec::new();
+        let mut samples: Vec<f64> = Vec::new();
         let wall = Instant::now();
         let mut result = Ok(());
         let mut cancelled = false;
+        // Batches of about 50 ms of kernel time (1 to 16 samples), so that slow kernels still
+        // report progress well inside the watchdog.
+        let mut batch = BATCH;
         'outer: loop {
-            for i in 0..BATCH {
+            if let Some(last) = samples.last() {
+                batch = ((50.0 / last.max(1e-3)) as usize).clamp(1, BATCH);
+            }
+            for i in 0..batch {
                 let set = (samples.len() + i) % maps.len();
                 if has_zero_scratch {
                     self.reset_scratch(&scratch)?;
@@ -1164,10 +1173,11 @@ impl Gpu {
                 unsafe { cu::event::record(ends[i], self.stream) }?;
             }
             self.sync()?;
-            for i in 0..BATCH {
+            for i in 0..batch {
                 let ms = unsafe { cu::event::elapsed(starts[i], ends[i]) }?;
                 samples.push(ms as f64);
             }
+            heartbeat(samples.len());
             if rule.done(&samples, wall.elapsed().as_secs_f64() * 1e3) {
                 break;
             }
@@ -1455,7 +1465,16 @@ fn run_job(
                 done: k,
                 total,
             });
-            match g.time_shape(job, shape, &env, &cand, custom.as_ref(), cancel, id) {
+            let beat = |n: usize| {
+                out.send(&Event::Progress {
+                    id,
+                    stage: format!("time ({n} samples)"),
+                    shape: Some(shape.id),
+                    done: k,
+                    total,
+                })
+            };
+            match g.time_shape(job, shape, &env, &cand, custom.as_ref(), cancel, id, &beat) {
                 Ok(Some(t)) => {
                     let t_s = t.median_ms * 1e-3;
                     let s = crate::roofline::speed_of_light_fraction(shape.sol_s, t_s);

@@ -5,7 +5,7 @@ grid = ["Hk", "S"]
 block = ["THREADS"]
 smem = "4 * ((Hq // Hk) * D * (1 + max(1, THREADS // D)) + (Hq // Hk) * L)"
 args = ["out", "query", "k_cache", "v_cache", "block_tables", "seq_lens",
-        "Hq:i32", "Hk:i32", "D:i32", "bs:i32", "mb:i32", "L:i32"]
+        "Hq:i32", "Hk:i32", "D:i32", "bs:i32", "mb:i32", "L:i32", "if(dtype == 'fp16', 1, 0):i32"]
 
 [tune]
 THREADS = [256, 128, 512]
@@ -20,25 +20,30 @@ THREADS = [256, 128, 512]
 //  3. P·V: a thread per (dimension, part of the blocks) reads the 16 positions of a block for its
 //     dimension as two 16-byte loads (v_cache[β, g, d, 0:16]); parts are summed in a fixed order.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <math_constants.h>
 
 #define MAXG 8  // largest GQA group in the suite (Hq/Hk ∈ {1, 4, 5, 8})
 
-__device__ __forceinline__ void bf16x8_to_f32(const uint4& u, float (&f)[8]) {
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+// The operator runs in bf16 or fp16 (the shape's `dtype`): one body, two instantiations.
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_f(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+
+template <typename T>
+__device__ __forceinline__ void x8_to_f32(const uint4& u, float (&f)[8]) {
+    const T* h = reinterpret_cast<const T*>(&u);
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        float2 t = __bfloat1622float2(h[k]);
-        f[2 * k] = t.x;
-        f[2 * k + 1] = t.y;
-    }
+    for (int k = 0; k < 8; ++k) f[k] = to_f(h[k]);
 }
 
-extern "C" __global__ void __launch_bounds__(512)
-paged_attention_decode_kernel(__nv_bfloat16* __restrict__ out, const __nv_bfloat16* __restrict__ query,
-                              const __nv_bfloat16* __restrict__ k_cache,
-                              const __nv_bfloat16* __restrict__ v_cache, const int* __restrict__ block_tables,
-                              const int* __restrict__ seq_lens, int Hq, int Hk, int D, int bs, int mb, int L) {
+template <typename T>
+__device__ __forceinline__ void attend(T* __restrict__ out, const T* __restrict__ query,
+                                       const T* __restrict__ k_cache, const T* __restrict__ v_cache,
+                                       const int* __restrict__ block_tables, const int* __restrict__ seq_lens,
+                                       int Hq, int Hk, int D, int bs, int mb, int L) {
     extern __shared__ float sm[];
     const int G = Hq / Hk;
     const int g = blockIdx.x, i = blockIdx.y, tid = threadIdx.x, nt = blockDim.x;
@@ -50,13 +55,13 @@ paged_attention_decode_kernel(__nv_bfloat16* __restrict__ out, const __nv_bfloat
     const int h0 = g * G;
     if (len <= 0) {
         for (int idx = tid; idx < G * D; idx += nt)
-            out[((long long)i * Hq + h0) * D + idx] = __float2bfloat16_rn(0.0f);
+            out[((long long)i * Hq + h0) * D + idx] = from_f<T>(0.0f);
         return;
     }
     if (len > L || G > MAXG || bs != 16) __trap();
     const float scale = 1.0f / sqrtf((float)D);
     for (int idx = tid; idx < G * D; idx += nt)
-        qs[idx] = __bfloat162float(query[((long long)i * Hq + h0) * D + idx]);
+        qs[idx] = to_f(query[((long long)i * Hq + h0) * D + idx]);
     __syncthreads();
     const int* bt = block_tables + (long long)i * mb;
 
@@ -71,7 +76,7 @@ paged_attention_decode_kernel(__nv_bfloat16* __restrict__ out, const __nv_bfloat
             const long long beta = bt[p / bs];
             const int o = p % bs;
             const uint4 raw = *reinterpret_cast<const uint4*>(k_cache + (((beta * Hk + g) * CH + c) * bs + o) * 8);
-            bf16x8_to_f32(raw, k);
+            x8_to_f32<T>(raw, k);
         } else {
 #pragma unroll
             for (int e = 0; e < 8; ++e) k[e] = 0.0f;
@@ -127,8 +132,8 @@ paged_attention_decode_kernel(__nv_bfloat16* __restrict__ out, const __nv_bfloat
             const uint4* src = reinterpret_cast<const uint4*>(v_cache + ((beta * Hk + g) * D + d) * bs);
             float v[16];
             uint4 r0 = src[0], r1 = src[1];
-            bf16x8_to_f32(r0, *reinterpret_cast<float(*)[8]>(v));
-            bf16x8_to_f32(r1, *reinterpret_cast<float(*)[8]>(v + 8));
+            x8_to_f32<T>(r0, *reinterpret_cast<float(*)[8]>(v));
+            x8_to_f32<T>(r1, *reinterpret_cast<float(*)[8]>(v + 8));
             const int n = min(bs, len - b * bs);
 #pragma unroll
             for (int hh = 0; hh < MAXG; ++hh) {
@@ -146,6 +151,18 @@ paged_attention_decode_kernel(__nv_bfloat16* __restrict__ out, const __nv_bfloat
     for (int idx = tid; idx < G * D; idx += nt) {
         float s = 0.0f;
         for (int pt = 0; pt < spl; ++pt) s += part[pt * G * D + idx];
-        out[((long long)i * Hq + h0) * D + idx] = __float2bfloat16_rn(s);
+        out[((long long)i * Hq + h0) * D + idx] = from_f<T>(s);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+paged_attention_decode_kernel(void* out, const void* query, const void* k_cache, const void* v_cache,
+                              const int* block_tables, const int* seq_lens, int Hq, int Hk, int D, int bs,
+                              int mb, int L, int is_fp16) {
+    if (is_fp16)
+        attend<__half>((__half*)out, (const __half*)query, (const __half*)k_cache, (const __half*)v_cache,
+                       block_tables, seq_lens, Hq, Hk, D, bs, mb, L);
+    else
+        attend<__nv_bfloat16>((__nv_bfloat16*)out, (const __nv_bfloat16*)query, (const __nv_bfloat16*)k_cache,
+                              (const __nv_bfloat16*)v_cache, block_tables, seq_lens, Hq, Hk, D, bs, mb, L);
 }

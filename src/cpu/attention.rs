@@ -75,9 +75,9 @@ fn forward_shapes() -> Vec<BTreeMap<String, Value>> {
 
 fn paged_shapes() -> Vec<BTreeMap<String, Value>> {
     // (S, L, Hq, Hk, D): a partial last block; head size 256 with one KV head; MHA.
-    [(3, 40, 4, 2, 128), (2, 16, 3, 1, 256), (5, 64, 2, 2, 128)]
+    [(3, 40, 4, 2, 128, "bf16"), (2, 16, 3, 1, 256, "bf16"), (5, 64, 2, 2, 128, "bf16"), (3, 40, 8, 2, 128, "fp16")]
         .iter()
-        .map(|(s, l, hq, hk, d)| {
+        .map(|(s, l, hq, hk, d, dt)| {
             params(&[
                 ("num_seqs", Value::Int(*s)),
                 ("ctx_len", Value::Int(*l)),
@@ -85,7 +85,7 @@ fn paged_shapes() -> Vec<BTreeMap<String, Value>> {
                 ("num_kv_heads", Value::Int(*hk)),
                 ("head_size", Value::Int(*d)),
                 ("block_size", Value::Int(16)),
-                ("dtype", Value::Str("bf16".into())),
+                ("dtype", Value::Str(dt.to_string())),
             ])
         })
         .collect()

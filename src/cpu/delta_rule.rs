@@ -172,7 +172,15 @@ fn gdr_compute(
     threshold: f32,
     l2: bool,
 ) -> Result<(Vec<f32>, Vec<f32>), String> {
-    let GdrDims { b, t, hv, hq, k, v, s } = d;
+    let GdrDims {
+        b,
+        t,
+        hv,
+        hq,
+        k,
+        v,
+        s,
+    } = d;
     let mut out = vec![0.0f32; b * t * hv * v];
     let mut fin = x.pool.clone();
     let row_len = hv * k * v;
@@ -279,7 +287,10 @@ impl ChunkDims {
     }
 }
 
-/// The state pass; returns (h, v_new, final_state).
+/// (h, v_new, final_state) of the state pass.
+type StateOut = (Vec<f32>, Vec<f32>, Vec<f32>);
+
+/// The state pass.
 #[allow(clippy::too_many_arguments)]
 fn chunk_state_compute(
     d: ChunkDims,
@@ -290,7 +301,7 @@ fn chunk_state_compute(
     g: &[f32],
     pool: &[f32],
     idx: &[i64],
-) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>), String> {
+) -> Result<StateOut, String> {
     let ChunkDims {
         b,
         t,
@@ -481,12 +492,23 @@ mod tests {
     use super::*;
 
     fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f32::max)
     }
 
     fn gdr_random(d: GdrDims, seed: u64) -> GdrIn {
         let mut r = Rng::new(seed);
-        let GdrDims { b, t, hv, hq, k, v, s } = d;
+        let GdrDims {
+            b,
+            t,
+            hv,
+            hq,
+            k,
+            v,
+            s,
+        } = d;
         GdrIn {
             a_log: r.normal_in("fp32", hv, 0.02),
             a: r.normal_in("bf16", b * t * hv, 0.02),
@@ -519,8 +541,14 @@ mod tests {
         let x = gdr_random(GDR, 1);
         let (_, fin) = gdr(&x);
         let row = GDR.hv * GDR.k * GDR.v;
-        assert!(fin[row..] == x.pool[row..], "rows 1 and 2 must be copied unchanged");
-        assert!(max_abs_diff(&fin[..row], &x.pool[..row]) > 1e-3, "row 0 must be updated");
+        assert!(
+            fin[row..] == x.pool[row..],
+            "rows 1 and 2 must be copied unchanged"
+        );
+        assert!(
+            max_abs_diff(&fin[..row], &x.pool[..row]) > 1e-3,
+            "row 0 must be updated"
+        );
         // Row 2 selected, holding row 0's initial state: rows 0 and 1 stay, row 2 gets the same
         // update as before.
         let mut y = gdr_random(GDR, 1);
@@ -529,7 +557,10 @@ mod tests {
         y.pool[2 * row..].copy_from_slice(&r0);
         let (_, fin2) = gdr_compute(GDR, &y, 0.25, 1.0, 20.0, true).unwrap();
         assert!(fin2[..2 * row] == y.pool[..2 * row]);
-        assert!(fin2[2 * row..] == fin[..row], "the update does not depend on the row used");
+        assert!(
+            fin2[2 * row..] == fin[..row],
+            "the update does not depend on the row used"
+        );
     }
 
     #[test]
@@ -566,10 +597,17 @@ mod tests {
             let kh = l2_normalize(&x.k[j * d.k..(j + 1) * d.k]);
             let qh = l2_normalize(&x.q[j * d.k..(j + 1) * d.k]);
             for col in 0..d.v {
-                let hk: f32 = (0..d.k).map(|kk| fin[(m * d.k + kk) * d.v + col] * kh[kk]).sum();
+                let hk: f32 = (0..d.k)
+                    .map(|kk| fin[(m * d.k + kk) * d.v + col] * kh[kk])
+                    .sum();
                 let want = x.v[m * d.v + col];
-                assert!((hk - want).abs() < 1e-6, "head {m} col {col}: {hk} vs {want}");
-                let o: f32 = (0..d.k).map(|kk| fin[(m * d.k + kk) * d.v + col] * qh[kk] * 0.25).sum();
+                assert!(
+                    (hk - want).abs() < 1e-6,
+                    "head {m} col {col}: {hk} vs {want}"
+                );
+                let o: f32 = (0..d.k)
+                    .map(|kk| fin[(m * d.k + kk) * d.v + col] * qh[kk] * 0.25)
+                    .sum();
                 assert!((out[m * d.v + col] - o).abs() <= o.abs() / 128.0 + 1e-9);
             }
         }
@@ -583,7 +621,11 @@ mod tests {
         y.q.iter_mut().for_each(|v| *v *= 4.0);
         y.k.iter_mut().for_each(|v| *v *= 0.5);
         let (out2, fin2) = gdr(&y);
-        assert!(max_abs_diff(&out, &out2) <= 2e-5, "{}", max_abs_diff(&out, &out2));
+        assert!(
+            max_abs_diff(&out, &out2) <= 2e-5,
+            "{}",
+            max_abs_diff(&out, &out2)
+        );
         assert!(max_abs_diff(&fin, &fin2) <= 1e-6);
         // Without the normalization the same change matters.
         let (out3, _) = gdr_compute(GDR, &y, 0.25, 1.0, 20.0, false).unwrap();
@@ -647,7 +689,10 @@ mod tests {
         assert_eq!(n, 3);
         for m in 0..CST.hv {
             for i in 0..CST.k * CST.v {
-                assert_eq!(h[m * CST.k * CST.v + i], bf16(x.pool[row + m * CST.k * CST.v + i]));
+                assert_eq!(
+                    h[m * CST.k * CST.v + i],
+                    bf16(x.pool[row + m * CST.k * CST.v + i])
+                );
             }
         }
     }
@@ -684,7 +729,9 @@ mod tests {
             for m in 0..d.hv {
                 for col in 0..d.v {
                     let acc: f32 = (0..d.k)
-                        .map(|kk| x.w[(t * d.hv + m) * d.k + kk] * h[((d.hv + m) * d.k + kk) * d.v + col])
+                        .map(|kk| {
+                            x.w[(t * d.hv + m) * d.k + kk] * h[((d.hv + m) * d.k + kk) * d.v + col]
+                        })
                         .sum();
                     let want = bf16(x.u[(t * d.hv + m) * d.v + col] - acc);
                     assert_eq!(v_new[(t * d.hv + m) * d.v + col], want);
@@ -754,7 +801,9 @@ mod tests {
         let d = CO;
         for t in [0usize, 4, 8] {
             for m in 0..d.hv {
-                let dot: f32 = (0..d.k).map(|kk| x.q[t * d.k + kk] * x.k[t * d.k + kk]).sum();
+                let dot: f32 = (0..d.k)
+                    .map(|kk| x.q[t * d.k + kk] * x.k[t * d.k + kk])
+                    .sum();
                 for col in 0..d.v {
                     let want = bf16(0.5 * (bf16(dot) * x.v[(t * d.hv + m) * d.v + col]));
                     assert_eq!(out[(t * d.hv + m) * d.v + col], want);
@@ -769,7 +818,10 @@ mod tests {
             for m in 0..d.hv {
                 for col in 0..d.v {
                     let qh: f32 = (0..d.k)
-                        .map(|kk| y.q[t * d.k + kk] * y.h[(((t / d.cs) * d.hv + m) * d.k + kk) * d.v + col])
+                        .map(|kk| {
+                            y.q[t * d.k + kk]
+                                * y.h[(((t / d.cs) * d.hv + m) * d.k + kk) * d.v + col]
+                        })
                         .sum();
                     let want = bf16(0.5 * (qh * y.g[t * d.hv + m].exp()));
                     assert_eq!(out[(t * d.hv + m) * d.v + col], want);
@@ -836,7 +888,12 @@ mod tests {
                     if t.dtype == "int32" {
                         HostTensor::from_i64(&t.name, "int32", dims, &vec![0; n])
                     } else {
-                        HostTensor::from_f32(&t.name, &t.dtype, dims, &r.normal_in(&t.dtype, n, 0.02))
+                        HostTensor::from_f32(
+                            &t.name,
+                            &t.dtype,
+                            dims,
+                            &r.normal_in(&t.dtype, n, 0.02),
+                        )
                     }
                 })
                 .collect();
@@ -847,7 +904,10 @@ mod tests {
                 assert_eq!(o.dtype, spec.dtype);
                 let want = p.tensor_dims(spec, &env).unwrap();
                 assert_eq!(o.dims, want, "{} {}", c.name, o.name);
-                assert_eq!(o.bytes.len(), o.elements() * crate::suite::dtype_size(&o.dtype).unwrap());
+                assert_eq!(
+                    o.bytes.len(),
+                    o.elements() * crate::suite::dtype_size(&o.dtype).unwrap()
+                );
                 assert!(o.f32s().iter().all(|v| v.is_finite()));
             }
         }

@@ -6,6 +6,7 @@ use crate::expr::{Env, Value};
 use std::collections::BTreeMap;
 
 mod attention;
+mod norms_quant;
 mod pilots;
 
 /// A tensor on the host: little-endian bytes of its dtype.
@@ -189,6 +190,7 @@ pub fn all() -> Vec<CpuOp> {
     let mut v = Vec::new();
     v.extend(pilots::ops());
     v.extend(attention::ops());
+    v.extend(norms_quant::ops());
     v
 }
 

@@ -314,7 +314,9 @@ fn fused_rmsnorm_quant(env: &Env, inputs: &[HostTensor]) -> Result<Vec<HostTenso
     let mut scales = vec![0f32; t];
     for row in 0..t {
         let rr = &r[row * h..(row + 1) * h];
-        // The reference kernel's rule: Σr² in f64, mean rounded to f32, then rsqrt.
+        // The reference kernel's rule: Σr² in f64, mean rounded to f32, then rsqrt. The GPU
+        // uses rsqrtf (approximate; it may differ by an ulp), so a rare bf16 n, and through it
+        // an fp8 code, can differ from the reference kernel's.
         let rstd = rsqrt((sum_sq(rr) / h as f64) as f32 + eps);
         let n: Vec<f32> = (0..h).map(|j| bf16(rr[j] * rstd * w[j])).collect();
         let amax = n.iter().fold(0f32, |m, v| m.max(v.abs()));

@@ -11,7 +11,9 @@ BLOCK = [128, 64, 256]
 */
 // Baseline per-head QK RMSNorm on packed fp16 QKV: a group of TPR lanes (power of two ≤ 32)
 // per (token, head), BLOCK / TPR heads per block. 16-byte loads of 8 fp16 kept in registers
-// (up to MAXV per lane, the rest re-read), Σx² reduced with shuffles inside the group;
+// (up to MAXV per lane, the rest re-read), Σx² accumulated in fp64 (the reference's rule, so
+// rstd is bit-identical whatever the order) and reduced with shuffles inside the group;
+// rstd = rsqrtf(fp32(Σx² / D) + eps);
 // n = fp16(x · rstd), out = fp16(w · n) (the reference's two roundings); v heads are copied
 // with 16-byte moves. Scalar path when D % 8 != 0.
 #include <cuda_fp16.h>
@@ -27,13 +29,15 @@ __device__ __forceinline__ unsigned group_mask() {
     return TPR == 32 ? 0xffffffffu : (((1u << (TPR & 31)) - 1u) << ((threadIdx.x & 31) & ~(TPR - 1)));
 }
 
-__device__ __forceinline__ float sumsq8(const uint4& p) {
+// Σ of 8 squares: each fp16 square is exact in fp32, the sum is accumulated in fp64.
+__device__ __forceinline__ double sumsq8(const uint4& p) {
     const __half2* h = reinterpret_cast<const __half2*>(&p);
-    float s = 0.0f;
+    double s = 0.0;
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
         float2 t = __half22float2(h[e]);
-        s += t.x * t.x + t.y * t.y;
+        s += (double)(t.x * t.x);
+        s += (double)(t.y * t.y);
     }
     return s;
 }
@@ -74,7 +78,7 @@ fused_qk_rmsnorm_kernel(__half* __restrict__ out, const __half* __restrict__ hid
         }
         const unsigned mask = group_mask();
         uint4 xp[MAXV];
-        float s = 0.0f;
+        double s = 0.0;
 #pragma unroll
         for (int k = 0; k < MAXV; ++k) {
             const int i = lane + k * TPR;
@@ -86,7 +90,7 @@ fused_qk_rmsnorm_kernel(__half* __restrict__ out, const __half* __restrict__ hid
         for (int i = lane + MAXV * TPR; i < nv; i += TPR) s += sumsq8(__ldg(xv + i));
 #pragma unroll
         for (int o = TPR / 2; o > 0; o >>= 1) s += __shfl_xor_sync(mask, s, o);
-        const float rstd = rsqrtf(s / (float)D + eps);
+        const float rstd = rsqrtf(__double2float_rn(s / (double)D) + eps);
         const uint4* wv = reinterpret_cast<const uint4*>(w);
 #pragma unroll
         for (int k = 0; k < MAXV; ++k) {
@@ -101,14 +105,14 @@ fused_qk_rmsnorm_kernel(__half* __restrict__ out, const __half* __restrict__ hid
             return;
         }
         const unsigned mask = group_mask();
-        float s = 0.0f;
+        double s = 0.0;
         for (int j = lane; j < D; j += TPR) {
             const float v = __half2float(xr[j]);
-            s += v * v;
+            s += (double)(v * v);
         }
 #pragma unroll
         for (int o = TPR / 2; o > 0; o >>= 1) s += __shfl_xor_sync(mask, s, o);
-        const float rstd = rsqrtf(s / (float)D + eps);
+        const float rstd = rsqrtf(__double2float_rn(s / (double)D) + eps);
         for (int j = lane; j < D; j += TPR) {
             const __half n = __float2half_rn(__half2float(xr[j]) * rstd);
             out[base + j] = __float2half_rn(__half2float(w[j]) * __half2float(n));

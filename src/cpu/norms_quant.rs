@@ -73,7 +73,7 @@ fn e4m3_magnitude_code(a: f32, bias: i32) -> u32 {
 /// results that round to zero are +0.
 pub fn e4m3fnuz_bits(x: f32) -> u8 {
     let a = x.abs();
-    if !(a < 248.0) {
+    if a.is_nan() || a >= 248.0 {
         return 0x80;
     }
     let code = e4m3_magnitude_code(a, 8).min(0x7F);
@@ -91,7 +91,7 @@ pub fn e4m3fnuz_bits(x: f32) -> u8 {
 pub fn e4m3fn_bits(x: f32) -> u8 {
     let s: u8 = if x.is_sign_negative() { 0x80 } else { 0 };
     let a = x.abs();
-    if !(a <= 464.0) {
+    if a.is_nan() || a > 464.0 {
         return s | 0x7F;
     }
     s | e4m3_magnitude_code(a, 7).min(0x7E) as u8

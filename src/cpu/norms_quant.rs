@@ -778,4 +778,67 @@ mod tests {
             per_token_group_quant_fp8(&bad, &[bf16_tensor("x", vec![1, 200], &x[..200])]).is_err()
         );
     }
+
+    /// Every kernel file of these operators has a launch plan that resolves on every suite shape
+    /// (and the reference on every reduced shape) for every combination of tune values: grid x
+    /// within 2^31 − 1, 1-D grids, and whole warps in the baselines (their shuffles use full
+    /// masks). The offline compile command checks NVRTC but not the plan against every shape.
+    #[test]
+    fn launch_plans_resolve_on_every_shape_and_tune_combination() {
+        use crate::engine::plan;
+        let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+        let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("problems");
+        for op in ops() {
+            let p = suite.problem(op.name).unwrap();
+            let mut shapes: Vec<(bool, crate::suite::Shape)> =
+                p.shapes.iter().map(|s| (false, s.clone())).collect();
+            for (k, params) in (op.reduced)().into_iter().enumerate() {
+                let s = crate::suite::Shape {
+                    id: 9000 + k as u32,
+                    params,
+                    note: String::new(),
+                    production_us: Default::default(),
+                    line: 0,
+                };
+                shapes.push((true, s));
+            }
+            for file in ["reference.cu", "baseline.cu"] {
+                let src = std::fs::read_to_string(root.join(op.name).join(file))
+                    .unwrap_or_else(|e| panic!("{}/{file}: {e}", op.name));
+                let pl = plan::parse(&src).unwrap_or_else(|e| panic!("{}/{file}: {e:?}", op.name));
+                let mut combos = vec![pl.defines.clone()];
+                for (k, vals) in &pl.tune {
+                    combos = combos
+                        .iter()
+                        .flat_map(|c| {
+                            vals.iter().map(move |v| {
+                                let mut d = c.clone();
+                                d.insert(k.clone(), v.clone());
+                                d
+                            })
+                        })
+                        .collect();
+                }
+                let is_buf = |n: &str| p.inputs.iter().chain(&p.outputs).any(|t| t.name == n);
+                for (reduced, s) in &shapes {
+                    if *reduced && file == "baseline.cu" {
+                        continue;
+                    }
+                    let env = p.env(s).unwrap();
+                    for d in &combos {
+                        let r = pl.resolve(&pl.env(&env, d), &is_buf).unwrap_or_else(|e| {
+                            panic!("{}/{file} shape {} {d:?}: {e:?}", op.name, s.id)
+                        });
+                        for l in r {
+                            assert!(l.grid[0] <= i32::MAX as u32, "{}/{file}", op.name);
+                            assert_eq!((l.grid[1], l.grid[2]), (1, 1), "{}/{file}", op.name);
+                            if file == "baseline.cu" {
+                                assert_eq!(l.block[0] % 32, 0, "{}/{file} {d:?}", op.name);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }

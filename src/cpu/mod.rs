@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 mod attention;
 mod delta_rule;
+mod norms_quant;
 mod pilots;
 
 /// A tensor on the host: little-endian bytes of its dtype.
@@ -191,6 +192,7 @@ pub fn all() -> Vec<CpuOp> {
     v.extend(pilots::ops());
     v.extend(attention::ops());
     v.extend(delta_rule::ops());
+    v.extend(norms_quant::ops());
     v
 }
 

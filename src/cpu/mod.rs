@@ -5,6 +5,7 @@
 use crate::expr::{Env, Value};
 use std::collections::BTreeMap;
 
+mod moe_gemm;
 mod pilots;
 
 /// A tensor on the host: little-endian bytes of its dtype.
@@ -187,6 +188,7 @@ pub struct CpuOp {
 pub fn all() -> Vec<CpuOp> {
     let mut v = Vec::new();
     v.extend(pilots::ops());
+    v.extend(moe_gemm::ops());
     v
 }
 

@@ -78,6 +78,7 @@ pub fn e4m3fnuz_bits(x: f32) -> u8 {
 
 /// fp32 → float8_e4m3fn code: |x| > 464 and NaN give NaN (0x7F, sign kept); (448, 464] gives
 /// ±448; negative values that round to zero give −0 (0x80).
+#[allow(dead_code)]
 pub fn e4m3fn_bits(x: f32) -> u8 {
     let s: u8 = if x.is_sign_negative() { 0x80 } else { 0 };
     if x.is_nan() || x.abs() > 464.0 {
@@ -101,10 +102,12 @@ pub fn e4m3fn_bits(x: f32) -> u8 {
     s | (((e + 7) as u8) << 3) | m as u8
 }
 
+#[allow(dead_code)]
 pub fn e4m3fnuz(x: f32) -> f32 {
     crate::engine::compare::e4m3fnuz_to_f64(e4m3fnuz_bits(x)) as f32
 }
 
+#[allow(dead_code)]
 pub fn e4m3fn(x: f32) -> f32 {
     crate::engine::compare::e4m3fn_to_f64(e4m3fn_bits(x)) as f32
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 mod attention;
 mod delta_rule;
+mod moe_gemm;
 mod norms_quant;
 mod pilots;
 
@@ -192,6 +193,7 @@ pub fn all() -> Vec<CpuOp> {
     v.extend(pilots::ops());
     v.extend(attention::ops());
     v.extend(delta_rule::ops());
+    v.extend(moe_gemm::ops());
     v.extend(norms_quant::ops());
     v
 }

@@ -30,6 +30,7 @@ fn job(name: &str) -> Job {
         seeds: vec![1],
         generator: None,
         arch: None,
+        watchdog_s: None,
     }
 }
 

@@ -282,6 +282,9 @@ async fn supervise(
         let Some((id, job, events)) = queue.pop_front() else {
             continue;
         };
+        let watchdog = cfg
+            .watchdog
+            .max(Duration::from_secs_f64(job.watchdog_s.unwrap_or(0.0).clamp(0.0, 3600.0)));
         let p = match ensure(&cfg, &mut proc).await {
             Ok(p) => p,
             Err(e) => {
@@ -307,12 +310,12 @@ async fn supervise(
         loop {
             let Some(p) = proc.as_mut() else { break };
             tokio::select! {
-                line = tokio::time::timeout(cfg.watchdog, p.lines.recv()) => {
+                line = tokio::time::timeout(watchdog, p.lines.recv()) => {
                     match line {
                         Err(_) => {
                             lost = Some((Verdict::Timeout, format!(
                                 "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",
-                                cfg.watchdog.as_secs_f64()
+                                watchdog.as_secs_f64()
                             )));
                             break;
                         }

@@ -141,6 +141,13 @@ pub fn build_job(
         .iter()
         .map(|id| shape_job(p, *id, hw))
         .collect::<Result<Vec<_>, _>>()?;
+    // 10 s between progress events, plus 4 s per GB of the largest shape's tensors.
+    let largest = shapes
+        .iter()
+        .map(|s| s.inputs.iter().chain(&s.outputs).map(|t| t.bytes()).sum::<u64>())
+        .max()
+        .unwrap_or(0);
+    let watchdog = 10.0 + 4.0 * largest as f64 / 1e9;
     Ok(Job {
         operator: p.name.clone(),
         kind,
@@ -160,6 +167,7 @@ pub fn build_job(
             defines: Default::default(),
         }),
         arch: None,
+        watchdog_s: Some(watchdog),
     })
 }
 

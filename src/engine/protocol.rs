@@ -125,6 +125,10 @@ pub struct Job {
     /// Target architecture for compile-only jobs on a machine without a GPU (default sm_90a).
     #[serde(default)]
     pub arch: Option<String>,
+    /// The client's watchdog for this job when longer than its default: shapes of many
+    /// gigabytes need more than 10 s between progress events (host comparison, downloads).
+    #[serde(default)]
+    pub watchdog_s: Option<f64>,
 }
 
 /// A tensor's contents (little-endian bytes, base64).

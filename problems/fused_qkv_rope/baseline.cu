@@ -1,0 +1,100 @@
+/* atrex:plan
+[[launch]]
+kernel = "fused_qkv_rope_kernel"
+grid = ["T", "ceil((H + 2 * KV) / HEADS)"]
+block = ["min(1024, 32 * ceil(max(32, HEADS * D // 16) / 32))"]
+smem = "2 * 4 * (R // 2)"
+args = ["q", "k", "v", "qkv", "positions", "H:i32", "KV:i32", "D:i32", "R:i32", "rope_base:f32"]
+
+[tune]
+HEADS = [8, 4, 16, 2]
+*/
+// Baseline fused_qkv_rope (fp16): grid (token, group of HEADS heads). The block computes the
+// token's cos/sin for the R/2 frequencies into shared memory (fp32: inv_freq = 1/base^(2j/R),
+// θ = pos·inv_freq), then each thread handles 8 frequency pairs of one head: two 16-byte loads
+// (x[8c..8c+8) and x[half+8c..]), the NeoX rotation in fp32 with separately rounded products
+// and sums (bit-exact with the reference), two 16-byte stores into q or k; v heads are copied
+// with the same 16-byte accesses. Scalar path when R != D or R/2 is not a multiple of 8.
+#include <cuda_fp16.h>
+
+#ifndef HEADS
+#define HEADS 8
+#endif
+
+extern "C" __global__ void fused_qkv_rope_kernel(__half* __restrict__ q, __half* __restrict__ k,
+                                                 __half* __restrict__ v,
+                                                 const __half* __restrict__ qkv,
+                                                 const int* __restrict__ positions, int H, int KV,
+                                                 int D, int R, float base) {
+    extern __shared__ float tab[];
+    const int half = R / 2;
+    float* cs = tab;
+    float* sn = tab + half;
+    const size_t t = blockIdx.x;
+    const float pos = (float)positions[t];
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+        const float e = __fdiv_rn((float)(2 * j), (float)R);
+        const float inv_freq = __fdiv_rn(1.0f, powf(base, e));
+        const float theta = __fmul_rn(pos, inv_freq);
+        cs[j] = cosf(theta);
+        sn[j] = sinf(theta);
+    }
+    __syncthreads();
+    const int NH = H + 2 * KV;
+    const int h0 = blockIdx.y * HEADS;
+    const int nh = min(HEADS, NH - h0);
+    const __half* row = qkv + t * (size_t)NH * D;
+    if (R == D && (half % 8) == 0) {
+        const int chunks = half / 8;
+        for (int task = threadIdx.x; task < nh * chunks; task += blockDim.x) {
+            const int head = h0 + task / chunks;
+            const int c0 = (task % chunks) * 8;
+            const __half* x = row + (size_t)head * D;
+            __half* y;
+            if (head < H) y = q + (t * H + head) * (size_t)D;
+            else if (head < H + KV) y = k + (t * KV + head - H) * (size_t)D;
+            else y = v + (t * KV + head - H - KV) * (size_t)D;
+            uint4 a = *reinterpret_cast<const uint4*>(x + c0);
+            uint4 b = *reinterpret_cast<const uint4*>(x + half + c0);
+            if (head < H + KV) {
+                const __half* a8 = reinterpret_cast<const __half*>(&a);
+                const __half* b8 = reinterpret_cast<const __half*>(&b);
+                uint4 ya, yb;
+                __half* ya8 = reinterpret_cast<__half*>(&ya);
+                __half* yb8 = reinterpret_cast<__half*>(&yb);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    const float x1 = __half2float(a8[e]), x2 = __half2float(b8[e]);
+                    const float c = cs[c0 + e], s = sn[c0 + e];
+                    ya8[e] = __float2half_rn(__fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s)));
+                    yb8[e] = __float2half_rn(__fadd_rn(__fmul_rn(x2, c), __fmul_rn(x1, s)));
+                }
+                a = ya;
+                b = yb;
+            }
+            *reinterpret_cast<uint4*>(y + c0) = a;
+            *reinterpret_cast<uint4*>(y + half + c0) = b;
+        }
+    } else {
+        for (int task = threadIdx.x; task < nh * D; task += blockDim.x) {
+            const int head = h0 + task / D;
+            const int i = task % D;
+            const __half* x = row + (size_t)head * D;
+            __half out;
+            if (head < H + KV && i < R) {
+                const int j = i < half ? i : i - half;
+                const float xi = __half2float(x[i]);
+                const float c = cs[j], s = sn[j];
+                const float r = i < half
+                                    ? __fsub_rn(__fmul_rn(xi, c), __fmul_rn(__half2float(x[i + half]), s))
+                                    : __fadd_rn(__fmul_rn(xi, c), __fmul_rn(__half2float(x[i - half]), s));
+                out = __float2half_rn(r);
+            } else {
+                out = x[i];
+            }
+            if (head < H) q[(t * H + head) * (size_t)D + i] = out;
+            else if (head < H + KV) k[(t * KV + head - H) * (size_t)D + i] = out;
+            else v[(t * KV + head - H - KV) * (size_t)D + i] = out;
+        }
+    }
+}

@@ -9,6 +9,7 @@ mod attention;
 mod delta_rule;
 mod norms_quant;
 mod pilots;
+mod rope_cache_routing;
 
 /// A tensor on the host: little-endian bytes of its dtype.
 #[derive(Debug, Clone, PartialEq)]
@@ -193,6 +194,7 @@ pub fn all() -> Vec<CpuOp> {
     v.extend(attention::ops());
     v.extend(delta_rule::ops());
     v.extend(norms_quant::ops());
+    v.extend(rope_cache_routing::ops());
     v
 }
 

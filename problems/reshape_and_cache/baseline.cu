@@ -14,7 +14,7 @@ args = ["key_cache_out", "value_cache_out", "key", "value", "slot_mapping",
 
 [tune]
 COPY_BLOCK = [256, 128, 512]
-SCATTER_BLOCK = [256, 128, 512]
+SCATTER_BLOCK = [256, 128, 64, 512]
 TOKENS_PER_BLOCK = [1, 2, 4]
 */
 // Baseline reshape_and_cache (flash layout [NB, bs, H, D]); the outputs are new tensors.

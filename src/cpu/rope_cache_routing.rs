@@ -75,21 +75,26 @@ fn input<'a>(inputs: &'a [HostTensor], name: &str) -> Result<&'a HostTensor, Str
 // ---------------------------------------------------------------- reshape_and_cache
 
 fn reshape_and_cache_shapes() -> Vec<BTreeMap<String, Value>> {
-    [([5, 2, 64], 16), ([37, 3, 32], 16), ([16, 1, 128], 16), ([9, 3, 6], 4)]
-        .iter()
-        .map(|(s, bs)| {
-            params(&[
-                ("shape", ints(s)),
-                ("block_size", Value::Int(*bs)),
-            ])
-        })
-        .collect()
+    [
+        ([5, 2, 64], 16),
+        ([37, 3, 32], 16),
+        ([16, 1, 128], 16),
+        ([9, 3, 6], 4),
+    ]
+    .iter()
+    .map(|(s, bs)| params(&[("shape", ints(s)), ("block_size", Value::Int(*bs))]))
+    .collect()
 }
 
 /// The caches are copied whole; token t's key/value rows go to slot s = slot_mapping[t]
 /// (block s / bs, offset s % bs, i.e. row s of the [NB·bs, H·D] view); s < 0 is skipped.
 fn reshape_and_cache(env: &Env, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, String> {
-    let (t, h, d, bs) = (int(env, "T")?, int(env, "H")?, int(env, "D")?, int(env, "bs")?);
+    let (t, h, d, bs) = (
+        int(env, "T")?,
+        int(env, "H")?,
+        int(env, "D")?,
+        int(env, "bs")?,
+    );
     let hd = h * d;
     let key = input(inputs, "key")?;
     let value = input(inputs, "value")?;
@@ -105,7 +110,9 @@ fn reshape_and_cache(env: &Env, inputs: &[HostTensor]) -> Result<Vec<HostTensor>
         let (blk, off) = (s / bs, s % bs);
         let row = blk * bs + off;
         if row >= rows {
-            return Err(format!("slot {s} of token {tok} is outside the cache ({rows} slots)"));
+            return Err(format!(
+                "slot {s} of token {tok} is outside the cache ({rows} slots)"
+            ));
         }
         let (src, dst) = (tok * hd * 2, row * hd * 2);
         kc.bytes[dst..dst + hd * 2].copy_from_slice(&key.bytes[src..src + hd * 2]);
@@ -118,9 +125,11 @@ fn reshape_and_cache(env: &Env, inputs: &[HostTensor]) -> Result<Vec<HostTensor>
 
 // ---------------------------------------------------------------- mrope
 
+/// (T, Hq, Hk, D, R, sections, interleaved, neox)
+type MropeShape = (i128, i128, i128, i128, i128, [i128; 3], bool, bool);
+
 fn mrope_shapes() -> Vec<BTreeMap<String, Value>> {
-    // (T, Hq, Hk, D, R, sections, interleaved, neox)
-    let v: [(i128, i128, i128, i128, i128, [i128; 3], bool, bool); 3] = [
+    let v: [MropeShape; 3] = [
         (5, 4, 1, 128, 128, [16, 24, 24], false, true),
         (3, 2, 2, 64, 48, [8, 8, 8], false, true),
         (7, 3, 1, 32, 32, [4, 6, 6], true, false),
@@ -410,12 +419,13 @@ fn moe_topk_gating_softmax(env: &Env, inputs: &[HostTensor]) -> Result<Vec<HostT
 
 fn topk_filter_shapes() -> Vec<BTreeMap<String, Value>> {
     let mut v = Vec::new();
-    for (t, vv, k) in [(3, 4002, None), (2, 40, Some(50)), (4, 1000, Some(7)), (1, 20000, Some(50))]
-    {
-        let mut p = params(&[
-            ("seq_len", Value::Int(t)),
-            ("hidden_size", Value::Int(vv)),
-        ]);
+    for (t, vv, k) in [
+        (3, 4002, None),
+        (2, 40, Some(50)),
+        (4, 1000, Some(7)),
+        (1, 20000, Some(50)),
+    ] {
+        let mut p = params(&[("seq_len", Value::Int(t)), ("hidden_size", Value::Int(vv))]);
         if let Some(k) = k {
             p.insert("top_k".into(), Value::Int(k));
         }
@@ -434,7 +444,11 @@ fn topk_filter(env: &Env, inputs: &[HostTensor]) -> Result<Vec<HostTensor>, Stri
         let row = &x[r * v..(r + 1) * v];
         let mut sorted = row.to_vec();
         sorted.sort_by(|a, b| b.partial_cmp(a).unwrap_or(std::cmp::Ordering::Equal));
-        let tau = if kk == 0 { f32::INFINITY } else { sorted[kk - 1] };
+        let tau = if kk == 0 {
+            f32::INFINITY
+        } else {
+            sorted[kk - 1]
+        };
         out.extend(
             row.iter()
                 .map(|&xv| if xv < tau { f32::NEG_INFINITY } else { xv }),
@@ -572,10 +586,20 @@ mod tests {
                         let ls = plan
                             .resolve(&penv, &|n| names.iter().any(|b| b == n))
                             .unwrap_or_else(|e| {
-                                panic!("{} {params:?} {defs:?}: line {}: {}", path.display(), e.line, e.msg)
+                                panic!(
+                                    "{} {params:?} {defs:?}: line {}: {}",
+                                    path.display(),
+                                    e.line,
+                                    e.msg
+                                )
                             });
                         for l in &ls {
-                            assert!(l.grid[0] < (1 << 31), "{} grid {:?}", path.display(), l.grid);
+                            assert!(
+                                l.grid[0] < (1 << 31),
+                                "{} grid {:?}",
+                                path.display(),
+                                l.grid
+                            );
                             assert!(l.grid[1] <= 65535 && l.grid[2] <= 65535);
                             assert!(l.smem <= 227 * 1024, "{} smem {}", path.display(), l.smem);
                         }
@@ -600,8 +624,16 @@ mod tests {
         let mut rng = Rng::new(7);
         let key = bf16s("key", vec![t, 2, 8], &rng.normal_in("bf16", t * hd, 1.0));
         let value = bf16s("value", vec![t, 2, 8], &rng.normal_in("bf16", t * hd, 1.0));
-        let kc0 = bf16s("key_cache", vec![nb, bs, 2, 8], &rng.normal_in("bf16", nb * bs * hd, 1.0));
-        let vc0 = bf16s("value_cache", vec![nb, bs, 2, 8], &rng.normal_in("bf16", nb * bs * hd, 1.0));
+        let kc0 = bf16s(
+            "key_cache",
+            vec![nb, bs, 2, 8],
+            &rng.normal_in("bf16", nb * bs * hd, 1.0),
+        );
+        let vc0 = bf16s(
+            "value_cache",
+            vec![nb, bs, 2, 8],
+            &rng.normal_in("bf16", nb * bs * hd, 1.0),
+        );
         // a permutation with one skipped token; slots 1 and 6 stay untouched
         let slots: Vec<i64> = vec![7, 0, -1, 5, 2, 3];
         let sm = HostTensor::from_i64("slot_mapping", "int64", vec![t], &slots);
@@ -625,8 +657,16 @@ mod tests {
         }
         for s in 0..8 {
             if !written[s] {
-                assert_eq!(&kc[s * hd..(s + 1) * hd], &k0[s * hd..(s + 1) * hd], "slot {s}");
-                assert_eq!(&vc[s * hd..(s + 1) * hd], &v0[s * hd..(s + 1) * hd], "slot {s}");
+                assert_eq!(
+                    &kc[s * hd..(s + 1) * hd],
+                    &k0[s * hd..(s + 1) * hd],
+                    "slot {s}"
+                );
+                assert_eq!(
+                    &vc[s * hd..(s + 1) * hd],
+                    &v0[s * hd..(s + 1) * hd],
+                    "slot {s}"
+                );
             }
         }
         // the skipped token's key appears nowhere
@@ -836,7 +876,9 @@ mod tests {
         let x = bf16s(
             "expert_outputs",
             vec![2, 3, 2],
-            &[1.0, 0.5, 2.0, -0.25, 3.0, 0.125, -1.0, 0.0, 0.5, 0.0, 0.25, 0.0],
+            &[
+                1.0, 0.5, 2.0, -0.25, 3.0, 0.125, -1.0, 0.0, 0.5, 0.0, 0.25, 0.0,
+            ],
         );
         let out = moe_sum_reduce(&env, &[x]).unwrap()[0].f32s();
         assert_eq!(out, vec![12.0, 0.75, -0.5, 0.0]);
@@ -858,7 +900,11 @@ mod tests {
             )
         };
         // 1 + 2^-8 + 2^-8: rounding after each add would give 1 (ties to even); once, 1 + 2^-7.
-        let x = bf16s("expert_outputs", vec![1, 3, 1], &[1.0, 0.00390625, 0.00390625]);
+        let x = bf16s(
+            "expert_outputs",
+            vec![1, 3, 1],
+            &[1.0, 0.00390625, 0.00390625],
+        );
         let out = moe_sum_reduce(&env(3), &[x]).unwrap()[0].f32s();
         assert_eq!(out, vec![1.0078125]);
         let x = bf16s("expert_outputs", vec![1, 2, 1], &[1.0, 0.00390625]);
@@ -889,17 +935,25 @@ mod tests {
         let x: Vec<f32> = (0..t * e).map(|_| rng.normal()).collect();
         let out = moe_topk_gating_softmax(
             &env,
-            &[HostTensor::from_f32("gating_output", "fp32", vec![t, e], &x)],
+            &[HostTensor::from_f32(
+                "gating_output",
+                "fp32",
+                vec![t, e],
+                &x,
+            )],
         )
         .unwrap();
         let (w, ids) = (out[0].f32s(), out[1].i64s());
         for r in 0..t {
             let row = &x[r * e..(r + 1) * e];
-            let sel: Vec<usize> = ids[r * k..(r + 1) * k].iter().map(|i| *i as usize).collect();
+            let sel: Vec<usize> = ids[r * k..(r + 1) * k]
+                .iter()
+                .map(|i| *i as usize)
+                .collect();
             let min_sel = sel.iter().map(|&j| row[j]).fold(f32::INFINITY, f32::min);
-            for j in 0..e {
+            for (j, v) in row.iter().enumerate() {
                 if !sel.contains(&j) {
-                    assert!(row[j] <= min_sel);
+                    assert!(*v <= min_sel);
                 }
             }
             for i in 1..k {
@@ -924,7 +978,12 @@ mod tests {
         let x = [0.5f32, 2.0, -1.0, 2.0, 0.5, 3.0];
         let out = moe_topk_gating_softmax(
             &env,
-            &[HostTensor::from_f32("gating_output", "fp32", vec![1, 6], &x)],
+            &[HostTensor::from_f32(
+                "gating_output",
+                "fp32",
+                vec![1, 6],
+                &x,
+            )],
         )
         .unwrap();
         assert_eq!(out[1].i64s(), vec![5, 1, 3, 0, 4, 2]);
@@ -950,8 +1009,11 @@ mod tests {
         let env = filter_env(p, t as i128, v as i128, None); // default top_k = 50
         let mut rng = Rng::new(33);
         let x: Vec<f32> = (0..t * v).map(|_| rng.normal()).collect();
-        let out = topk_filter(&env, &[HostTensor::from_f32("logits", "fp32", vec![t, v], &x)])
-            .unwrap()[0]
+        let out = topk_filter(
+            &env,
+            &[HostTensor::from_f32("logits", "fp32", vec![t, v], &x)],
+        )
+        .unwrap()[0]
             .f32s();
         for r in 0..t {
             let (xr, or) = (&x[r * v..(r + 1) * v], &out[r * v..(r + 1) * v]);
@@ -973,15 +1035,21 @@ mod tests {
         let p = s.problem("topk_filter").unwrap();
         let env = filter_env(p, 1, 8, Some(3));
         let x = [1.0f32, 5.0, 2.0, 2.0, -3.0, 2.0, 0.0, 4.0];
-        let out = topk_filter(&env, &[HostTensor::from_f32("logits", "fp32", vec![1, 8], &x)])
-            .unwrap()[0]
+        let out = topk_filter(
+            &env,
+            &[HostTensor::from_f32("logits", "fp32", vec![1, 8], &x)],
+        )
+        .unwrap()[0]
             .f32s();
         let ni = f32::NEG_INFINITY;
         assert_eq!(out, vec![ni, 5.0, 2.0, 2.0, ni, 2.0, ni, 4.0]);
         // V < top_k: k' = V, everything kept
         let env = filter_env(p, 1, 8, Some(50));
-        let out = topk_filter(&env, &[HostTensor::from_f32("logits", "fp32", vec![1, 8], &x)])
-            .unwrap()[0]
+        let out = topk_filter(
+            &env,
+            &[HostTensor::from_f32("logits", "fp32", vec![1, 8], &x)],
+        )
+        .unwrap()[0]
             .f32s();
         assert_eq!(out, x.to_vec());
     }
@@ -1050,15 +1118,27 @@ mod tests {
         let x = bf16s("x", vec![c, t], &rng.normal_in("bf16", c * t, 0.5));
         let wt = bf16s("weight", vec![c, w], &rng.normal_in("bf16", c * w, 0.5));
         let b = bf16s("bias", vec![c], &rng.normal_in("bf16", c, 0.5));
-        let i0 = bf16s("initial_state", vec![1, c, w - 1], &rng.normal_in("bf16", c * (w - 1), 0.5));
-        let i1 = bf16s("initial_state", vec![1, c, w - 1], &rng.normal_in("bf16", c * (w - 1), 0.5));
-        let o0 = causal_conv1d(&env, &[x.clone(), wt.clone(), b.clone(), i0.clone()]).unwrap()[0].f32s();
+        let i0 = bf16s(
+            "initial_state",
+            vec![1, c, w - 1],
+            &rng.normal_in("bf16", c * (w - 1), 0.5),
+        );
+        let i1 = bf16s(
+            "initial_state",
+            vec![1, c, w - 1],
+            &rng.normal_in("bf16", c * (w - 1), 0.5),
+        );
+        let o0 =
+            causal_conv1d(&env, &[x.clone(), wt.clone(), b.clone(), i0.clone()]).unwrap()[0].f32s();
         let o1 = causal_conv1d(&env, &[x.clone(), wt.clone(), b.clone(), i1]).unwrap()[0].f32s();
         for ch in 0..c {
             for tok in 0..t {
                 let same = o0[ch * t + tok] == o1[ch * t + tok];
                 if tok >= w - 1 {
-                    assert!(same, "channel {ch} token {tok} depends on the initial state");
+                    assert!(
+                        same,
+                        "channel {ch} token {tok} depends on the initial state"
+                    );
                 }
             }
             assert!((0..w - 1).any(|tok| o0[ch * t + tok] != o1[ch * t + tok]));

@@ -256,6 +256,7 @@ fn fused_qkv_rope_shapes() -> Vec<BTreeMap<String, Value>> {
         (4, 4, 2, 128, 128, "fp16"),
         (3, 2, 1, 64, 32, "fp16"),
         (1, 32, 4, 128, 128, "bf16"),
+        (3, 2, 1, 64, 64, "bf16"),
     ]
     .iter()
     .map(|(t, h, kv, d, r, dt)| {
@@ -780,7 +781,7 @@ mod tests {
 
     // ------------------------------------------------------------ fused_qkv_rope
 
-    fn qkv_env(p: &Problem, t: i128, h: i128, kv: i128, d: i128, r: i128) -> Env {
+    fn qkv_env(p: &Problem, t: i128, h: i128, kv: i128, d: i128, r: i128, dt: &str) -> Env {
         env_of(
             p,
             params(&[
@@ -789,7 +790,7 @@ mod tests {
                 ("num_kv_heads", Value::Int(kv)),
                 ("head_dim", Value::Int(d)),
                 ("rope_dim", Value::Int(r)),
-                ("dtype", Value::Str("fp16".into())),
+                ("dtype", Value::Str(dt.into())),
             ]),
         )
     }
@@ -799,7 +800,7 @@ mod tests {
         let s = suite();
         let p = s.problem("fused_qkv_rope").unwrap();
         let (h, kv, d) = (4usize, 2usize, 64usize);
-        let env = qkv_env(p, 1, h as i128, kv as i128, d as i128, d as i128);
+        let env = qkv_env(p, 1, h as i128, kv as i128, d as i128, d as i128, "fp16");
         let mut rng = Rng::new(5);
         let x = rng.normal_in("fp16", (h + 2 * kv) * d, 1.0);
         let qkv = HostTensor::from_f32("qkv", "fp16", vec![1, (h + 2 * kv) * d], &x);
@@ -815,44 +816,49 @@ mod tests {
     fn fused_qkv_rope_rotates_neox_halves_by_the_position_angle() {
         let s = suite();
         let p = s.problem("fused_qkv_rope").unwrap();
-        let (t, h, kv, d, r) = (3usize, 2usize, 1usize, 64usize, 32usize);
-        let env = qkv_env(p, t as i128, h as i128, kv as i128, d as i128, r as i128);
-        let mut rng = Rng::new(9);
-        let nh = h + 2 * kv;
-        let x = rng.normal_in("fp16", t * nh * d, 1.0);
-        let qkv = HostTensor::from_f32("qkv", "fp16", vec![t, nh * d], &x);
-        let pos = HostTensor::from_i64("positions", "int32", vec![t], &[0, 1, 7]);
-        let out = fused_qkv_rope(&env, &[qkv, pos]).unwrap();
-        let (q, k, v) = (out[0].f32s(), out[1].f32s(), out[2].f32s());
-        for tok in 0..t {
-            let p = [0.0f64, 1.0, 7.0][tok];
-            for head in 0..nh {
-                let xr = &x[(tok * nh + head) * d..(tok * nh + head + 1) * d];
-                let y: &[f32] = if head < h {
-                    &q[(tok * h + head) * d..(tok * h + head + 1) * d]
-                } else if head < h + kv {
-                    &k[(tok * kv + head - h) * d..(tok * kv + head - h + 1) * d]
-                } else {
-                    &v[(tok * kv + head - h - kv) * d..(tok * kv + head - h - kv + 1) * d]
-                };
-                for i in 0..d {
-                    if head >= h + kv || i >= r {
-                        assert_eq!(y[i], xr[i]);
-                        continue;
-                    }
-                    let j = i % (r / 2);
-                    let th = p / 10000f64.powf((2 * j) as f64 / r as f64);
-                    let e = if i < r / 2 {
-                        xr[i] as f64 * th.cos() - xr[i + r / 2] as f64 * th.sin()
+        for (dt, ulp) in [("fp16", 1024.0), ("bf16", 128.0)] {
+            let (t, h, kv, d, r) = (3usize, 2usize, 1usize, 64usize, 32usize);
+            let env = qkv_env(
+                p, t as i128, h as i128, kv as i128, d as i128, r as i128, dt,
+            );
+            let mut rng = Rng::new(9);
+            let nh = h + 2 * kv;
+            let x = rng.normal_in(dt, t * nh * d, 1.0);
+            let qkv = HostTensor::from_f32("qkv", dt, vec![t, nh * d], &x);
+            let pos = HostTensor::from_i64("positions", "int32", vec![t], &[0, 1, 7]);
+            let out = fused_qkv_rope(&env, &[qkv, pos]).unwrap();
+            assert_eq!(out[0].dtype, dt);
+            let (q, k, v) = (out[0].f32s(), out[1].f32s(), out[2].f32s());
+            for tok in 0..t {
+                let p = [0.0f64, 1.0, 7.0][tok];
+                for head in 0..nh {
+                    let xr = &x[(tok * nh + head) * d..(tok * nh + head + 1) * d];
+                    let y: &[f32] = if head < h {
+                        &q[(tok * h + head) * d..(tok * h + head + 1) * d]
+                    } else if head < h + kv {
+                        &k[(tok * kv + head - h) * d..(tok * kv + head - h + 1) * d]
                     } else {
-                        xr[i] as f64 * th.cos() + xr[i - r / 2] as f64 * th.sin()
+                        &v[(tok * kv + head - h - kv) * d..(tok * kv + head - h - kv + 1) * d]
                     };
-                    // within one fp16 ulp of the exact rotation (plus f32 angle error)
-                    assert!(
-                        (y[i] as f64 - e).abs() <= e.abs() / 1024.0 + 1e-4,
-                        "tok {tok} head {head} i {i}: {} vs {e}",
-                        y[i]
-                    );
+                    for i in 0..d {
+                        if head >= h + kv || i >= r {
+                            assert_eq!(y[i], xr[i]);
+                            continue;
+                        }
+                        let j = i % (r / 2);
+                        let th = p / 10000f64.powf((2 * j) as f64 / r as f64);
+                        let e = if i < r / 2 {
+                            xr[i] as f64 * th.cos() - xr[i + r / 2] as f64 * th.sin()
+                        } else {
+                            xr[i] as f64 * th.cos() + xr[i - r / 2] as f64 * th.sin()
+                        };
+                        // within one ulp of the dtype of the exact rotation (plus f32 angle error)
+                        assert!(
+                            (y[i] as f64 - e).abs() <= e.abs() / ulp + 1e-4,
+                            "tok {tok} head {head} i {i}: {} vs {e}",
+                            y[i]
+                        );
+                    }
                 }
             }
         }

@@ -10,6 +10,7 @@ mod delta_rule;
 mod moe_gemm;
 mod norms_quant;
 mod pilots;
+mod rope_cache_routing;
 
 /// A tensor on the host: little-endian bytes of its dtype.
 #[derive(Debug, Clone, PartialEq)]
@@ -195,6 +196,7 @@ pub fn all() -> Vec<CpuOp> {
     v.extend(delta_rule::ops());
     v.extend(moe_gemm::ops());
     v.extend(norms_quant::ops());
+    v.extend(rope_cache_routing::ops());
     v
 }
 

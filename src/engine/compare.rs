@@ -201,7 +201,7 @@ fn scan(inp: &Inputs, from: usize, to: usize) -> Partial {
             Mode::Float => {
                 let d = (r - x).abs();
                 // The benchmark's rule: NaN never equals NaN.
-                let bench = d <= 0.01 + 0.05 * x.abs();
+                let bench = r == x || d <= 0.01 + 0.05 * x.abs();
                 let strict = both_nan || (r == x) || d <= inp.tol.atol + inp.tol.rtol * r.abs();
                 (bench, strict)
             }
@@ -512,6 +512,9 @@ mod tests {
         assert!(c.bench_ok && !c.strict_ok);
         assert_eq!(c.mismatches, 1);
         assert_eq!(c.first_bad, Some(2));
+        let inf = bf16s(&[1.0, f32::NEG_INFINITY, 4.0]);
+        let c = check(&inf, &inf, &inf);
+        assert!(c.bench_ok && c.strict_ok, "equal infinities match at both levels");
         let nan = bf16s(&[1.0, f32::NAN, 4.0]);
         let c = check(&r, &nan, &nan);
         assert!(!c.bench_ok && !c.strict_ok);

@@ -38,6 +38,9 @@ pub fn run(
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
+    if quick && matches!(decide, Decide::Auto | Decide::Accept) {
+        return Err("accepting a revision needs the full 5-seed strict check: drop --quick".into());
+    }
     let source =
         std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -570,6 +570,8 @@ impl AppState {
                 request_id: None,
                 tokens_in: None,
                 tokens_out: None,
+                category: None,
+                knowledge: vec![],
             });
         }
         let mid = self
@@ -625,6 +627,8 @@ impl AppState {
             request_id: None,
             tokens_in: None,
             tokens_out: None,
+            category: None,
+            knowledge: vec![],
         });
         if self.selected_op().as_deref() == Some(op) {
             self.select_rev_number(rev);
@@ -1360,6 +1364,8 @@ fn decide(state: &mut AppState, accept: bool) {
             request_id: None,
             tokens_in: None,
             tokens_out: None,
+            category: None,
+            knowledge: vec![],
         });
     }
     state.record(SessionEvent::Decision {

@@ -606,6 +606,14 @@ pub struct TunerProposer {
 }
 
 impl TunerProposer {
+    /// A tuner over given bases (the first one is the incumbent).
+    pub fn with_bases(bases: Vec<Base>, incumbent_s: Option<f64>, seed: u64) -> TunerProposer {
+        TunerProposer {
+            search: Search::new(bases, incumbent_s, seed),
+            outstanding: None,
+        }
+    }
+
     /// The incumbent first, then the knowledge base's templates for the operator.
     pub fn new(op: &str, incumbent: &str, incumbent_s: Option<f64>, seed: u64) -> Result<TunerProposer, String> {
         let mut bases = vec![Base::from_source("incumbent", incumbent)?];

@@ -189,7 +189,7 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
     if has(&m.families, &q.family) {
         s += 4.0;
     } else if has(&m.families, "any") {
-        s += 1.0;
+        s += 2.0;
     } else {
         s -= 3.0;
     }
@@ -200,7 +200,8 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
     }
     for sym in &q.symptoms {
         if has(&m.symptoms, sym) {
-            s += 3.0;
+            // Measured evidence weighs more than the operator's family.
+            s += 6.0;
         }
     }
     if m.kind == "anti-pattern" {
@@ -306,7 +307,7 @@ mod tests {
         };
         let ids: Vec<&str> = retrieve(&docs, &q, 10).iter().map(|(d, _)| d.meta.id.as_str()).collect();
         assert_eq!(ids[0], "hopper-notes");
-        assert_eq!(ids[1], "vec-loads", "{ids:?}");
+        assert_eq!(ids[1], "vec-loads", "{ids:?} {:?}", retrieve(&docs, &q, 10).iter().map(|(d, s)| (d.meta.id.clone(), *s)).collect::<Vec<_>>());
         assert!(!ids.contains(&"ampere-notes") && !ids.contains(&"blackwell-only"));
         let pos = |x: &str| ids.iter().position(|i| *i == x);
         assert!(pos("one-warp-per-row") < pos("wgmma").or(Some(usize::MAX)));

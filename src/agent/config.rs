@@ -164,7 +164,9 @@ pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConf
             let model = env("ATREX_MODEL").or(s.model.clone()).ok_or(
                 "no model for the OpenAI-compatible backend: set ATREX_MODEL or `model` in [agent]",
             )?;
-            let key = env("OPENAI_API_KEY").or(s.api_key.clone()).unwrap_or_default();
+            let key = env("OPENAI_API_KEY")
+                .or(s.api_key.clone())
+                .unwrap_or_default();
             // Local servers (vLLM, llama.cpp, Ollama) need no key.
             Some(Endpoint {
                 kind: backend,

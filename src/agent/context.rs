@@ -23,7 +23,11 @@ pub const RECENT: usize = 6;
 /// The operator's spec, as given to the agent.
 pub fn spec_text(p: &Problem, hw: &HardwareProfile) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "Operator `{}` ({}): {} — {}", p.name, p.id, p.summary, p.upstream);
+    let _ = writeln!(
+        s,
+        "Operator `{}` ({}): {} — {}",
+        p.name, p.id, p.summary, p.upstream
+    );
     let _ = writeln!(s, "dtype {}; phases {}", p.dtype, p.phase_label());
     if !p.lets.is_empty() {
         let l: Vec<String> = p.lets.iter().map(|(_, e)| e.src.clone()).collect();
@@ -46,7 +50,14 @@ pub fn spec_text(p: &Problem, hw: &HardwareProfile) -> String {
     }
     for t in &p.outputs {
         let dims: Vec<&str> = t.shape.iter().map(|e| e.src.as_str()).collect();
-        let _ = writeln!(s, "output {} {}[{}] compare {}", t.name, t.dtype, dims.join(", "), t.compare);
+        let _ = writeln!(
+            s,
+            "output {} {}[{}] compare {}",
+            t.name,
+            t.dtype,
+            dims.join(", "),
+            t.compare
+        );
     }
     let _ = writeln!(
         s,
@@ -93,7 +104,11 @@ pub fn spec_text(p: &Problem, hw: &HardwareProfile) -> String {
 pub fn bottlenecks(p: &Problem, hw: &HardwareProfile) -> Vec<String> {
     let mut counts: std::collections::BTreeMap<&'static str, usize> = Default::default();
     for sh in &p.shapes {
-        if let Some(sol) = p.work(sh).ok().and_then(|w| crate::roofline::sol(&w, hw).ok()) {
+        if let Some(sol) = p
+            .work(sh)
+            .ok()
+            .and_then(|w| crate::roofline::sol(&w, hw).ok())
+        {
             *counts.entry(sol.bottleneck.name()).or_default() += 1;
         }
     }
@@ -115,7 +130,11 @@ fn measure_line(m: &MeasureSummary) -> String {
         let _ = write!(s, ", {r} registers/thread, {sp} B spilled");
     }
     if let Some(msg) = &m.message {
-        let _ = write!(s, "\n    {}", msg.lines().take(6).collect::<Vec<_>>().join("\n    "));
+        let _ = write!(
+            s,
+            "\n    {}",
+            msg.lines().take(6).collect::<Vec<_>>().join("\n    ")
+        );
     }
     let shapes: Vec<String> = m
         .shapes
@@ -133,13 +152,13 @@ fn measure_line(m: &MeasureSummary) -> String {
 }
 
 fn entry_text(h: &HistoryEntry, full: bool) -> String {
-    let rev = h.rev.map(|r| format!("v{r}")).unwrap_or_else(|| "(no revision)".into());
+    let rev = h
+        .rev
+        .map(|r| format!("v{r}"))
+        .unwrap_or_else(|| "(no revision)".into());
     let mut s = format!(
         "- {rev} [{}] {} → {} · {:?}",
-        h.category,
-        h.hypothesis,
-        h.result,
-        h.decision
+        h.category, h.hypothesis, h.result, h.decision
     );
     if full {
         if !h.change.is_empty() {

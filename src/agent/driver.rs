@@ -297,7 +297,14 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
         Abba::from_runs(runs, noise)
     }
 
-    fn fail(&mut self, hypothesis: String, category: String, reason: String, tokens: (u64, u64), request_id: Option<String>) {
+    fn fail(
+        &mut self,
+        hypothesis: String,
+        category: String,
+        reason: String,
+        tokens: (u64, u64),
+        request_id: Option<String>,
+    ) {
         self.state.history.push(HistoryEntry {
             rev: None,
             parent: Some(self.state.incumbent_rev),
@@ -354,7 +361,10 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                         full: Some(m.clone()),
                         ..Default::default()
                     },
-                    result: m.s_op.map(|s| format!("S {s:.4}")).unwrap_or(m.verdict.clone()),
+                    result: m
+                        .s_op
+                        .map(|s| format!("S {s:.4}"))
+                        .unwrap_or(m.verdict.clone()),
                     decision: AgentDecision::Accepted,
                     masked: false,
                     tokens_in: 0,
@@ -383,7 +393,10 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 let why = if asked {
                     "asked by the engineer".to_string()
                 } else {
-                    format!("{} revisions without an accepted improvement", self.budget.dropout_k)
+                    format!(
+                        "{} revisions without an accepted improvement",
+                        self.budget.dropout_k
+                    )
                 };
                 let list: Vec<String> = masked.iter().map(|r| format!("v{r}")).collect();
                 self.agent_state(
@@ -391,7 +404,11 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                     Some(format!(
                         "{why}: fresh context, {n} of {} history entries masked ({})",
                         self.state.history.len(),
-                        if list.is_empty() { "failed proposals".into() } else { list.join(" ") }
+                        if list.is_empty() {
+                            "failed proposals".into()
+                        } else {
+                            list.join(" ")
+                        }
                     )),
                     masked,
                 );
@@ -407,7 +424,11 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
             self.state.iterations += 1;
             let sink = &mut self.sink;
             let mut on_delta = |d: Delta<'_>| sink.stream(d);
-            let proposal = match self.proposer.propose(&ctx, &self.state, &mut on_delta).await {
+            let proposal = match self
+                .proposer
+                .propose(&ctx, &self.state, &mut on_delta)
+                .await
+            {
                 Ok(p) => p,
                 Err(ProposeError::Exhausted) => return StopReason::SearchExhausted,
                 Err(ProposeError::Fatal(e)) => return StopReason::Backend(e),
@@ -510,23 +531,44 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                     } else {
                         false
                     };
-                    let d = if accept { Decision::Accepted } else { Decision::Rejected };
+                    let d = if accept {
+                        Decision::Accepted
+                    } else {
+                        Decision::Rejected
+                    };
                     self.sink.record(SessionEvent::Decision {
                         op: op.clone(),
                         rev,
                         decision: d,
                         by: DecidedBy::Auto,
                     });
-                    if accept { AgentDecision::Accepted } else { AgentDecision::Rejected }
+                    if accept {
+                        AgentDecision::Accepted
+                    } else {
+                        AgentDecision::Rejected
+                    }
                 }
                 DecisionMode::Human => {
                     if quick.passed() {
-                        self.agent_state("waiting", Some(format!("v{rev}: accept (y), reject (n) or steer (s)")), vec![]);
+                        self.agent_state(
+                            "waiting",
+                            Some(format!("v{rev}: accept (y), reject (n) or steer (s)")),
+                            vec![],
+                        );
                         match self.gate.decide(rev).await {
                             GateAnswer::Decided(Decision::Accepted) => AgentDecision::Accepted,
                             GateAnswer::Decided(Decision::Rejected) => AgentDecision::Rejected,
                             GateAnswer::Stop => {
-                                self.push_entry(rev, parent, &proposal, change, ev, score, AgentDecision::Pending, &ctx);
+                                self.push_entry(
+                                    rev,
+                                    parent,
+                                    &proposal,
+                                    change,
+                                    ev,
+                                    score,
+                                    AgentDecision::Pending,
+                                    &ctx,
+                                );
                                 return StopReason::Stopped;
                             }
                         }
@@ -553,8 +595,17 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 }
             } else {
                 self.state.since_improvement += 1;
-                if self.state.since_improvement == self.budget.dropout_k && self.budget.dropout_k > 0 {
-                    self.agent_state("stall", Some(format!("{} revisions without an accepted improvement", self.budget.dropout_k)), vec![]);
+                if self.state.since_improvement == self.budget.dropout_k
+                    && self.budget.dropout_k > 0
+                {
+                    self.agent_state(
+                        "stall",
+                        Some(format!(
+                            "{} revisions without an accepted improvement",
+                            self.budget.dropout_k
+                        )),
+                        vec![],
+                    );
                 }
             }
             self.push_entry(rev, parent, &proposal, change, ev, score, decision, &ctx);
@@ -615,7 +666,12 @@ impl TunerProposer {
     }
 
     /// The incumbent first, then the knowledge base's templates for the operator.
-    pub fn new(op: &str, incumbent: &str, incumbent_s: Option<f64>, seed: u64) -> Result<TunerProposer, String> {
+    pub fn new(
+        op: &str,
+        incumbent: &str,
+        incumbent_s: Option<f64>,
+        seed: u64,
+    ) -> Result<TunerProposer, String> {
         let mut bases = vec![Base::from_source("incumbent", incumbent)?];
         for d in super::knowledge::templates_for(op) {
             if let Ok(b) = Base::from_source(&d.meta.id, &d.body) {
@@ -706,7 +762,11 @@ impl Proposer for TunerProposer {
                         base.name,
                         dtext.join(" ")
                     ),
-                    if p.base == 0 { "launch-config" } else { "template" },
+                    if p.base == 0 {
+                        "launch-config"
+                    } else {
+                        "template"
+                    },
                 ),
             };
             self.outstanding = Some(p.clone());
@@ -743,7 +803,11 @@ impl Proposer for LlmProposer {
         Author::Model(self.client.endpoint.model.clone())
     }
     fn name(&self) -> String {
-        format!("{} ({})", self.client.endpoint.model, self.client.endpoint.kind.name())
+        format!(
+            "{} ({})",
+            self.client.endpoint.model,
+            self.client.endpoint.kind.name()
+        )
     }
     async fn propose(
         &mut self,

@@ -64,19 +64,35 @@ impl Sink for FileSink {
     fn record(&mut self, ev: SessionEvent) {
         if self.verbose {
             match &ev {
-                SessionEvent::Revision { rev, rationale, category, .. } => eprintln!(
+                SessionEvent::Revision {
+                    rev,
+                    rationale,
+                    category,
+                    ..
+                } => eprintln!(
                     "v{rev} [{}] {rationale}",
                     category.as_deref().unwrap_or("-")
                 ),
-                SessionEvent::MeasureDone { rev, verdict, message, .. } => eprintln!(
+                SessionEvent::MeasureDone {
+                    rev,
+                    verdict,
+                    message,
+                    ..
+                } => eprintln!(
                     "  v{rev} measured: {}{}",
                     verdict.name(),
-                    message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+                    message
+                        .as_deref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default()
                 ),
                 SessionEvent::Decision { rev, decision, .. } => eprintln!("  v{rev} {decision:?}"),
                 SessionEvent::AgentState { state, reason, .. } => eprintln!(
                     "agent {state}{}",
-                    reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                    reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
                 ),
                 _ => {}
             }
@@ -154,10 +170,15 @@ impl Proposer for AnyProposer {
 }
 
 /// Builds the backend of a configuration.
-pub fn make_proposer(cfg: &AgentConfig, state: &AgentState, seed: u64) -> Result<AnyProposer, String> {
+pub fn make_proposer(
+    cfg: &AgentConfig,
+    state: &AgentState,
+    seed: u64,
+) -> Result<AnyProposer, String> {
     match (cfg.backend, &cfg.endpoint) {
         (BackendKind::Tuner, _) | (_, None) => {
-            let mut t = TunerProposer::new(&state.op, &state.incumbent_source, state.incumbent_s, seed)?;
+            let mut t =
+                TunerProposer::new(&state.op, &state.incumbent_source, state.incumbent_s, seed)?;
             Ok({
                 t.search.restarts = 0;
                 AnyProposer::Tuner(Box::new(t))
@@ -262,7 +283,10 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
         .clone();
     let baseline = crate::bench::suite_kernel(suite, &p, "baseline.cu")?;
     let reference = crate::bench::suite_kernel(suite, &p, "reference.cu")?;
-    let cfg_file = a.config.map(|p| p.to_path_buf()).or_else(config::default_config_file);
+    let cfg_file = a
+        .config
+        .map(|p| p.to_path_buf())
+        .or_else(config::default_config_file);
     let settings = match &cfg_file {
         Some(f) => config::read_settings(f)?,
         None => Default::default(),
@@ -279,9 +303,16 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
     rt.block_on(async move {
         let client = WorkerClient::spawn(WorkerConfig::new(a.device));
         let (dev, driver, nvrtc) = match client.hello().await {
-            Ok(Event::Hello { device: Some(d), probe, .. }) => (d, probe.driver_version, probe.nvrtc_version),
+            Ok(Event::Hello {
+                device: Some(d),
+                probe,
+                ..
+            }) => (d, probe.driver_version, probe.nvrtc_version),
             Ok(_) => {
-                eprintln!("atrex-tui: no GPU {}: the agent needs one to measure", a.device);
+                eprintln!(
+                    "atrex-tui: no GPU {}: the agent needs one to measure",
+                    a.device
+                );
                 return Ok(crate::bench::EXIT_NO_GPU);
             }
             Err(e) => {
@@ -292,7 +323,12 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
         let hw = match a.hardware {
             Some(h) => suite.hardware(h)?.clone(),
             None => crate::engine::profile_for_device(&suite.hardware, &dev.name)
-                .ok_or_else(|| format!("no hardware profile matches `{}`; pass --hardware", dev.name))?
+                .ok_or_else(|| {
+                    format!(
+                        "no hardware profile matches `{}`; pass --hardware",
+                        dev.name
+                    )
+                })?
                 .clone(),
         };
         let path = crate::session::store::new_session_path(&ws.sessions_dir());
@@ -350,7 +386,11 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
             hw: hw.clone(),
             docs: knowledge::docs(),
             incumbent_measure: None,
-            mode: if a.auto { DecisionMode::Auto } else { DecisionMode::Suggest },
+            mode: if a.auto {
+                DecisionMode::Auto
+            } else {
+                DecisionMode::Suggest
+            },
             seed,
             k_docs: cfg.knowledge_docs,
         };
@@ -383,7 +423,10 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
                 "history": st.history,
                 "write_errors": d.sink.errors,
             });
-            println!("{}", serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
         } else {
             println!(
                 "{}: {} iterations, stop: {stop}; S_op v0 {} → incumbent v{} {}{}; session {}",
@@ -391,8 +434,11 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
                 st.iterations,
                 baseline_s.map(|s| format!("{s:.4}")).unwrap_or("-".into()),
                 st.incumbent_rev,
-                st.incumbent_s.map(|s| format!("{s:.4}")).unwrap_or("-".into()),
-                best.map(|(r, s)| format!(" (best measured v{r} {s:.4})")).unwrap_or_default(),
+                st.incumbent_s
+                    .map(|s| format!("{s:.4}"))
+                    .unwrap_or("-".into()),
+                best.map(|(r, s)| format!(" (best measured v{r} {s:.4})"))
+                    .unwrap_or_default(),
                 path.display()
             );
         }

@@ -30,6 +30,8 @@ pub struct Meta {
     pub pitfalls: Vec<String>,
     /// Templates: the operator of the suite they implement.
     pub operator: String,
+    /// Hardware notes: the main note of its architecture (always retrieved for it).
+    pub primary: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -62,12 +64,19 @@ pub fn family_of(op: &str) -> &'static str {
         }
         "reshape_and_cache" | "mrope" | "fused_qkv_rope" => "gather-scatter",
         "block_scaled_mm" | "linear_sigmoid_mul" => "gemm",
-        "attention_forward" | "unified_attention" | "paged_attention_decode"
+        "attention_forward"
+        | "unified_attention"
+        | "paged_attention_decode"
         | "mla_decode_attention" => "attention",
-        "fused_moe" | "fp8_blockscale_fused_moe" | "moe_align_block_size"
-        | "moe_count_and_sort" | "moe_sum_reduce" => "moe",
+        "fused_moe"
+        | "fp8_blockscale_fused_moe"
+        | "moe_align_block_size"
+        | "moe_count_and_sort"
+        | "moe_sum_reduce" => "moe",
         "moe_topk_gating_softmax" | "topk_filter" => "topk",
-        "causal_conv1d" | "chunk_delta_rule_output" | "chunk_gated_delta_rule_state"
+        "causal_conv1d"
+        | "chunk_delta_rule_output"
+        | "chunk_gated_delta_rule_state"
         | "gated_delta_rule_update" => "scan-conv",
         _ => "other",
     }
@@ -173,10 +182,20 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
         return 0.0;
     }
     let mut s = 0.0;
-    s += if has(&m.architectures, &q.arch) { 2.0 } else { 0.5 };
+    s += if has(&m.architectures, &q.arch) {
+        2.0
+    } else {
+        0.5
+    };
     match m.kind.as_str() {
         // The hardware notes of this architecture always make the cut.
-        "hardware" => return if has(&m.architectures, &q.arch) { 100.0 } else { 0.0 },
+        "hardware" if m.primary => {
+            return if has(&m.architectures, &q.arch) {
+                100.0
+            } else {
+                0.0
+            };
+        }
         "template" => {
             if m.operator == q.operator {
                 s += 8.0;
@@ -206,7 +225,10 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
     }
     if m.kind == "anti-pattern" {
         // Learned from failures: worth more when the incumbent fails or regresses.
-        if q.symptoms.iter().any(|x| x == "incorrect" || x == "compile-error") {
+        if q.symptoms
+            .iter()
+            .any(|x| x == "incorrect" || x == "compile-error")
+        {
             s += 2.0;
         }
     }
@@ -226,7 +248,11 @@ pub fn retrieve<'a>(docs: &'a [Doc], q: &Query, k: usize) -> Vec<(&'a Doc, f64)>
 }
 
 /// Symptoms derived from a measurement (and profiler findings when present).
-pub fn symptoms_of(m: &super::MeasureSummary, sm_count: u32, grid_blocks: Option<u64>) -> Vec<String> {
+pub fn symptoms_of(
+    m: &super::MeasureSummary,
+    sm_count: u32,
+    grid_blocks: Option<u64>,
+) -> Vec<String> {
     let mut out = Vec::new();
     if !m.compiled {
         out.push("compile-error".to_string());
@@ -290,13 +316,60 @@ mod tests {
     #[test]
     fn ranking_follows_architecture_family_bottleneck_and_symptoms() {
         let docs = vec![
-            doc("hopper-notes", "hardware", &["hopper"], &["any"], &[], &[]),
-            doc("ampere-notes", "hardware", &["ampere"], &["any"], &[], &[]),
-            doc("vec-loads", "technique", &["any"], &["row-reduction", "elementwise"], &["memory"], &["low-bandwidth"]),
-            doc("wgmma", "technique", &["hopper"], &["gemm"], &["compute"], &[]),
-            doc("one-warp-per-row", "technique", &["any"], &["row-reduction"], &["memory"], &["low-occupancy"]),
-            doc("spills", "anti-pattern", &["any"], &["any"], &[], &["register-spills"]),
-            doc("blackwell-only", "technique", &["blackwell"], &["row-reduction"], &["memory"], &["low-bandwidth"]),
+            Doc {
+                meta: Meta {
+                    primary: true,
+                    ..doc("hopper-notes", "hardware", &["hopper"], &["any"], &[], &[]).meta
+                },
+                ..doc("hopper-notes", "hardware", &["hopper"], &["any"], &[], &[])
+            },
+            Doc {
+                meta: Meta {
+                    primary: true,
+                    ..doc("ampere-notes", "hardware", &["ampere"], &["any"], &[], &[]).meta
+                },
+                ..doc("ampere-notes", "hardware", &["ampere"], &["any"], &[], &[])
+            },
+            doc(
+                "vec-loads",
+                "technique",
+                &["any"],
+                &["row-reduction", "elementwise"],
+                &["memory"],
+                &["low-bandwidth"],
+            ),
+            doc(
+                "wgmma",
+                "technique",
+                &["hopper"],
+                &["gemm"],
+                &["compute"],
+                &[],
+            ),
+            doc(
+                "one-warp-per-row",
+                "technique",
+                &["any"],
+                &["row-reduction"],
+                &["memory"],
+                &["low-occupancy"],
+            ),
+            doc(
+                "spills",
+                "anti-pattern",
+                &["any"],
+                &["any"],
+                &[],
+                &["register-spills"],
+            ),
+            doc(
+                "blackwell-only",
+                "technique",
+                &["blackwell"],
+                &["row-reduction"],
+                &["memory"],
+                &["low-bandwidth"],
+            ),
         ];
         let q = Query {
             arch: "hopper".into(),
@@ -305,16 +378,36 @@ mod tests {
             bottlenecks: vec!["memory".into()],
             symptoms: vec!["low-bandwidth".into()],
         };
-        let ids: Vec<&str> = retrieve(&docs, &q, 10).iter().map(|(d, _)| d.meta.id.as_str()).collect();
+        let ids: Vec<&str> = retrieve(&docs, &q, 10)
+            .iter()
+            .map(|(d, _)| d.meta.id.as_str())
+            .collect();
         assert_eq!(ids[0], "hopper-notes");
-        assert_eq!(ids[1], "vec-loads", "{ids:?} {:?}", retrieve(&docs, &q, 10).iter().map(|(d, s)| (d.meta.id.clone(), *s)).collect::<Vec<_>>());
+        assert_eq!(
+            ids[1],
+            "vec-loads",
+            "{ids:?} {:?}",
+            retrieve(&docs, &q, 10)
+                .iter()
+                .map(|(d, s)| (d.meta.id.clone(), *s))
+                .collect::<Vec<_>>()
+        );
         assert!(!ids.contains(&"ampere-notes") && !ids.contains(&"blackwell-only"));
         let pos = |x: &str| ids.iter().position(|i| *i == x);
         assert!(pos("one-warp-per-row") < pos("wgmma").or(Some(usize::MAX)));
         // A symptom changes the order: spills now outrank the occupancy card.
-        let q2 = Query { symptoms: vec!["register-spills".into()], ..q.clone() };
-        let ids2: Vec<&str> = retrieve(&docs, &q2, 10).iter().map(|(d, _)| d.meta.id.as_str()).collect();
-        assert!(ids2.iter().position(|i| *i == "spills") < ids2.iter().position(|i| *i == "vec-loads"), "{ids2:?}");
+        let q2 = Query {
+            symptoms: vec!["register-spills".into()],
+            ..q.clone()
+        };
+        let ids2: Vec<&str> = retrieve(&docs, &q2, 10)
+            .iter()
+            .map(|(d, _)| d.meta.id.as_str())
+            .collect();
+        assert!(
+            ids2.iter().position(|i| *i == "spills") < ids2.iter().position(|i| *i == "vec-loads"),
+            "{ids2:?}"
+        );
         assert_eq!(retrieve(&docs, &q, 2).len(), 2);
     }
 
@@ -330,7 +423,11 @@ mod tests {
         assert!(n_docs >= 40, "{n_docs} documents");
         assert!(n_tpl >= 12, "{n_tpl} templates");
         for a in ["hopper", "blackwell", "ada", "ampere"] {
-            assert!(docs.iter().any(|d| d.meta.kind == "hardware" && has(&d.meta.architectures, a)), "{a}");
+            assert!(
+                docs.iter()
+                    .any(|d| d.meta.kind == "hardware" && has(&d.meta.architectures, a)),
+                "{a}"
+            );
         }
         let mut ids: Vec<&str> = docs.iter().map(|d| d.meta.id.as_str()).collect();
         ids.sort();
@@ -345,9 +442,58 @@ mod tests {
             }
         }
         for d in docs.iter().filter(|d| d.meta.kind == "technique") {
-            assert!(!d.meta.families.is_empty() && !d.meta.bottlenecks.is_empty(), "{}", d.path);
-            assert!(!d.meta.expected_gain.is_empty() && !d.meta.pitfalls.is_empty(), "{}", d.path);
+            assert!(
+                !d.meta.families.is_empty() && !d.meta.bottlenecks.is_empty(),
+                "{}",
+                d.path
+            );
+            assert!(
+                !d.meta.expected_gain.is_empty() && !d.meta.pitfalls.is_empty(),
+                "{}",
+                d.path
+            );
         }
+    }
+
+    #[test]
+    fn templates_target_suite_operators_and_real_retrieval_is_sensible() {
+        let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+        let docs = docs();
+        for d in docs.iter().filter(|d| d.meta.kind == "template") {
+            let p = suite
+                .problem(&d.meta.operator)
+                .unwrap_or_else(|| panic!("{}: {}", d.path, d.meta.operator));
+            // Buffer arguments name the operator's tensors (or scratch buffers).
+            let plan = crate::engine::plan::parse(&d.body).unwrap();
+            for l in &plan.launches {
+                for a in &l.args {
+                    if let crate::engine::plan::Arg::Buffer(b) = a {
+                        let known = p.inputs.iter().chain(&p.outputs).any(|t| &t.name == b)
+                            || plan.scratch.iter().any(|s| &s.name == b);
+                        assert!(known, "{}: `{b}` is not a tensor of {}", d.path, p.name);
+                    }
+                }
+            }
+        }
+        let hw = suite.hardware("H200").unwrap();
+        let p = suite.problem("rms_norm").unwrap();
+        let q = Query {
+            arch: arch_family(&hw.arch).into(),
+            family: family_of(&p.name).into(),
+            operator: p.name.clone(),
+            bottlenecks: crate::agent::context::bottlenecks(p, hw),
+            symptoms: vec!["low-bandwidth".into()],
+        };
+        let got = retrieve(&docs, &q, 6);
+        let ids: Vec<&str> = got.iter().map(|(d, _)| d.meta.id.as_str()).collect();
+        assert_eq!(ids[0], "hopper-h200", "{ids:?}");
+        assert!(ids.iter().any(|i| i.starts_with("tpl-rms-norm")), "{ids:?}");
+        assert!(ids.contains(&"vectorized-16b-access"), "{ids:?}");
+        assert!(
+            !ids.iter()
+                .any(|i| i.contains("ampere") || i.contains("wgmma")),
+            "{ids:?}"
+        );
     }
 
     #[test]

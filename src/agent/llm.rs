@@ -73,7 +73,12 @@ fn excerpt(body: &str) -> String {
 }
 
 impl LlmClient {
-    pub fn new(endpoint: Endpoint, timeout: Duration, retries: u32, max_reply_tokens: u32) -> Result<LlmClient, String> {
+    pub fn new(
+        endpoint: Endpoint,
+        timeout: Duration,
+        retries: u32,
+        max_reply_tokens: u32,
+    ) -> Result<LlmClient, String> {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout.min(Duration::from_secs(30)))
             .build()
@@ -151,7 +156,9 @@ impl LlmClient {
                     last = m;
                     if attempt < self.retries {
                         let back = self.backoff * 2u32.saturating_pow(attempt).min(16);
-                        let wait = after.map(|a| a.min(Duration::from_secs(30))).unwrap_or(back);
+                        let wait = after
+                            .map(|a| a.min(Duration::from_secs(30)))
+                            .unwrap_or(back);
                         tokio::time::sleep(wait.max(back / 4)).await;
                     }
                 }
@@ -184,7 +191,10 @@ impl LlmClient {
         let resp = match tokio::time::timeout(self.timeout, req.send()).await {
             Err(_) => {
                 return Err(Attempt::Retry(
-                    format!("{url}: no answer within {:.1} s", self.timeout.as_secs_f64()),
+                    format!(
+                        "{url}: no answer within {:.1} s",
+                        self.timeout.as_secs_f64()
+                    ),
                     None,
                 ));
             }
@@ -213,7 +223,10 @@ impl LlmClient {
             let lower = body.to_lowercase();
             return Err(match status {
                 429 => Attempt::Retry(format!("{url}: rate limited (429)"), retry_after),
-                500..=599 => Attempt::Retry(format!("{url}: server error ({status}): {}", excerpt(&body)), retry_after),
+                500..=599 => Attempt::Retry(
+                    format!("{url}: server error ({status}): {}", excerpt(&body)),
+                    retry_after,
+                ),
                 401 | 403 => Attempt::Fatal(format!(
                     "{url}: authentication failed ({status}): check the API key ({})",
                     match self.endpoint.kind {
@@ -228,10 +241,21 @@ impl LlmClient {
                 404 => Attempt::Fatal(format!(
                     "{url}: not found (404): check the base URL (it should end before /chat/completions, e.g. http://host:8000/v1) and the model `{model}`"
                 )),
-                400 if lower.contains("model") && (lower.contains("not found") || lower.contains("does not exist") || lower.contains("unknown") || lower.contains("invalid")) => {
-                    Attempt::Fatal(format!("{url}: unknown model `{model}` ({status}): {}", excerpt(&body)))
+                400 if lower.contains("model")
+                    && (lower.contains("not found")
+                        || lower.contains("does not exist")
+                        || lower.contains("unknown")
+                        || lower.contains("invalid")) =>
+                {
+                    Attempt::Fatal(format!(
+                        "{url}: unknown model `{model}` ({status}): {}",
+                        excerpt(&body)
+                    ))
                 }
-                _ => Attempt::Fatal(format!("{url}: request refused ({status}): {}", excerpt(&body))),
+                _ => Attempt::Fatal(format!(
+                    "{url}: request refused ({status}): {}",
+                    excerpt(&body)
+                )),
             });
         }
         let mut c = Completion {
@@ -245,13 +269,22 @@ impl LlmClient {
             let chunk = match tokio::time::timeout(self.timeout, stream.next()).await {
                 Err(_) => {
                     return Err(Attempt::Retry(
-                        format!("{url}: the stream stalled for {:.1} s", self.timeout.as_secs_f64()),
+                        format!(
+                            "{url}: the stream stalled for {:.1} s",
+                            self.timeout.as_secs_f64()
+                        ),
                         None,
                     ));
                 }
                 Ok(None) => break,
                 Ok(Some(Err(e))) => {
-                    return Err(Attempt::Retry(format!("{url}: stream broken: {}", crate::session::scrub(&e.to_string())), None));
+                    return Err(Attempt::Retry(
+                        format!(
+                            "{url}: stream broken: {}",
+                            crate::session::scrub(&e.to_string())
+                        ),
+                        None,
+                    ));
                 }
                 Ok(Some(Ok(b))) => b,
             };
@@ -275,7 +308,10 @@ impl LlmClient {
                 self.handle_event(text.trim(), &mut c, on_delta)?;
             }
             if c.text.is_empty() {
-                return Err(Attempt::Retry(format!("{url}: the stream ended without a reply"), None));
+                return Err(Attempt::Retry(
+                    format!("{url}: the stream ended without a reply"),
+                    None,
+                ));
             }
         }
         Ok(c)
@@ -319,11 +355,16 @@ impl LlmClient {
                 .to_string();
             let ty = err.get("type").and_then(|m| m.as_str()).unwrap_or("");
             let msg = crate::session::scrub(&msg);
-            return Err(if ty.contains("overloaded") || ty.contains("rate_limit") || ty.contains("api_error") {
-                Attempt::Retry(format!("stream error: {msg}"), None)
-            } else {
-                Attempt::Fatal(format!("stream error: {msg}"))
-            });
+            return Err(
+                if ty.contains("overloaded")
+                    || ty.contains("rate_limit")
+                    || ty.contains("api_error")
+                {
+                    Attempt::Retry(format!("stream error: {msg}"), None)
+                } else {
+                    Attempt::Fatal(format!("stream error: {msg}"))
+                },
+            );
         }
         match self.endpoint.kind {
             BackendKind::Anthropic => {

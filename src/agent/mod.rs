@@ -322,10 +322,7 @@ impl AgentState {
         }
         self.since_improvement = 0;
         self.dropouts += 1;
-        let mut revs: Vec<u32> = masked
-            .iter()
-            .filter_map(|i| self.history[*i].rev)
-            .collect();
+        let mut revs: Vec<u32> = masked.iter().filter_map(|i| self.history[*i].rev).collect();
         revs.sort();
         revs
     }
@@ -376,7 +373,11 @@ impl SplitMix {
         z ^ (z >> 31)
     }
     pub fn below(&mut self, n: usize) -> usize {
-        if n == 0 { 0 } else { (self.next() % n as u64) as usize }
+        if n == 0 {
+            0
+        } else {
+            (self.next() % n as u64) as usize
+        }
     }
 }
 

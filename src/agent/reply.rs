@@ -95,8 +95,12 @@ fn blocks(text: &str) -> Vec<(String, String)> {
 pub fn parse(text: &str) -> Result<Reply, String> {
     let hypothesis = field(text, "Hypothesis").ok_or("no `Hypothesis:` line")?;
     let cat = field(text, "Category").ok_or("no `Category:` line")?;
-    let category = normalize_category(&cat)
-        .ok_or_else(|| format!("unknown category `{cat}` (one of {})", CATEGORIES.join(", ")))?;
+    let category = normalize_category(&cat).ok_or_else(|| {
+        format!(
+            "unknown category `{cat}` (one of {})",
+            CATEGORIES.join(", ")
+        )
+    })?;
     let bs = blocks(text);
     let code: Vec<&(String, String)> = bs
         .iter()
@@ -146,21 +150,34 @@ mod tests {
         assert_eq!(r.category, "launch-config");
         assert_eq!(r.hypothesis, "fewer threads per row raise occupancy");
         assert!(matches!(r.change, Change::Full(ref s) if s.contains("int x;")));
-        let r = parse("Hypothesis: h\nCategory: vectorization\n```diff\n@@ -1,1 +1,1 @@\n-a\n+b\n```")
-            .unwrap();
+        let r =
+            parse("Hypothesis: h\nCategory: vectorization\n```diff\n@@ -1,1 +1,1 @@\n-a\n+b\n```")
+                .unwrap();
         assert!(matches!(r.change, Change::Patch(_)));
     }
 
     #[test]
     fn malformed_replies_say_what_is_missing() {
-        assert!(parse("```cuda\n/* atrex:plan */\n```").unwrap_err().contains("Hypothesis"));
-        assert!(parse("Hypothesis: h\n```cuda\nx\n```").unwrap_err().contains("Category"));
+        assert!(
+            parse("```cuda\n/* atrex:plan */\n```")
+                .unwrap_err()
+                .contains("Hypothesis")
+        );
+        assert!(
+            parse("Hypothesis: h\n```cuda\nx\n```")
+                .unwrap_err()
+                .contains("Category")
+        );
         assert!(
             parse("Hypothesis: h\nCategory: magic\n```cuda\nx\n```")
                 .unwrap_err()
                 .contains("unknown category")
         );
-        assert!(parse("Hypothesis: h\nCategory: fusion\nno code").unwrap_err().contains("no ```"));
+        assert!(
+            parse("Hypothesis: h\nCategory: fusion\nno code")
+                .unwrap_err()
+                .contains("no ```")
+        );
         assert!(
             parse("Hypothesis: h\nCategory: fusion\n```cuda\nint x;\n```")
                 .unwrap_err()

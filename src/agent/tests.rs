@@ -47,7 +47,11 @@ fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
     let sol_ms = 0.01;
     ShapeResult {
         shape,
-        verdict: if kind == JobKind::Time { Verdict::Unchecked } else { Verdict::Pass },
+        verdict: if kind == JobKind::Time {
+            Verdict::Unchecked
+        } else {
+            Verdict::Pass
+        },
         checks: vec![],
         bench_ok: true,
         strict_ok: kind != JobKind::Time,
@@ -71,7 +75,10 @@ fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
 
 impl Measurer for FakeMeasurer {
     async fn run(&mut self, source: &str, kind: JobKind, mode: Mode) -> Outcome {
-        self.jobs.lock().unwrap().push((source.to_string(), kind, mode));
+        self.jobs
+            .lock()
+            .unwrap()
+            .push((source.to_string(), kind, mode));
         let compiled = |ok: bool| Event::Compiled {
             id: 1,
             which: "candidate".into(),
@@ -108,7 +115,11 @@ impl Measurer for FakeMeasurer {
         Outcome {
             compiled: vec![compiled(true)],
             shapes: (0..3).map(|i| result(i, s, kind, mode)).collect(),
-            verdict: Some(if kind == JobKind::Time { Verdict::Unchecked } else { Verdict::Pass }),
+            verdict: Some(if kind == JobKind::Time {
+                Verdict::Unchecked
+            } else {
+                Verdict::Pass
+            }),
             message: None,
         }
     }
@@ -172,7 +183,11 @@ fn driver<P: Proposer>(
 }
 
 fn tuner_for(source: &str, seed: u64) -> TunerProposer {
-    TunerProposer::with_bases(vec![Base::from_source("incumbent", source).unwrap()], None, seed)
+    TunerProposer::with_bases(
+        vec![Base::from_source("incumbent", source).unwrap()],
+        None,
+        seed,
+    )
 }
 
 #[tokio::test]
@@ -185,10 +200,21 @@ async fn the_tuner_loop_in_auto_mode_climbs_to_the_optimum() {
         max_iters: 40,
         ..Default::default()
     };
-    let mut d = driver(tuner_for(FIXTURE, 1), m, sink, FIXTURE, budget, DecisionMode::Auto);
+    let mut d = driver(
+        tuner_for(FIXTURE, 1),
+        m,
+        sink,
+        FIXTURE,
+        budget,
+        DecisionMode::Auto,
+    );
     let stop = d.run().await;
     assert_eq!(stop, StopReason::SearchExhausted, "{stop}");
-    assert!((d.state.incumbent_s.unwrap() - 0.9).abs() < 1e-9, "{:?}", d.state.incumbent_s);
+    assert!(
+        (d.state.incumbent_s.unwrap() - 0.9).abs() < 1e-9,
+        "{:?}",
+        d.state.incumbent_s
+    );
     let p = crate::engine::plan::parse(&d.state.incumbent_source).unwrap();
     assert_eq!(p.defines["BLOCK"].as_f64(), Some(512.0));
     assert_eq!(p.defines["VEC"].as_f64(), Some(4.0));
@@ -198,11 +224,20 @@ async fn the_tuner_loop_in_auto_mode_climbs_to_the_optimum() {
         .iter()
         .filter(|e| matches!(e, SessionEvent::Revision { .. }))
         .collect();
-    assert_eq!(revs.len(), 15, "16 configurations, the start already measured");
+    assert_eq!(
+        revs.len(),
+        15,
+        "16 configurations, the start already measured"
+    );
     let mut sources: Vec<String> = revs
         .iter()
         .map(|e| match e {
-            SessionEvent::Revision { source, author, category, .. } => {
+            SessionEvent::Revision {
+                source,
+                author,
+                category,
+                ..
+            } => {
                 assert_eq!(author, &Author::Tuner);
                 assert!(category.is_some());
                 assert!(source.contains("[defines]"));
@@ -217,13 +252,29 @@ async fn the_tuner_loop_in_auto_mode_climbs_to_the_optimum() {
     // Auto decisions, each accepted one after an A B B A of four timing jobs.
     let accepted = ev
         .iter()
-        .filter(|e| matches!(e, SessionEvent::Decision { decision: crate::session::Decision::Accepted, by: crate::session::DecidedBy::Auto, .. }))
+        .filter(|e| {
+            matches!(
+                e,
+                SessionEvent::Decision {
+                    decision: crate::session::Decision::Accepted,
+                    by: crate::session::DecidedBy::Auto,
+                    ..
+                }
+            )
+        })
         .count();
     assert!(accepted >= 2);
-    let times = jobs.lock().unwrap().iter().filter(|j| j.1 == JobKind::Time).count();
+    let times = jobs
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|j| j.1 == JobKind::Time)
+        .count();
     assert!(times >= 4 * accepted && times % 4 == 0);
     // A stop reason is recorded.
-    assert!(matches!(ev.last(), Some(SessionEvent::AgentState { state, reason: Some(r), .. }) if state == "stopped" && r.contains("exhausted")));
+    assert!(
+        matches!(ev.last(), Some(SessionEvent::AgentState { state, reason: Some(r), .. }) if state == "stopped" && r.contains("exhausted"))
+    );
 }
 
 #[tokio::test]
@@ -239,7 +290,14 @@ async fn a_stalled_loop_drops_out_and_masks_about_half_never_v0_nor_the_best() {
         dropout_k: 3,
         ..Default::default()
     };
-    let mut d = driver(tuner_for(FIXTURE, 5), m, sink, FIXTURE, budget, DecisionMode::Auto);
+    let mut d = driver(
+        tuner_for(FIXTURE, 5),
+        m,
+        sink,
+        FIXTURE,
+        budget,
+        DecisionMode::Auto,
+    );
     let stop = d.run().await;
     assert_eq!(stop, StopReason::MaxIterations(7));
     assert!(d.state.dropouts >= 2, "{}", d.state.dropouts);
@@ -247,9 +305,12 @@ async fn a_stalled_loop_drops_out_and_masks_about_half_never_v0_nor_the_best() {
     let drops: Vec<(String, Vec<u32>)> = ev
         .iter()
         .filter_map(|e| match e {
-            SessionEvent::AgentState { state, reason, masked, .. } if state == "dropout" => {
-                Some((reason.clone().unwrap_or_default(), masked.clone()))
-            }
+            SessionEvent::AgentState {
+                state,
+                reason,
+                masked,
+                ..
+            } if state == "dropout" => Some((reason.clone().unwrap_or_default(), masked.clone())),
             _ => None,
         })
         .collect();
@@ -260,11 +321,18 @@ async fn a_stalled_loop_drops_out_and_masks_about_half_never_v0_nor_the_best() {
         assert!(!masked.is_empty());
     }
     // The stall was logged before the first dropout.
-    assert!(ev.iter().any(|e| matches!(e, SessionEvent::AgentState { state, .. } if state == "stall")));
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, SessionEvent::AgentState { state, .. } if state == "stall"))
+    );
     // The masked entries are not in the next context.
     let ctx = context::build(&d.problem, &d.hw, &d.state, &[], None, 0);
     for h in d.state.history.iter().filter(|h| h.masked) {
-        assert!(!ctx.user.contains(&format!("- v{} ", h.rev.unwrap())), "v{:?} is masked", h.rev);
+        assert!(
+            !ctx.user.contains(&format!("- v{} ", h.rev.unwrap())),
+            "v{:?} is masked",
+            h.rev
+        );
     }
 }
 
@@ -298,7 +366,12 @@ fn entry(rev: Option<u32>, s: Option<f64>) -> HistoryEntry {
 fn dropout_masking_rules() {
     // v0 .. v8 plus a failed proposal; v5 is the best.
     let mut h: Vec<HistoryEntry> = (0..9)
-        .map(|r| entry(Some(r), Some(if r == 5 { 0.9 } else { 0.1 * (r as f64 % 4.0) })))
+        .map(|r| {
+            entry(
+                Some(r),
+                Some(if r == 5 { 0.9 } else { 0.1 * (r as f64 % 4.0) }),
+            )
+        })
         .collect();
     h.push(entry(None, None));
     for seed in 0..200 {
@@ -347,8 +420,12 @@ async fn serve(script: Vec<Resp>) -> Server {
     tokio::spawn(async move {
         let mut script = script.into_iter();
         loop {
-            let Ok((mut sock, _)) = l.accept().await else { break };
-            let resp = script.next().unwrap_or(Resp::Status(500, "script ended".into()));
+            let Ok((mut sock, _)) = l.accept().await else {
+                break;
+            };
+            let resp = script
+                .next()
+                .unwrap_or(Resp::Status(500, "script ended".into()));
             let reqs = reqs.clone();
             tokio::spawn(async move {
                 // Read the head, then the body by Content-Length.
@@ -379,7 +456,9 @@ async fn serve(script: Vec<Resp>) -> Server {
                     }
                     buf.extend_from_slice(&tmp[..n]);
                 }
-                reqs.lock().unwrap().push(String::from_utf8_lossy(&buf).to_string());
+                reqs.lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf).to_string());
                 match resp {
                     Resp::Status(code, body) => {
                         let r = format!(
@@ -511,13 +590,23 @@ async fn openai_backend_retries_429_corrects_a_malformed_reply_and_records_token
         max_iters: 1,
         ..Default::default()
     };
-    let mut d = driver(p, FakeMeasurer::default(), sink, PLAIN, budget, DecisionMode::Auto);
+    let mut d = driver(
+        p,
+        FakeMeasurer::default(),
+        sink,
+        PLAIN,
+        budget,
+        DecisionMode::Auto,
+    );
     let stop = d.run().await;
     assert_eq!(stop, StopReason::MaxIterations(1));
     let reqs = srv.requests.lock().unwrap().clone();
     assert_eq!(reqs.len(), 4);
     assert!(reqs[0].starts_with("POST /chat/completions"), "{}", reqs[0]);
-    assert!(reqs[0].contains(&format!("authorization: Bearer {KEY}")) || reqs[0].contains(&format!("Authorization: Bearer {KEY}")));
+    assert!(
+        reqs[0].contains(&format!("authorization: Bearer {KEY}"))
+            || reqs[0].contains(&format!("Authorization: Bearer {KEY}"))
+    );
     assert!(reqs[0].contains("\"stream\":true"));
     // The corrective message went with the second completion.
     assert!(reqs[3].contains("could not be used") && reqs[3].contains("assistant"));
@@ -525,14 +614,35 @@ async fn openai_backend_retries_429_corrects_a_malformed_reply_and_records_token
     let rev = ev
         .iter()
         .find_map(|e| match e {
-            SessionEvent::Revision { rev, author, tokens_in, tokens_out, request_id, category, source, knowledge, .. } => {
-                Some((*rev, author.clone(), *tokens_in, *tokens_out, request_id.clone(), category.clone(), source.clone(), knowledge.clone()))
-            }
+            SessionEvent::Revision {
+                rev,
+                author,
+                tokens_in,
+                tokens_out,
+                request_id,
+                category,
+                source,
+                knowledge,
+                ..
+            } => Some((
+                *rev,
+                author.clone(),
+                *tokens_in,
+                *tokens_out,
+                request_id.clone(),
+                category.clone(),
+                source.clone(),
+                knowledge.clone(),
+            )),
             _ => None,
         })
         .expect("a revision");
     assert_eq!(rev.1, Author::Model("kernel-model".into()));
-    assert_eq!((rev.2, rev.3), (Some(300), Some(60)), "tokens of both completions");
+    assert_eq!(
+        (rev.2, rev.3),
+        (Some(300), Some(60)),
+        "tokens of both completions"
+    );
     assert_eq!(rev.4.as_deref(), Some("req-42"));
     assert_eq!(rev.5.as_deref(), Some("instruction-level"));
     assert!(rev.6.contains("// S=0.8") && rev.6.contains("// S=0.5"));
@@ -549,7 +659,11 @@ async fn anthropic_backend_survives_a_timeout_and_streams() {
         "Hypothesis: rewrite\nCategory: algorithm\n```cuda\n{}```\n",
         PLAIN.replace("// S=0.5", "// S=0.7")
     );
-    let srv = serve(vec![Resp::Stall(Duration::from_millis(800)), anthropic_sse(&full, 1234, 99)]).await;
+    let srv = serve(vec![
+        Resp::Stall(Duration::from_millis(800)),
+        anthropic_sse(&full, 1234, 99),
+    ])
+    .await;
     let sink = MemSink::default();
     let events = sink.events.clone();
     let p = LlmProposer {
@@ -559,18 +673,34 @@ async fn anthropic_backend_survives_a_timeout_and_streams() {
         max_iters: 1,
         ..Default::default()
     };
-    let mut d = driver(p, FakeMeasurer::default(), sink, PLAIN, budget, DecisionMode::Auto);
+    let mut d = driver(
+        p,
+        FakeMeasurer::default(),
+        sink,
+        PLAIN,
+        budget,
+        DecisionMode::Auto,
+    );
     d.run().await;
     let reqs = srv.requests.lock().unwrap().clone();
     assert!(reqs.len() >= 2);
     assert!(reqs[1].starts_with("POST /v1/messages"), "{}", reqs[1]);
-    assert!(reqs[1].to_lowercase().contains(&format!("x-api-key: {}", KEY.to_lowercase())));
+    assert!(
+        reqs[1]
+            .to_lowercase()
+            .contains(&format!("x-api-key: {}", KEY.to_lowercase()))
+    );
     assert!(reqs[1].contains("anthropic-version"));
     let ev = events.lock().unwrap().clone();
     let (tin, tout, rid) = ev
         .iter()
         .find_map(|e| match e {
-            SessionEvent::Revision { tokens_in, tokens_out, request_id, .. } => Some((*tokens_in, *tokens_out, request_id.clone())),
+            SessionEvent::Revision {
+                tokens_in,
+                tokens_out,
+                request_id,
+                ..
+            } => Some((*tokens_in, *tokens_out, request_id.clone())),
             _ => None,
         })
         .unwrap();
@@ -597,33 +727,71 @@ async fn two_unparseable_replies_make_a_failed_revision() {
         max_iters: 1,
         ..Default::default()
     };
-    let mut d = driver(p, FakeMeasurer::default(), sink, PLAIN, budget, DecisionMode::Auto);
+    let mut d = driver(
+        p,
+        FakeMeasurer::default(),
+        sink,
+        PLAIN,
+        budget,
+        DecisionMode::Auto,
+    );
     d.run().await;
     let last = d.state.history.last().unwrap();
     assert_eq!(last.rev, None);
-    assert!(last.result.starts_with("unparseable reply"), "{}", last.result);
+    assert!(
+        last.result.starts_with("unparseable reply"),
+        "{}",
+        last.result
+    );
     assert_eq!((last.tokens_in, last.tokens_out), (20, 10));
     let ev = events.lock().unwrap().clone();
-    assert!(!ev.iter().any(|e| matches!(e, SessionEvent::Revision { rev, .. } if *rev > 0)));
-    assert!(ev.iter().any(|e| matches!(e, SessionEvent::AgentState { state, .. } if state == "failed")));
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, SessionEvent::Revision { rev, .. } if *rev > 0))
+    );
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, SessionEvent::AgentState { state, .. } if state == "failed"))
+    );
 }
 
 #[tokio::test]
 async fn auth_and_not_found_errors_stop_the_loop_with_clear_messages() {
     for (code, body, want) in [
-        (401, "{\"error\":{\"message\":\"bad key sk-test-NEVERLOGME0123456789abcdef\"}}", "authentication failed (401)"),
-        (404, "{\"error\":{\"message\":\"The model `kernel-model` does not exist\"}}", "unknown model `kernel-model`"),
+        (
+            401,
+            "{\"error\":{\"message\":\"bad key sk-test-NEVERLOGME0123456789abcdef\"}}",
+            "authentication failed (401)",
+        ),
+        (
+            404,
+            "{\"error\":{\"message\":\"The model `kernel-model` does not exist\"}}",
+            "unknown model `kernel-model`",
+        ),
         (404, "not here", "not found (404): check the base URL"),
-        (400, "{\"error\":{\"message\":\"model not found: kernel-model\"}}", "unknown model"),
+        (
+            400,
+            "{\"error\":{\"message\":\"model not found: kernel-model\"}}",
+            "unknown model",
+        ),
     ] {
         let srv = serve(vec![Resp::Status(code, body.into())]).await;
         let sink = MemSink::default();
         let p = LlmProposer {
             client: client(BackendKind::Openai, &srv.url, 2000),
         };
-        let mut d = driver(p, FakeMeasurer::default(), sink, PLAIN, Budget::default(), DecisionMode::Auto);
+        let mut d = driver(
+            p,
+            FakeMeasurer::default(),
+            sink,
+            PLAIN,
+            Budget::default(),
+            DecisionMode::Auto,
+        );
         let stop = d.run().await;
-        let StopReason::Backend(msg) = &stop else { panic!("{stop:?}") };
+        let StopReason::Backend(msg) = &stop else {
+            panic!("{stop:?}")
+        };
         assert!(msg.contains(want), "{code}: {msg}");
         assert!(!msg.contains(KEY), "the key never shows: {msg}");
         assert_eq!(srv.requests.lock().unwrap().len(), 1, "no retry on {code}");
@@ -636,7 +804,10 @@ async fn retries_are_bounded() {
     let c = client(BackendKind::Openai, &srv.url, 2000);
     let mut sink = |_d: Delta<'_>| {};
     let e = c.complete("s", &[], &mut sink).await.unwrap_err();
-    assert!(matches!(e, super::llm::LlmError::Exhausted(ref m) if m.contains("500")), "{e:?}");
+    assert!(
+        matches!(e, super::llm::LlmError::Exhausted(ref m) if m.contains("500")),
+        "{e:?}"
+    );
     assert_eq!(srv.requests.lock().unwrap().len(), 4, "1 + 3 retries");
 }
 
@@ -683,7 +854,10 @@ async fn keys_never_reach_session_files() {
     d.run().await;
     let text = std::fs::read_to_string(&path).unwrap();
     assert!(text.contains("\"kind\":\"revision\""), "{text}");
-    assert!(!text.contains("NEVERLOGME"), "a key leaked into the session");
+    assert!(
+        !text.contains("NEVERLOGME"),
+        "a key leaked into the session"
+    );
     assert!(format!("{:?}", d.proposer.client.endpoint).contains("[REDACTED]"));
     assert!(!format!("{:?}", d.proposer.client.endpoint).contains("NEVERLOGME"));
     std::fs::remove_dir_all(&dir).ok();
@@ -700,10 +874,21 @@ async fn a_patch_that_does_not_apply_is_a_failed_revision() {
         max_iters: 1,
         ..Default::default()
     };
-    let mut d = driver(p, FakeMeasurer::default(), MemSink::default(), PLAIN, budget, DecisionMode::Auto);
+    let mut d = driver(
+        p,
+        FakeMeasurer::default(),
+        MemSink::default(),
+        PLAIN,
+        budget,
+        DecisionMode::Auto,
+    );
     d.run().await;
     let last = d.state.history.last().unwrap();
-    assert!(last.result.contains("patch does not apply: hunk 1"), "{}", last.result);
+    assert!(
+        last.result.contains("patch does not apply: hunk 1"),
+        "{}",
+        last.result
+    );
     assert_eq!(last.rev, None);
 }
 
@@ -717,10 +902,31 @@ async fn compile_errors_are_rejected_and_counted_toward_dropout() {
         max_iters: 2,
         ..Default::default()
     };
-    let mut d = driver(tuner_for(FIXTURE, 0), m, MemSink::default(), FIXTURE, budget, DecisionMode::Auto);
+    let mut d = driver(
+        tuner_for(FIXTURE, 0),
+        m,
+        MemSink::default(),
+        FIXTURE,
+        budget,
+        DecisionMode::Auto,
+    );
     d.run().await;
-    let h: Vec<&HistoryEntry> = d.state.history.iter().filter(|h| h.result.starts_with("compile error")).collect();
-    assert_eq!(h.len(), 1, "{:?}", d.state.history.iter().map(|h| h.result.clone()).collect::<Vec<_>>());
+    let h: Vec<&HistoryEntry> = d
+        .state
+        .history
+        .iter()
+        .filter(|h| h.result.starts_with("compile error"))
+        .collect();
+    assert_eq!(
+        h.len(),
+        1,
+        "{:?}",
+        d.state
+            .history
+            .iter()
+            .map(|h| h.result.clone())
+            .collect::<Vec<_>>()
+    );
     assert_eq!(h[0].decision, AgentDecision::Rejected);
 }
 
@@ -751,9 +957,16 @@ fn restore_rebuilds_the_agents_memory_from_a_session() {
     let mut recs = Vec::new();
     let mut push = |e: SessionEvent| {
         let n = recs.len() as u64 + 1;
-        recs.push(Record { v: 1, seq: n, t: n as f64, event: e });
+        recs.push(Record {
+            v: 1,
+            seq: n,
+            t: n as f64,
+            event: e,
+        });
     };
-    let base = crate::bench::suite_kernel(&s, s.problem("rms_norm").unwrap(), "baseline.cu").unwrap().code;
+    let base = crate::bench::suite_kernel(&s, s.problem("rms_norm").unwrap(), "baseline.cu")
+        .unwrap()
+        .code;
     for rev in 1..=4u32 {
         push(SessionEvent::Revision {
             op: "rms_norm".into(),
@@ -770,9 +983,22 @@ fn restore_rebuilds_the_agents_memory_from_a_session() {
             knowledge: vec!["hopper-h200".into()],
         });
     }
-    push(SessionEvent::Decision { op: "rms_norm".into(), rev: 2, decision: Decision::Accepted, by: DecidedBy::Auto });
-    push(SessionEvent::AgentState { state: "dropout".into(), reason: Some("x".into()), op: Some("rms_norm".into()), masked: vec![1, 3] });
-    push(SessionEvent::Steer { op: Some("rms_norm".into()), text: "try one warp per row".into() });
+    push(SessionEvent::Decision {
+        op: "rms_norm".into(),
+        rev: 2,
+        decision: Decision::Accepted,
+        by: DecidedBy::Auto,
+    });
+    push(SessionEvent::AgentState {
+        state: "dropout".into(),
+        reason: Some("x".into()),
+        op: Some("rms_norm".into()),
+        masked: vec![1, 3],
+    });
+    push(SessionEvent::Steer {
+        op: Some("rms_norm".into()),
+        text: "try one warp per row".into(),
+    });
     let m = Model::from_records(&s, &recs);
     let (st, sources) = super::headless::restore(&m, "rms_norm").unwrap();
     assert_eq!(st.incumbent_rev, 2);
@@ -780,7 +1006,12 @@ fn restore_rebuilds_the_agents_memory_from_a_session() {
     assert_eq!(st.iterations, 4);
     assert_eq!(st.tokens(), 60);
     assert_eq!(st.since_improvement, 2, "v3 and v4 after the accepted v2");
-    let masked: Vec<u32> = st.history.iter().filter(|h| h.masked).filter_map(|h| h.rev).collect();
+    let masked: Vec<u32> = st
+        .history
+        .iter()
+        .filter(|h| h.masked)
+        .filter_map(|h| h.rev)
+        .collect();
     assert_eq!(masked, vec![1, 3]);
     assert_eq!(st.steering, vec!["try one warp per row".to_string()]);
     assert_eq!(st.history[2].category, "launch-config");

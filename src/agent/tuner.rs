@@ -40,7 +40,11 @@ impl Base {
     }
 
     pub fn size(&self) -> usize {
-        self.tune.iter().map(|(_, v)| v.len()).product::<usize>().max(1)
+        self.tune
+            .iter()
+            .map(|(_, v)| v.len())
+            .product::<usize>()
+            .max(1)
     }
 
     /// The defines of a point.
@@ -380,7 +384,12 @@ mod tests {
             source: String::new(),
             tune: params
                 .iter()
-                .map(|(k, vs)| (k.to_string(), vs.iter().map(|v| Value::Int(*v as i128)).collect()))
+                .map(|(k, vs)| {
+                    (
+                        k.to_string(),
+                        vs.iter().map(|v| Value::Int(*v as i128)).collect(),
+                    )
+                })
                 .collect(),
             start: vec![0; params.len()],
         }
@@ -402,18 +411,40 @@ mod tests {
     #[test]
     fn coordinate_descent_finds_the_optimum_of_a_separable_landscape() {
         // Optimum at (3, 1, 2); separable, so one or two passes find it.
-        let b = base("k", &[("A", &[1, 2, 3, 4, 5]), ("B", &[1, 2, 3]), ("C", &[1, 2, 3, 4])]);
+        let b = base(
+            "k",
+            &[
+                ("A", &[1, 2, 3, 4, 5]),
+                ("B", &[1, 2, 3]),
+                ("C", &[1, 2, 3, 4]),
+            ],
+        );
         let f = |p: &Point| {
             let t = [3i64, 1, 2];
-            let d: i64 = p.values.iter().zip(t).map(|(v, t)| (*v as i64 - t).abs()).sum();
+            let d: i64 = p
+                .values
+                .iter()
+                .zip(t)
+                .map(|(v, t)| (*v as i64 - t).abs())
+                .sum();
             Some(10.0 - d as f64)
         };
-        let mut s = Search::new(vec![b], f(&Point { base: 0, values: vec![0, 0, 0] }), 7);
+        let mut s = Search::new(
+            vec![b],
+            f(&Point {
+                base: 0,
+                values: vec![0, 0, 0],
+            }),
+            7,
+        );
         let (n, _) = drive(&mut s, &f, 25);
         let (bp, bs) = s.best().unwrap();
         assert_eq!(bp.values, vec![3, 1, 2]);
         assert_eq!(bs, 10.0);
-        assert!(n < 60, "descent should need far fewer than the 60 points of the space");
+        assert!(
+            n < 60,
+            "descent should need far fewer than the 60 points of the space"
+        );
     }
 
     #[test]
@@ -431,7 +462,14 @@ mod tests {
                 None
             }
         };
-        let mut s = Search::new(vec![b], f(&Point { base: 0, values: vec![0, 0] }), 3);
+        let mut s = Search::new(
+            vec![b],
+            f(&Point {
+                base: 0,
+                values: vec![0, 0],
+            }),
+            3,
+        );
         let (n, _) = drive(&mut s, &f, 100);
         assert!(s.restarts >= 1, "a restart must happen");
         assert_eq!(s.best().unwrap().1, 9.0);
@@ -444,7 +482,13 @@ mod tests {
     fn the_search_covers_template_variants() {
         let a = base("baseline", &[("X", &[1, 2])]);
         let b = base("template", &[("Y", &[1, 2, 3])]);
-        let f = |p: &Point| Some(if p.base == 1 { 2.0 + p.values[0] as f64 } else { 1.0 });
+        let f = |p: &Point| {
+            Some(if p.base == 1 {
+                2.0 + p.values[0] as f64
+            } else {
+                1.0
+            })
+        };
         let mut s = Search::new(vec![a, b], Some(1.0), 1);
         drive(&mut s, &f, 20);
         let (bp, bs) = s.best().unwrap();
@@ -469,7 +513,10 @@ mod tests {
         let out2 = set_defines(&out, &d).unwrap();
         assert_eq!(out2.matches("[defines]").count(), 1);
         let p = plan::parse(&out2).unwrap();
-        assert_eq!((p.defines["B"].clone(), p.defines["V"].clone()), (Value::Int(128), Value::Int(2)));
+        assert_eq!(
+            (p.defines["B"].clone(), p.defines["V"].clone()),
+            (Value::Int(128), Value::Int(2))
+        );
         d.insert("B".to_string(), Value::Int(64));
         assert!(set_defines(src, &d).is_err(), "64 is not a tune value");
     }

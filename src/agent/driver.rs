@@ -222,13 +222,15 @@ pub struct Driver<P: Proposer, M: Measurer, G: Gate, S: Sink> {
     pub mode: DecisionMode,
     pub seed: u64,
     pub k_docs: usize,
+    /// The best S_op measured in this run (suggest mode's notion of improvement).
+    pub best_seen: Option<f64>,
 }
 
 impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
     fn agent_state(&mut self, state: &str, reason: Option<String>, masked: Vec<u32>) {
         self.sink.record(SessionEvent::AgentState {
             state: state.into(),
-            reason,
+            reason: reason.map(|r| crate::session::scrub(&r)),
             op: Some(self.state.op.clone()),
             masked,
         });
@@ -320,8 +322,23 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
             request_id,
             knowledge: Vec::new(),
         });
-        self.state.since_improvement += 1;
         self.agent_state("failed", Some(reason), vec![]);
+        self.bump_stall();
+    }
+
+    /// One more revision without an accepted improvement; the stall is logged when it reaches K.
+    fn bump_stall(&mut self) {
+        self.state.since_improvement += 1;
+        if self.budget.dropout_k > 0 && self.state.since_improvement == self.budget.dropout_k {
+            self.agent_state(
+                "stall",
+                Some(format!(
+                    "{} revisions without an accepted improvement",
+                    self.budget.dropout_k
+                )),
+                vec![],
+            );
+        }
     }
 
     /// Runs until a stop; returns the stop reason (also recorded).
@@ -350,6 +367,7 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 return StopReason::Measurement(m.message.unwrap_or_default());
             }
             self.state.incumbent_s = m.s_op;
+            self.best_seen = m.s_op;
             if self.state.history.is_empty() {
                 self.state.history.push(HistoryEntry {
                     rev: Some(rev),
@@ -463,6 +481,8 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 }
                 other => other,
             };
+            // Secrets never travel on: a reply that echoes a key has it redacted.
+            let source = source.map(|s| crate::session::scrub(&s));
             let source = match source {
                 Ok(s) => s,
                 Err(e) => {
@@ -490,7 +510,7 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 rev,
                 parent: Some(parent),
                 author: self.proposer.author(),
-                rationale: proposal.hypothesis.clone(),
+                rationale: crate::session::scrub(&proposal.hypothesis),
                 source: source.clone(),
                 via: None,
                 request_id: proposal.request_id.clone(),
@@ -521,7 +541,10 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                         .full
                         .as_ref()
                         .is_some_and(|f| f.passed() && f.strict_ok && f.seeds >= 5);
-                    let accept = if full_ok {
+                    let accept = if full_ok && self.state.incumbent_s.is_none() {
+                        // The incumbent does not pass: any passing candidate is better.
+                        true
+                    } else if full_ok {
                         let noise = ev.full.as_ref().map(|f| f.noise).unwrap_or(0.0);
                         let inc_src = self.state.incumbent_source.clone();
                         let a = self.abba(&inc_src, &source, noise).await;
@@ -578,35 +601,32 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 }
             };
             self.proposer.observe(&proposal, score);
+            let best_before = self.best_seen;
+            if let Some(s) = score {
+                self.best_seen = Some(best_before.map_or(s, |b| b.max(s)));
+            }
             if decision == AgentDecision::Accepted {
-                self.state.incumbent_rev = rev;
-                self.state.incumbent_source = source.clone();
                 let improved = match (score, self.state.incumbent_s) {
                     (Some(s), Some(i)) => s > i,
                     (Some(_), None) => true,
                     _ => false,
                 };
+                self.state.incumbent_rev = rev;
+                self.state.incumbent_source = source.clone();
                 self.state.incumbent_s = score;
                 self.incumbent_measure = ev.full.clone().or(ev.quick.clone());
                 if improved || self.mode == DecisionMode::Auto {
                     self.state.since_improvement = 0;
                 } else {
-                    self.state.since_improvement += 1;
+                    self.bump_stall();
                 }
+            } else if self.mode == DecisionMode::Suggest
+                && matches!((score, best_before), (Some(s), Some(b)) if s > b)
+            {
+                // Nothing is accepted without a decision: a new best measurement counts.
+                self.state.since_improvement = 0;
             } else {
-                self.state.since_improvement += 1;
-                if self.state.since_improvement == self.budget.dropout_k
-                    && self.budget.dropout_k > 0
-                {
-                    self.agent_state(
-                        "stall",
-                        Some(format!(
-                            "{} revisions without an accepted improvement",
-                            self.budget.dropout_k
-                        )),
-                        vec![],
-                    );
-                }
+                self.bump_stall();
             }
             self.push_entry(rev, parent, &proposal, change, ev, score, decision, &ctx);
         }

@@ -70,8 +70,9 @@ impl Sink for FileSink {
                     category,
                     ..
                 } => eprintln!(
-                    "v{rev} [{}] {rationale}",
-                    category.as_deref().unwrap_or("-")
+                    "v{rev} [{}] {}",
+                    category.as_deref().unwrap_or("-"),
+                    crate::session::scrub(rationale)
                 ),
                 SessionEvent::MeasureDone {
                     rev,
@@ -201,7 +202,7 @@ pub fn restore(model: &Model, op: &str) -> Option<(AgentState, Vec<(String, Opti
     let mut sources = Vec::new();
     for r in &o.revisions {
         let agent = matches!(r.author, Author::Tuner | Author::Model(_));
-        if !(agent || r.rev == 0) || !r.recorded && r.rev != 0 {
+        if !(r.rev == 0 || (agent && r.recorded)) {
             continue;
         }
         let score = r.verdict().score();
@@ -393,6 +394,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
             },
             seed,
             k_docs: cfg.knowledge_docs,
+            best_seen: None,
         };
         let stop = d.run().await;
         let st = &d.state;

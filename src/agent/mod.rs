@@ -118,7 +118,11 @@ impl Abba {
         } else {
             0.0
         };
-        let noise = spread_a.max(spread_b).max(timing_noise);
+        let mut noise = spread_a.max(spread_b).max(timing_noise);
+        // A run that failed to time proves nothing.
+        if runs.iter().any(|r| !(*r > 0.0) || !r.is_finite()) {
+            noise = f64::INFINITY;
+        }
         Abba { runs, gain, noise }
     }
     pub fn significant(&self) -> bool {

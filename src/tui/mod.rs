@@ -438,6 +438,7 @@ fn start_agent(
         mode: DecisionMode::Human,
         seed,
         k_docs: cfg.knowledge_docs,
+        best_seen: None,
     };
     let tx = rtm.tx.clone();
     tokio::spawn(async move {

@@ -475,6 +475,34 @@ mod tests {
                 }
             }
         }
+        // Every launch resolves on every shape, for every value of every tunable parameter.
+        for d in docs.iter().filter(|d| d.meta.kind == "template") {
+            let p = suite.problem(&d.meta.operator).unwrap();
+            let plan = crate::engine::plan::parse(&d.body).unwrap();
+            let mut configs = vec![plan.defines.clone()];
+            for (k, vals) in &plan.tune {
+                for v in vals {
+                    let mut c = plan.defines.clone();
+                    c.insert(k.clone(), v.clone());
+                    configs.push(c);
+                }
+            }
+            let buffers: Vec<String> = p
+                .inputs
+                .iter()
+                .chain(&p.outputs)
+                .map(|t| t.name.clone())
+                .chain(plan.scratch.iter().map(|s| s.name.clone()))
+                .collect();
+            for sh in &p.shapes {
+                let env = p.env(sh).unwrap();
+                for c in &configs {
+                    let e = plan.env(&env, c);
+                    plan.resolve(&e, &|n: &str| buffers.iter().any(|b| b == n))
+                        .unwrap_or_else(|e| panic!("{} shape {} {c:?}: {e}", d.path, sh.id));
+                }
+            }
+        }
         let hw = suite.hardware("H200").unwrap();
         let p = suite.problem("rms_norm").unwrap();
         let q = Query {

@@ -301,11 +301,11 @@ impl Search {
             return;
         }
         if score_gt(score, self.current_score) {
+            // Best-improvement along the coordinate: the rest of its sweep still runs (its
+            // points differ from the new current point in this coordinate only).
             self.current = p.clone();
             self.current_score = score;
-            // The coordinate improved: the pass starts over from here.
             self.stale = 0;
-            self.queue.clear();
         }
     }
 }

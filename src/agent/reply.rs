@@ -1,12 +1,12 @@
 //! The reply format of LLM backends (docs/agent.md):
 //!
-//! ```text
+//! ~~~text
 //! Hypothesis: one sentence: what limits the incumbent and why this change helps
 //! Category: vectorization
 //! ```cuda
 //! ...the complete kernel file, launch plan included...
 //! ```
-//! ```
+//! ~~~
 //!
 //! or, instead of the full file, a ```diff block with a unified diff against the incumbent.
 

@@ -430,10 +430,16 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             Span::styled(dec, Style::default().fg(dc)),
         ];
         if !narrow {
-            let text = match &rv.category {
+            let mut text = match &rv.category {
                 Some(c) => format!("[{c}] {}", rv.rationale),
                 None => rv.rationale.clone(),
             };
+            // Hidden from the agent's context by its latest dropout.
+            if s.model.agent_op.as_deref() == Some(op.as_str())
+                && s.model.agent_masked.contains(&rv.rev)
+            {
+                text = format!("(masked) {text}");
+            }
             cells.push(Span::styled(text, Style::default().fg(t.dim)));
         }
         let mut row = Row::new(cells);

@@ -77,6 +77,9 @@ pub trait Measurer: Send {
 pub enum GateAnswer {
     /// Decided (and recorded) by the engineer.
     Decided(Decision),
+    /// The engineer steered instead of deciding: the revision stays pending and the next
+    /// iteration starts with the note.
+    Steer(String),
     Stop,
 }
 
@@ -581,6 +584,10 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                         match self.gate.decide(rev).await {
                             GateAnswer::Decided(Decision::Accepted) => AgentDecision::Accepted,
                             GateAnswer::Decided(Decision::Rejected) => AgentDecision::Rejected,
+                            GateAnswer::Steer(note) => {
+                                self.state.steering.push(note);
+                                AgentDecision::Pending
+                            }
                             GateAnswer::Stop => {
                                 self.push_entry(
                                     rev,

@@ -1063,6 +1063,7 @@ async fn the_human_gate_decides_and_stops_the_loop() {
             answers: vec![
                 GateAnswer::Decided(Decision::Rejected),
                 GateAnswer::Decided(Decision::Accepted),
+                GateAnswer::Steer("unroll the loads".into()),
             ],
             asked: asked.clone(),
             notes: vec!["prefer 512 threads".into()],
@@ -1079,12 +1080,18 @@ async fn the_human_gate_decides_and_stops_the_loop() {
     };
     let stop = d.run().await;
     assert_eq!(stop, StopReason::Stopped);
-    assert_eq!(*asked.lock().unwrap(), vec![1, 2, 3]);
+    assert_eq!(*asked.lock().unwrap(), vec![1, 2, 3, 4]);
     assert_eq!(
         d.state.incumbent_rev, 2,
         "the accepted revision is the incumbent"
     );
-    assert_eq!(d.state.steering, vec!["prefer 512 threads".to_string()]);
+    assert_eq!(
+        d.state.steering,
+        vec![
+            "prefer 512 threads".to_string(),
+            "unroll the loads".to_string()
+        ]
+    );
     let decisions: Vec<AgentDecision> =
         d.state.history.iter().skip(1).map(|h| h.decision).collect();
     assert_eq!(
@@ -1092,6 +1099,7 @@ async fn the_human_gate_decides_and_stops_the_loop() {
         vec![
             AgentDecision::Rejected,
             AgentDecision::Accepted,
+            AgentDecision::Pending,
             AgentDecision::Pending
         ]
     );

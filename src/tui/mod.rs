@@ -354,6 +354,8 @@ impl crate::agent::driver::Gate for TuiGate {
             }
             match self.rx.recv().await {
                 None => return GateAnswer::Stop,
+                // Steering while a revision waits moves the loop on with the note.
+                Some(app::AgentCtl::Steer(t)) => return GateAnswer::Steer(t),
                 Some(c) => {
                     if let Some((r, d)) = self.absorb(c) {
                         if r == rev {

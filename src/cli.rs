@@ -124,6 +124,34 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the optimization agent on an operator without the TUI and record a session
+    /// (docs/agent.md). Exit 2 without a GPU.
+    Agent {
+        /// Operator name.
+        op: String,
+        /// tuner (built in, no LLM), openai (OpenAI-compatible) or anthropic. Default: the
+        /// `[agent] backend` setting, else tuner.
+        #[arg(long, value_enum)]
+        backend: Option<crate::agent::config::BackendKind>,
+        /// Iteration budget (default: the setting, else 20).
+        #[arg(long, value_name = "N")]
+        max_iters: Option<usize>,
+        /// Decide automatically: accept only on 5-seed strict correctness and an S_op gain above
+        /// the measured noise (A B B A). Without it revisions are measured and left pending.
+        #[arg(long)]
+        auto: bool,
+        /// Hardware profile for T_SOL (default: the one matching the GPU).
+        #[arg(long)]
+        hardware: Option<String>,
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// Seed of the tuner's restarts and of dropout masks (default: random).
+        #[arg(long)]
+        seed: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure this GPU's copy bandwidth and cache it beside the datasheet peaks.
     Calibrate {
         #[arg(long, default_value_t = 0)]
@@ -238,6 +266,32 @@ pub fn main() -> i32 {
                 hardware.as_deref(),
                 device,
                 json,
+            )
+        }),
+        Some(Command::Agent {
+            op,
+            backend,
+            max_iters,
+            auto,
+            hardware,
+            device,
+            seed,
+            json,
+        }) => load_suite(&ws).and_then(|s| {
+            crate::agent::headless::run(
+                &ws,
+                &s,
+                crate::agent::headless::HeadlessArgs {
+                    op: &op,
+                    backend,
+                    max_iters,
+                    auto,
+                    json,
+                    device,
+                    hardware: hardware.as_deref(),
+                    config: cli.config.as_deref(),
+                    seed,
+                },
             )
         }),
         Some(Command::Calibrate { device, json }) => crate::bench::calibrate(device, json),

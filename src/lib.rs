@@ -1,5 +1,6 @@
 //! atrex-tui: a terminal workbench for GPU kernel engineering.
 
+pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod cpu;

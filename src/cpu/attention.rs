@@ -75,20 +75,25 @@ fn forward_shapes() -> Vec<BTreeMap<String, Value>> {
 
 fn paged_shapes() -> Vec<BTreeMap<String, Value>> {
     // (S, L, Hq, Hk, D): a partial last block; head size 256 with one KV head; MHA.
-    [(3, 40, 4, 2, 128, "bf16"), (2, 16, 3, 1, 256, "bf16"), (5, 64, 2, 2, 128, "bf16"), (3, 40, 8, 2, 128, "fp16")]
-        .iter()
-        .map(|(s, l, hq, hk, d, dt)| {
-            params(&[
-                ("num_seqs", Value::Int(*s)),
-                ("ctx_len", Value::Int(*l)),
-                ("num_query_heads", Value::Int(*hq)),
-                ("num_kv_heads", Value::Int(*hk)),
-                ("head_size", Value::Int(*d)),
-                ("block_size", Value::Int(16)),
-                ("dtype", Value::Str(dt.to_string())),
-            ])
-        })
-        .collect()
+    [
+        (3, 40, 4, 2, 128, "bf16"),
+        (2, 16, 3, 1, 256, "bf16"),
+        (5, 64, 2, 2, 128, "bf16"),
+        (3, 40, 8, 2, 128, "fp16"),
+    ]
+    .iter()
+    .map(|(s, l, hq, hk, d, dt)| {
+        params(&[
+            ("num_seqs", Value::Int(*s)),
+            ("ctx_len", Value::Int(*l)),
+            ("num_query_heads", Value::Int(*hq)),
+            ("num_kv_heads", Value::Int(*hk)),
+            ("head_size", Value::Int(*d)),
+            ("block_size", Value::Int(16)),
+            ("dtype", Value::Str(dt.to_string())),
+        ])
+    })
+    .collect()
 }
 
 fn mla_shapes() -> Vec<BTreeMap<String, Value>> {

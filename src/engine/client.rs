@@ -282,9 +282,9 @@ async fn supervise(
         let Some((id, job, events)) = queue.pop_front() else {
             continue;
         };
-        let watchdog = cfg
-            .watchdog
-            .max(Duration::from_secs_f64(job.watchdog_s.unwrap_or(0.0).clamp(0.0, 3600.0)));
+        let watchdog = cfg.watchdog.max(Duration::from_secs_f64(
+            job.watchdog_s.unwrap_or(0.0).clamp(0.0, 3600.0),
+        ));
         let p = match ensure(&cfg, &mut proc).await {
             Ok(p) => p,
             Err(e) => {

@@ -514,7 +514,10 @@ mod tests {
         assert_eq!(c.first_bad, Some(2));
         let inf = bf16s(&[1.0, f32::NEG_INFINITY, 4.0]);
         let c = check(&inf, &inf, &inf);
-        assert!(c.bench_ok && c.strict_ok, "equal infinities match at both levels");
+        assert!(
+            c.bench_ok && c.strict_ok,
+            "equal infinities match at both levels"
+        );
         let nan = bf16s(&[1.0, f32::NAN, 4.0]);
         let c = check(&r, &nan, &nan);
         assert!(!c.bench_ok && !c.strict_ok);

@@ -144,7 +144,13 @@ pub fn build_job(
     // 10 s between progress events, plus 4 s per GB of the largest shape's tensors.
     let largest = shapes
         .iter()
-        .map(|s| s.inputs.iter().chain(&s.outputs).map(|t| t.bytes()).sum::<u64>())
+        .map(|s| {
+            s.inputs
+                .iter()
+                .chain(&s.outputs)
+                .map(|t| t.bytes())
+                .sum::<u64>()
+        })
         .max()
         .unwrap_or(0);
     let watchdog = 10.0 + 4.0 * largest as f64 / 1e9;

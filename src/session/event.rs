@@ -109,6 +109,12 @@ pub enum SessionEvent {
         tokens_in: Option<u64>,
         #[serde(default)]
         tokens_out: Option<u64>,
+        /// The one optimization category an agent revision applies (docs/agent.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        category: Option<String>,
+        /// Knowledge documents given to the agent for this revision.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        knowledge: Vec<String>,
     },
     /// A measurement of a revision begins; earlier results of that revision are superseded.
     MeasureStart {
@@ -162,6 +168,12 @@ pub enum SessionEvent {
         state: String,
         #[serde(default)]
         reason: Option<String>,
+        /// The operator the agent works on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        op: Option<String>,
+        /// Dropout: the revisions masked from the agent's context from now on.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        masked: Vec<u32>,
     },
     /// An error worth keeping (worker lost, write failure, bad file).
     Error {

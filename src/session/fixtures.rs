@@ -76,6 +76,8 @@ pub fn revision(
         request_id: None,
         tokens_in: None,
         tokens_out: None,
+        category: None,
+        knowledge: vec![],
     }
 }
 

@@ -78,6 +78,13 @@ pub struct Revision {
     pub measurement: Measurement,
     /// Recorded in the session (false for a baseline taken from the suite and not yet used).
     pub recorded: bool,
+    /// The optimization category of an agent revision.
+    pub category: Option<String>,
+    /// Knowledge documents given to the agent for this revision.
+    pub knowledge: Vec<String>,
+    /// Request id and token counts of a model revision.
+    pub request_id: Option<String>,
+    pub tokens: Option<(u64, u64)>,
 }
 
 impl Revision {
@@ -237,6 +244,10 @@ pub struct Model {
     pub run: RunInfo,
     pub steering: Vec<(Option<String>, String)>,
     pub agent_state: Option<String>,
+    /// The operator the agent last worked on, and the revisions its latest dropout masked.
+    pub agent_op: Option<String>,
+    pub agent_masked: Vec<u32>,
+    pub agent_reason: Option<String>,
     pub log: Vec<LogLine>,
     pub applied: usize,
     pub last_mid: u64,
@@ -261,6 +272,10 @@ impl Model {
                     decided_by: None,
                     measurement: Measurement::default(),
                     recorded: false,
+                    category: None,
+                    knowledge: Vec::new(),
+                    request_id: None,
+                    tokens: None,
                 });
                 incumbent = Some(0);
             }
@@ -278,6 +293,9 @@ impl Model {
             run: RunInfo::default(),
             steering: Vec::new(),
             agent_state: None,
+            agent_op: None,
+            agent_masked: Vec::new(),
+            agent_reason: None,
             log: Vec::new(),
             applied: 0,
             last_mid: 0,
@@ -374,7 +392,11 @@ impl Model {
                 rationale,
                 source,
                 via,
-                ..
+                request_id,
+                tokens_in,
+                tokens_out,
+                category,
+                knowledge,
             } => {
                 let o = self.op_mut(op);
                 let new = Revision {
@@ -388,6 +410,13 @@ impl Model {
                     decided_by: None,
                     measurement: Measurement::default(),
                     recorded: true,
+                    category: category.clone(),
+                    knowledge: knowledge.clone(),
+                    request_id: request_id.clone(),
+                    tokens: match (tokens_in, tokens_out) {
+                        (None, None) => None,
+                        (a, b) => Some((a.unwrap_or(0), b.unwrap_or(0))),
+                    },
                 };
                 if let Some(existing) = o.rev_mut(*rev) {
                     let m = std::mem::take(&mut existing.measurement);
@@ -563,8 +592,20 @@ impl Model {
                     ),
                 );
             }
-            SessionEvent::AgentState { state, reason } => {
+            SessionEvent::AgentState {
+                state,
+                reason,
+                op,
+                masked,
+            } => {
                 self.agent_state = Some(state.clone());
+                self.agent_reason = reason.clone();
+                if op.is_some() {
+                    self.agent_op = op.clone();
+                }
+                if state == "dropout" || !masked.is_empty() {
+                    self.agent_masked = masked.clone();
+                }
                 self.log(
                     t,
                     LogLevel::Info,

@@ -126,6 +126,8 @@ impl Recorder {
             request_id: None,
             tokens_in: None,
             tokens_out: None,
+            category: None,
+            knowledge: Vec::new(),
         })?;
         Ok(rev)
     }

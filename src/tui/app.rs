@@ -51,6 +51,73 @@ pub enum AppEvent {
     Signal(&'static str),
     /// A message for the log from the runtime.
     Log(LogLevel, String),
+    /// News from the running agent.
+    Agent(AgentMsg),
+}
+
+/// What the agent task sends to the app.
+#[derive(Debug, Clone)]
+pub enum AgentMsg {
+    /// A session event to record (revisions, measurements, decisions, state changes).
+    Record(SessionEvent),
+    /// Live text of a streaming LLM reply.
+    Stream(String),
+    /// A retry or a corrective message: the streamed text so far is void.
+    StreamReset,
+    /// The loop ended (the stop reason was recorded already).
+    Finished(String),
+}
+
+/// What the app tells the running agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentCtl {
+    Decided { rev: u32, decision: Decision },
+    Steer(String),
+    Stop,
+    Dropout,
+}
+
+/// The agent as the UI shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentView {
+    pub op: String,
+    pub backend: String,
+    pub running: bool,
+    pub stopping: bool,
+    /// The reply being streamed (tail).
+    pub stream: String,
+}
+
+/// Revision and measurement numbers shared by the app and the agent task, so that neither
+/// hands out a number the other used.
+#[derive(Debug, Default)]
+pub struct IdPool {
+    mid: std::sync::atomic::AtomicU64,
+    revs: std::sync::Mutex<BTreeMap<String, u32>>,
+}
+
+impl IdPool {
+    /// The next measurement id above `floor`.
+    pub fn alloc_mid(&self, floor: u64) -> u64 {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.mid.fetch_max(floor, SeqCst);
+        self.mid.fetch_add(1, SeqCst) + 1
+    }
+    /// Makes sure the next revision number of `op` is at least `floor` (nothing is taken).
+    pub fn raise_rev(&self, op: &str, floor: u32) {
+        let mut m = self.revs.lock().unwrap_or_else(|e| e.into_inner());
+        let e = m.entry(op.to_string()).or_insert(floor);
+        *e = (*e).max(floor);
+    }
+    /// The next revision number of `op`, at least `floor`.
+    pub fn alloc_rev(&self, op: &str, floor: u32) -> u32 {
+        let mut m = self.revs.lock().unwrap_or_else(|e| e.into_inner());
+        let e = m.entry(op.to_string()).or_insert(floor);
+        *e = (*e).max(floor);
+        let r = *e;
+        *e += 1;
+        r
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -81,6 +148,16 @@ pub enum Effect {
     },
     /// Start (Some: period) or stop replay playback.
     Playback(Option<Duration>),
+    /// Start the agent on an operator with its restored memory.
+    StartAgent {
+        op: String,
+        state: Box<crate::agent::AgentState>,
+        /// Sources measured earlier with their S_op (the tuner's memory).
+        sources: Vec<(String, Option<f64>)>,
+        seed: u64,
+    },
+    /// A message for the running agent.
+    Agent(AgentCtl),
     Quit,
 }
 
@@ -233,6 +310,11 @@ pub struct AppState {
     pub kernels_dir: PathBuf,
     pub watches: BTreeMap<PathBuf, Watch>,
     pub quit: bool,
+    /// The agent, once started.
+    pub agent: Option<AgentView>,
+    /// The agent's configuration (settings + environment), or why it cannot start.
+    pub agent_cfg: Result<crate::agent::config::AgentConfig, String>,
+    pub ids: Arc<IdPool>,
 }
 
 fn key(code: KeyCode) -> KeyEvent {
@@ -279,6 +361,9 @@ impl AppState {
             kernels_dir,
             watches: BTreeMap::new(),
             quit: false,
+            agent: None,
+            agent_cfg: crate::agent::config::resolve(&Default::default(), None),
+            ids: Arc::new(IdPool::default()),
         };
         s.local_seq = s.model.applied as u64;
         s.compute_shape_info();
@@ -570,13 +655,15 @@ impl AppState {
                 request_id: None,
                 tokens_in: None,
                 tokens_out: None,
+                category: None,
+                knowledge: vec![],
             });
         }
-        let mid = self
-            .model
-            .last_mid
-            .max(self.jobs.keys().copied().max().unwrap_or(0))
-            + 1;
+        let mid = self.ids.alloc_mid(
+            self.model
+                .last_mid
+                .max(self.jobs.keys().copied().max().unwrap_or(0)),
+        );
         self.record(SessionEvent::MeasureStart {
             op: op.into(),
             rev,
@@ -610,7 +697,8 @@ impl AppState {
         source: String,
         via: &str,
     ) -> (u32, Vec<Effect>) {
-        let rev = self.model.ops.get(op).map(|o| o.next_rev()).unwrap_or(1);
+        let floor = self.model.ops.get(op).map(|o| o.next_rev()).unwrap_or(1);
+        let rev = self.ids.alloc_rev(op, floor);
         self.record(SessionEvent::Revision {
             op: op.into(),
             rev,
@@ -625,6 +713,8 @@ impl AppState {
             request_id: None,
             tokens_in: None,
             tokens_out: None,
+            category: None,
+            knowledge: vec![],
         });
         if self.selected_op().as_deref() == Some(op) {
             self.select_rev_number(rev);
@@ -701,7 +791,16 @@ pub const HELP: &[(&str, &str, &str)] = &[
         "s",
         "steer: a message for the agent's next iteration",
     ),
-    ("decide", "a", "start / stop the agent (none is built yet)"),
+    (
+        "decide",
+        "a",
+        "start / stop the agent (default backend: the tuner)",
+    ),
+    (
+        "decide",
+        "x",
+        "agent dropout: mask about half of its history",
+    ),
     (
         "measure",
         "m",
@@ -794,9 +893,148 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             state.log(l, s);
             vec![]
         }
+        AppEvent::Agent(m) => on_agent(state, m),
     };
     state.refresh();
     fx
+}
+
+fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
+    match m {
+        AgentMsg::Record(ev) => {
+            let select = match &ev {
+                SessionEvent::Revision { op, rev, .. } => {
+                    if let Some(a) = state.agent.as_mut() {
+                        a.stream.clear();
+                    }
+                    (state.selected_op().as_deref() == Some(op.as_str())).then_some(*rev)
+                }
+                _ => None,
+            };
+            state.record(ev);
+            if let Some(r) = select {
+                state.select_rev_number(r);
+            }
+        }
+        AgentMsg::Stream(t) => {
+            if let Some(a) = state.agent.as_mut() {
+                a.stream.push_str(&t);
+                if a.stream.len() > 8000 {
+                    let cut = a.stream.len() - 4000;
+                    let cut = (cut..a.stream.len())
+                        .find(|i| a.stream.is_char_boundary(*i))
+                        .unwrap_or(0);
+                    a.stream.drain(..cut);
+                }
+            }
+        }
+        AgentMsg::StreamReset => {
+            if let Some(a) = state.agent.as_mut() {
+                a.stream.clear();
+            }
+        }
+        AgentMsg::Finished(reason) => {
+            if let Some(a) = state.agent.as_mut() {
+                a.running = false;
+                a.stopping = false;
+                a.stream.clear();
+            }
+            state.log(LogLevel::Info, format!("agent finished: {reason}"));
+        }
+    }
+    vec![]
+}
+
+/// `a`: start the agent on the selected operator, or stop the running one.
+fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
+    if let Some(a) = state.agent.as_mut() {
+        if a.running {
+            a.stopping = true;
+            let op = a.op.clone();
+            state.log(
+                LogLevel::Info,
+                format!("agent on {op}: stopping after the current step"),
+            );
+            return vec![Effect::Agent(AgentCtl::Stop)];
+        }
+    }
+    let Some(op) = state.selected_op() else {
+        return vec![];
+    };
+    if let Err(e) = state.can_measure() {
+        state.log(LogLevel::Warn, format!("agent: cannot start on {op}: {e}"));
+        return vec![];
+    }
+    let cfg = match &state.agent_cfg {
+        Ok(c) => c.clone(),
+        Err(e) => {
+            state.log(LogLevel::Error, format!("agent: {e}"));
+            return vec![];
+        }
+    };
+    let Some((st, sources)) = crate::agent::headless::restore(&state.model, &op) else {
+        state.log(
+            LogLevel::Warn,
+            format!("agent: {op} has no kernel yet (no baseline.cu)"),
+        );
+        return vec![];
+    };
+    // The incumbent must be in the session before the agent measures it.
+    if let Some(r) = state
+        .model
+        .ops
+        .get(&op)
+        .and_then(|o| o.rev(st.incumbent_rev))
+        .cloned()
+    {
+        if !r.recorded {
+            state.record(SessionEvent::Revision {
+                op: op.clone(),
+                rev: r.rev,
+                parent: r.parent,
+                author: r.author.clone(),
+                rationale: r.rationale.clone(),
+                source: r.source.clone(),
+                via: r.via.clone(),
+                request_id: None,
+                tokens_in: None,
+                tokens_out: None,
+                category: None,
+                knowledge: vec![],
+            });
+        }
+    }
+    let backend = match &cfg.endpoint {
+        Some(e) => format!("{} ({})", e.model, e.kind.name()),
+        None => "tuner".to_string(),
+    };
+    let masked = st.history.iter().filter(|h| h.masked).count();
+    state.log(
+        LogLevel::Info,
+        format!(
+            "agent: {backend} on {op} from v{} ({} revisions remembered{}); y/n decide, s steers, x drops out, a stops",
+            st.incumbent_rev,
+            st.history.len(),
+            if masked > 0 {
+                format!(", {masked} masked")
+            } else {
+                String::new()
+            }
+        ),
+    );
+    state.agent = Some(AgentView {
+        op: op.clone(),
+        backend,
+        running: true,
+        stopping: false,
+        stream: String::new(),
+    });
+    vec![Effect::StartAgent {
+        op,
+        state: Box::new(st),
+        sources,
+        seed: crate::engine::fresh_seeds(1)[0],
+    }]
 }
 
 fn quit_now(state: &mut AppState) -> Vec<Effect> {
@@ -806,6 +1044,9 @@ fn quit_now(state: &mut AppState) -> Vec<Effect> {
         .keys()
         .map(|m| Effect::Cancel { mid: *m })
         .collect();
+    if state.agent.as_ref().is_some_and(|a| a.running) {
+        fx.push(Effect::Agent(AgentCtl::Stop));
+    }
     let running: Vec<(u64, String, u32)> = state
         .jobs
         .iter()
@@ -1095,7 +1336,13 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                     state.modal = Modal::None;
                     if !text.is_empty() {
                         let op = state.selected_op();
-                        state.record(SessionEvent::Steer { op, text });
+                        state.record(SessionEvent::Steer {
+                            op,
+                            text: text.clone(),
+                        });
+                        if state.agent.as_ref().is_some_and(|a| a.running) {
+                            return vec![Effect::Agent(AgentCtl::Steer(text))];
+                        }
                     }
                 }
                 _ => {
@@ -1162,15 +1409,49 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
             state.full_source = false;
         }
         KeyCode::Char('f') => state.full_source = !state.full_source,
-        KeyCode::Char('a') => state.log(
-            LogLevel::Info,
-            "agent: none (not built yet); y/n/s/m/e work by hand".into(),
-        ),
+        KeyCode::Char('a') => {
+            if read_only(state) {
+                return vec![];
+            }
+            return toggle_agent(state);
+        }
+        KeyCode::Char('x') => {
+            if read_only(state) {
+                return vec![];
+            }
+            match &state.agent {
+                Some(a) if a.running => {
+                    state.log(
+                        LogLevel::Steer,
+                        "agent: dropout asked: the next context masks about half of the history"
+                            .into(),
+                    );
+                    return vec![Effect::Agent(AgentCtl::Dropout)];
+                }
+                _ => state.log(LogLevel::Warn, "agent: not running (a starts it)".into()),
+            }
+        }
         KeyCode::Char('y') | KeyCode::Char('n') => {
             if read_only(state) {
                 return vec![];
             }
+            let before = state.journal.len();
             decide(state, k.code == KeyCode::Char('y'));
+            // Tell a running agent about decisions on its operator.
+            if state.journal.len() > before {
+                if let Some(SessionEvent::Decision {
+                    op, rev, decision, ..
+                }) = state.journal.last().map(|r| r.event.clone())
+                {
+                    if state
+                        .agent
+                        .as_ref()
+                        .is_some_and(|a| a.running && a.op == op)
+                    {
+                        return vec![Effect::Agent(AgentCtl::Decided { rev, decision })];
+                    }
+                }
+            }
         }
         KeyCode::Char('s') => {
             if read_only(state) {
@@ -1360,6 +1641,8 @@ fn decide(state: &mut AppState, accept: bool) {
             request_id: None,
             tokens_in: None,
             tokens_out: None,
+            category: None,
+            knowledge: vec![],
         });
     }
     state.record(SessionEvent::Decision {

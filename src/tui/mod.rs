@@ -80,6 +80,12 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
         None => (Model::new(&suite), None, vec![]),
     };
     let mut st = AppState::new(suite.clone(), model, th, hw, kernels);
+    // The agent's settings: an error here only disables the agent (the log says why).
+    st.agent_cfg = match &cfg_path {
+        Some(p) => crate::agent::config::read_settings(p),
+        None => Ok(Default::default()),
+    }
+    .and_then(|a| crate::agent::config::resolve(&a, None));
     for w in warnings {
         st.log(LogLevel::Warn, w);
     }
@@ -147,6 +153,8 @@ fn install_panic_hook() {
 
 struct Runtime {
     tx: Tx,
+    /// Control channel of the running agent.
+    agent: Option<mpsc::UnboundedSender<app::AgentCtl>>,
     client: WorkerClient,
     jobs: std::collections::BTreeMap<u64, u64>,
     watchers: Vec<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>>,
@@ -218,6 +226,7 @@ async fn main_loop(
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
     let mut rtm = Runtime {
         tx: tx.clone(),
+        agent: None,
         client,
         jobs: Default::default(),
         watchers: Vec::new(),
@@ -286,9 +295,185 @@ async fn main_loop(
     result.map(|_| 0)
 }
 
+/// The agent's session sink in the TUI: events go to the app, which records them.
+struct TuiSink {
+    tx: Tx,
+    ids: Arc<app::IdPool>,
+}
+
+impl crate::agent::driver::Sink for TuiSink {
+    fn record(&mut self, ev: SessionEvent) {
+        let _ = self.tx.send(AppEvent::Agent(app::AgentMsg::Record(ev)));
+    }
+    fn alloc_rev(&mut self, op: &str) -> u32 {
+        self.ids.alloc_rev(op, 1)
+    }
+    fn alloc_mid(&mut self) -> u64 {
+        self.ids.alloc_mid(0)
+    }
+    fn stream(&mut self, d: crate::agent::llm::Delta<'_>) {
+        let m = match d {
+            crate::agent::llm::Delta::Text(t) => app::AgentMsg::Stream(t.to_string()),
+            crate::agent::llm::Delta::Reset(_) => app::AgentMsg::StreamReset,
+        };
+        let _ = self.tx.send(AppEvent::Agent(m));
+    }
+}
+
+/// The human gate: decisions, steering, stop and dropout arrive from the app.
+struct TuiGate {
+    rx: mpsc::UnboundedReceiver<app::AgentCtl>,
+    steer: Vec<String>,
+    stop: bool,
+    dropout: bool,
+}
+
+impl TuiGate {
+    fn absorb(&mut self, c: app::AgentCtl) -> Option<(u32, crate::session::Decision)> {
+        match c {
+            app::AgentCtl::Decided { rev, decision } => return Some((rev, decision)),
+            app::AgentCtl::Steer(t) => self.steer.push(t),
+            app::AgentCtl::Stop => self.stop = true,
+            app::AgentCtl::Dropout => self.dropout = true,
+        }
+        None
+    }
+    fn drain(&mut self) {
+        while let Ok(c) = self.rx.try_recv() {
+            self.absorb(c);
+        }
+    }
+}
+
+impl crate::agent::driver::Gate for TuiGate {
+    async fn decide(&mut self, rev: u32) -> crate::agent::driver::GateAnswer {
+        use crate::agent::driver::GateAnswer;
+        loop {
+            if self.stop {
+                return GateAnswer::Stop;
+            }
+            match self.rx.recv().await {
+                None => return GateAnswer::Stop,
+                // Steering while a revision waits moves the loop on with the note.
+                Some(app::AgentCtl::Steer(t)) => return GateAnswer::Steer(t),
+                Some(c) => {
+                    if let Some((r, d)) = self.absorb(c) {
+                        if r == rev {
+                            return GateAnswer::Decided(d);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    fn steering(&mut self) -> Vec<String> {
+        self.drain();
+        std::mem::take(&mut self.steer)
+    }
+    fn stop_requested(&mut self) -> bool {
+        self.drain();
+        self.stop
+    }
+    fn dropout_requested(&mut self) -> bool {
+        self.drain();
+        std::mem::take(&mut self.dropout)
+    }
+}
+
+/// Starts the agent task.
+fn start_agent(
+    rtm: &mut Runtime,
+    state: &mut AppState,
+    op: String,
+    st: crate::agent::AgentState,
+    sources: Vec<(String, Option<f64>)>,
+    seed: u64,
+) -> Result<(), String> {
+    use crate::agent::driver::{DecisionMode, Driver};
+    let cfg = state.agent_cfg.clone()?;
+    let p = state
+        .suite
+        .problem(&op)
+        .ok_or_else(|| format!("unknown operator {op}"))?
+        .clone();
+    let hw = state
+        .hw
+        .clone()
+        .ok_or("no hardware profile for T_SOL (set `hardware` in the settings)")?;
+    let reference = crate::bench::suite_kernel(&state.suite, &p, "reference.cu")?;
+    let mut proposer = crate::agent::headless::make_proposer(&cfg, &st, seed)?;
+    if let crate::agent::headless::AnyProposer::Tuner(t) = &mut proposer {
+        t.seed_history(&sources);
+    }
+    // Revision numbers continue after what the session holds.
+    let floor = state.model.ops.get(&op).map(|o| o.next_rev()).unwrap_or(1);
+    state.ids.raise_rev(&op, floor);
+    let _ = state.ids.alloc_mid(state.model.last_mid);
+    let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
+    let measurer = crate::agent::headless::WorkerMeasurer {
+        client: rtm.client.clone(),
+        shape_ids: p.shapes.iter().map(|s| s.id).collect(),
+        problem: p.clone(),
+        reference,
+        hw: hw.clone(),
+        progress: false,
+    };
+    let mut d = Driver {
+        state: st,
+        budget: cfg.budget.clone(),
+        proposer,
+        measurer,
+        gate: TuiGate {
+            rx: ctl_rx,
+            steer: vec![],
+            stop: false,
+            dropout: false,
+        },
+        sink: TuiSink {
+            tx: rtm.tx.clone(),
+            ids: state.ids.clone(),
+        },
+        problem: p,
+        hw,
+        docs: crate::agent::knowledge::docs(),
+        incumbent_measure: None,
+        mode: DecisionMode::Human,
+        seed,
+        k_docs: cfg.knowledge_docs,
+        best_seen: None,
+    };
+    let tx = rtm.tx.clone();
+    tokio::spawn(async move {
+        let stop = d.run().await;
+        let _ = tx.send(AppEvent::Agent(app::AgentMsg::Finished(stop.to_string())));
+    });
+    rtm.agent = Some(ctl_tx);
+    Ok(())
+}
+
 /// Carries out one effect. Returns the file to edit when the TUI must be suspended.
 fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf> {
     match e {
+        Effect::StartAgent {
+            op,
+            state: st,
+            sources,
+            seed,
+        } => {
+            if let Err(e) = start_agent(rtm, state, op, *st, sources, seed) {
+                if let Some(a) = state.agent.as_mut() {
+                    a.running = false;
+                }
+                state.log(LogLevel::Error, format!("agent: cannot start: {e}"));
+            }
+            None
+        }
+        Effect::Agent(c) => {
+            if let Some(tx) = &rtm.agent {
+                let _ = tx.send(c);
+            }
+            None
+        }
         Effect::Measure {
             op,
             rev,

@@ -235,6 +235,8 @@ pub struct Settings {
     pub editor: Option<String>,
     /// Force 256-colour output even when the terminal announces truecolor.
     pub force_256_colours: bool,
+    /// The agent's settings (read by `agent::config`; keys need a file of mode 0600).
+    pub agent: Option<toml::Value>,
 }
 
 impl Default for Settings {
@@ -249,6 +251,7 @@ impl Default for Settings {
             record_sessions: true,
             editor: None,
             force_256_colours: false,
+            agent: None,
         }
     }
 }

@@ -224,11 +224,7 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
             hs.fg(t.warn),
         )),
     }
-    let agent = s
-        .model
-        .agent_state
-        .clone()
-        .unwrap_or_else(|| "none (not built yet)".into());
+    let agent = agent_label(s);
     if !narrow {
         l1.push(Span::styled(" │ agent: ", hs));
         l1.push(Span::styled(agent.clone(), hs.fg(t.dim)));
@@ -434,10 +430,17 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             Span::styled(dec, Style::default().fg(dc)),
         ];
         if !narrow {
-            cells.push(Span::styled(
-                rv.rationale.clone(),
-                Style::default().fg(t.dim),
-            ));
+            let mut text = match &rv.category {
+                Some(c) => format!("[{c}] {}", rv.rationale),
+                None => rv.rationale.clone(),
+            };
+            // Hidden from the agent's context by its latest dropout.
+            if s.model.agent_op.as_deref() == Some(op.as_str())
+                && s.model.agent_masked.contains(&rv.rev)
+            {
+                text = format!("(masked) {text}");
+            }
+            cells.push(Span::styled(text, Style::default().fg(t.dim)));
         }
         let mut row = Row::new(cells);
         if i == s.rev_sel {
@@ -487,8 +490,55 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
     );
 }
 
+/// The header's agent label: backend, operator, state and the latest reason.
+pub fn agent_label(s: &AppState) -> String {
+    let short = |r: &str| -> String {
+        let mut x: String = r.chars().take(60).collect();
+        if r.chars().count() > 60 {
+            x.push('…');
+        }
+        x
+    };
+    let st = s.model.agent_state.clone();
+    let reason = s.model.agent_reason.as_deref().map(short);
+    let with_reason = |st: &str| match (&reason, st) {
+        (Some(r), "stopped" | "dropout" | "stall" | "failed" | "waiting") => format!("{st} ({r})"),
+        _ => st.to_string(),
+    };
+    match (&s.agent, st) {
+        (Some(a), st) => {
+            let st = st.unwrap_or_else(|| "starting".into());
+            let mut out = format!("{} on {}: {}", a.backend, a.op, with_reason(&st));
+            if a.stopping {
+                out.push_str(" · stopping");
+            }
+            out
+        }
+        (None, Some(st)) => with_reason(&st),
+        (None, None) => "idle (a starts the tuner)".into(),
+    }
+}
+
 pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
+    // A streaming LLM reply for the selected operator replaces the diff while it arrives.
+    if let Some(a) = s.agent.as_ref().filter(|a| {
+        a.running && !a.stream.is_empty() && s.selected_op().as_deref() == Some(a.op.as_str())
+    }) {
+        let h = r.height.saturating_sub(2) as usize;
+        let all: Vec<&str> = a.stream.lines().collect();
+        let lines: Vec<Line> = all
+            .iter()
+            .skip(all.len().saturating_sub(h))
+            .map(|l| Line::from(Span::styled(l.to_string(), Style::default().fg(t.dim))))
+            .collect();
+        let title = format!("agent reply · {} (streaming)", a.backend);
+        f.render_widget(
+            Paragraph::new(lines).block(pane_block(s, PaneId::Diff, &title)),
+            r,
+        );
+        return;
+    }
     let d = &s.diff;
     let mode = match (s.full_source, s.diff_mode) {
         (true, _) => "[f]",
@@ -505,6 +555,25 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     let start = s.diff_scroll.min(d.lines.len().saturating_sub(1));
     let lines: Vec<Line> = d.lines.iter().skip(start).take(h).cloned().collect();
     let mut b = pane_block(s, PaneId::Diff, &title);
+    // Agent revisions: the knowledge given, tokens and request id.
+    if let Some(rv) = s.selected_rev() {
+        let mut parts = Vec::new();
+        if !rv.knowledge.is_empty() {
+            parts.push(format!("knowledge: {}", rv.knowledge.join(", ")));
+        }
+        if let Some((i, o)) = rv.tokens.filter(|(i, o)| i + o > 0) {
+            parts.push(format!("tokens {i}+{o}"));
+        }
+        if let Some(id) = &rv.request_id {
+            parts.push(format!("req {id}"));
+        }
+        if !parts.is_empty() {
+            b = b.title_bottom(Line::from(Span::styled(
+                format!(" {} ", parts.join(" · ")),
+                Style::default().fg(t.dim),
+            )));
+        }
+    }
     if d.lines.len() > h {
         b = b.title_bottom(
             Line::from(Span::styled(

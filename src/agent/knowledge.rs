@@ -1,0 +1,536 @@
+//! The knowledge base (knowledge/, embedded in the binary): hardware notes, technique cards,
+//! anti-patterns and kernel templates, each with TOML front matter; retrieval ranks them by
+//! architecture, operator family, measured bottleneck and profiler symptoms.
+
+use include_dir::{Dir, include_dir};
+use serde::Deserialize;
+
+pub static EMBEDDED_KNOWLEDGE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/knowledge");
+
+/// Front matter of a document (`+++` TOML `+++` at the top of a .md file, or the
+/// `/* atrex:template ... */` comment of a template .cu file).
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(default)]
+pub struct Meta {
+    pub id: String,
+    pub title: String,
+    /// hardware | technique | anti-pattern | template
+    pub kind: String,
+    /// "hopper", "blackwell", "ada", "ampere", or "any".
+    pub architectures: Vec<String>,
+    /// Operator families (see `family_of`).
+    pub families: Vec<String>,
+    /// "memory", "compute", "balanced".
+    pub bottlenecks: Vec<String>,
+    /// Profiler / measurement symptoms (see `symptoms_of`).
+    pub symptoms: Vec<String>,
+    /// The optimization category it applies.
+    pub category: String,
+    pub expected_gain: String,
+    pub pitfalls: Vec<String>,
+    /// Templates: the operator of the suite they implement.
+    pub operator: String,
+    /// Hardware notes: the main note of its architecture (always retrieved for it).
+    pub primary: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Doc {
+    pub path: String,
+    pub meta: Meta,
+    pub body: String,
+}
+
+/// The architecture family of an `sm_XY` string.
+pub fn arch_family(arch: &str) -> &'static str {
+    let digits: String = arch.chars().filter(|c| c.is_ascii_digit()).collect();
+    match digits.parse::<u32>().unwrap_or(0) {
+        100..=129 => "blackwell",
+        90..=99 => "hopper",
+        89 => "ada",
+        80..=88 => "ampere",
+        _ => "unknown",
+    }
+}
+
+/// The operator family of a suite operator.
+pub fn family_of(op: &str) -> &'static str {
+    match op {
+        "silu_and_mul" | "linear_sigmoid_mul_elementwise" => "elementwise",
+        "rms_norm" | "fused_add_rms_norm" | "gated_rms_norm" | "l2_norm" | "layer_norm"
+        | "fused_qk_rmsnorm" => "row-reduction",
+        "fused_rmsnorm_quant" | "fp8_dynamic_per_token_quant" | "per_token_group_quant_fp8" => {
+            "quantization"
+        }
+        "reshape_and_cache" | "mrope" | "fused_qkv_rope" => "gather-scatter",
+        "block_scaled_mm" | "linear_sigmoid_mul" => "gemm",
+        "attention_forward"
+        | "unified_attention"
+        | "paged_attention_decode"
+        | "mla_decode_attention" => "attention",
+        "fused_moe"
+        | "fp8_blockscale_fused_moe"
+        | "moe_align_block_size"
+        | "moe_count_and_sort"
+        | "moe_sum_reduce" => "moe",
+        "moe_topk_gating_softmax" | "topk_filter" => "topk",
+        "causal_conv1d"
+        | "chunk_delta_rule_output"
+        | "chunk_gated_delta_rule_state"
+        | "gated_delta_rule_update" => "scan-conv",
+        _ => "other",
+    }
+}
+
+fn parse_md(path: &str, text: &str) -> Result<Doc, String> {
+    let rest = text
+        .strip_prefix("+++\n")
+        .ok_or_else(|| format!("{path}: no `+++` front matter"))?;
+    let end = rest
+        .find("\n+++")
+        .ok_or_else(|| format!("{path}: front matter not closed"))?;
+    let meta: Meta = toml::from_str(&rest[..end]).map_err(|e| format!("{path}: {e}"))?;
+    let body = rest[end + 4..].trim_start_matches('\n').to_string();
+    Ok(Doc {
+        path: path.to_string(),
+        meta,
+        body,
+    })
+}
+
+fn parse_cu(path: &str, text: &str) -> Result<Doc, String> {
+    const START: &str = "/* atrex:template";
+    let s = text
+        .find(START)
+        .ok_or_else(|| format!("{path}: no `{START}` comment"))?;
+    let e = text[s..]
+        .find("*/")
+        .ok_or_else(|| format!("{path}: template comment not closed"))?;
+    let mut meta: Meta =
+        toml::from_str(&text[s + START.len()..s + e]).map_err(|e| format!("{path}: {e}"))?;
+    if meta.kind.is_empty() {
+        meta.kind = "template".into();
+    }
+    Ok(Doc {
+        path: path.to_string(),
+        meta,
+        body: text.to_string(),
+    })
+}
+
+fn walk(dir: &Dir<'static>, out: &mut Vec<Result<Doc, String>>) {
+    for f in dir.files() {
+        let path = f.path().to_string_lossy().to_string();
+        let Some(text) = f.contents_utf8() else {
+            continue;
+        };
+        if path.ends_with(".md") && !path.ends_with("README.md") {
+            out.push(parse_md(&path, text));
+        } else if path.ends_with(".cu") {
+            out.push(parse_cu(&path, text));
+        }
+    }
+    for d in dir.dirs() {
+        walk(d, out);
+    }
+}
+
+/// Every document of the embedded knowledge base (errors for malformed ones).
+pub fn load_all() -> Vec<Result<Doc, String>> {
+    let mut out = Vec::new();
+    walk(&EMBEDDED_KNOWLEDGE, &mut out);
+    out
+}
+
+/// The well-formed documents.
+pub fn docs() -> Vec<Doc> {
+    load_all().into_iter().filter_map(|d| d.ok()).collect()
+}
+
+/// Templates implementing an operator (the tuner's variants).
+pub fn templates_for(op: &str) -> Vec<Doc> {
+    docs()
+        .into_iter()
+        .filter(|d| d.meta.kind == "template" && d.meta.operator == op)
+        .collect()
+}
+
+/// What retrieval looks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Query {
+    /// Architecture family ("hopper").
+    pub arch: String,
+    /// Operator family ("row-reduction").
+    pub family: String,
+    /// The operator's name (templates for it rank first among templates).
+    pub operator: String,
+    /// Bottlenecks of the shapes ("memory"…), most frequent first.
+    pub bottlenecks: Vec<String>,
+    /// Symptoms measured on the incumbent ("low-bandwidth", "register-spills"…).
+    pub symptoms: Vec<String>,
+}
+
+fn has(list: &[String], x: &str) -> bool {
+    list.iter().any(|l| l == x)
+}
+
+/// The relevance of a document to a query (0 or less: irrelevant).
+pub fn score(d: &Doc, q: &Query) -> f64 {
+    let m = &d.meta;
+    let arch_ok = has(&m.architectures, &q.arch) || has(&m.architectures, "any");
+    if !arch_ok {
+        return 0.0;
+    }
+    let mut s = 0.0;
+    s += if has(&m.architectures, &q.arch) {
+        2.0
+    } else {
+        0.5
+    };
+    match m.kind.as_str() {
+        // The hardware notes of this architecture always make the cut.
+        "hardware" if m.primary => {
+            return if has(&m.architectures, &q.arch) {
+                100.0
+            } else {
+                0.0
+            };
+        }
+        "template" => {
+            if m.operator == q.operator {
+                s += 8.0;
+            } else {
+                return 0.0;
+            }
+        }
+        _ => {}
+    }
+    if has(&m.families, &q.family) {
+        s += 4.0;
+    } else if has(&m.families, "any") {
+        s += 2.0;
+    } else {
+        s -= 3.0;
+    }
+    for (i, b) in q.bottlenecks.iter().enumerate() {
+        if has(&m.bottlenecks, b) {
+            s += if i == 0 { 3.0 } else { 1.0 };
+        }
+    }
+    for sym in &q.symptoms {
+        if has(&m.symptoms, sym) {
+            // Measured evidence weighs more than the operator's family.
+            s += 6.0;
+        }
+    }
+    if m.kind == "anti-pattern" {
+        // Learned from failures: worth more when the incumbent fails or regresses.
+        if q.symptoms
+            .iter()
+            .any(|x| x == "incorrect" || x == "compile-error")
+        {
+            s += 2.0;
+        }
+    }
+    s
+}
+
+/// The `k` most relevant documents, best first (ties by id, so the order is stable).
+pub fn retrieve<'a>(docs: &'a [Doc], q: &Query, k: usize) -> Vec<(&'a Doc, f64)> {
+    let mut v: Vec<(&Doc, f64)> = docs
+        .iter()
+        .map(|d| (d, score(d, q)))
+        .filter(|(_, s)| *s > 0.0)
+        .collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.meta.id.cmp(&b.0.meta.id)));
+    v.truncate(k);
+    v
+}
+
+/// Symptoms derived from a measurement (and profiler findings when present).
+pub fn symptoms_of(
+    m: &super::MeasureSummary,
+    sm_count: u32,
+    grid_blocks: Option<u64>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    if !m.compiled {
+        out.push("compile-error".to_string());
+        return out;
+    }
+    if m.verdict == "incorrect" {
+        out.push("incorrect".into());
+    }
+    if m.spill_bytes.unwrap_or(0) > 0 {
+        out.push("register-spills".into());
+    }
+    if m.registers.unwrap_or(0) > 128 {
+        out.push("high-registers".into());
+    }
+    if let Some(s) = m.s_op {
+        if s < 0.3 {
+            out.push("far-from-sol".into());
+        }
+        if s < 0.6 {
+            out.push("low-bandwidth".into());
+        }
+    }
+    // Small shapes: latency-bound when T_SOL is a few microseconds.
+    if m.shapes.iter().any(|s| s.sol_ms > 0.0 && s.sol_ms < 0.005) {
+        out.push("launch-bound".into());
+    }
+    if let Some(g) = grid_blocks {
+        if g < sm_count as u64 {
+            out.push("low-occupancy".into());
+        } else if g % sm_count as u64 != 0 && g < 4 * sm_count as u64 {
+            out.push("tail-effect".into());
+        }
+    }
+    if m.noise > 0.05 {
+        out.push("noisy".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(id: &str, kind: &str, arch: &[&str], fam: &[&str], bn: &[&str], sym: &[&str]) -> Doc {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Doc {
+            path: format!("{id}.md"),
+            meta: Meta {
+                id: id.into(),
+                kind: kind.into(),
+                architectures: v(arch),
+                families: v(fam),
+                bottlenecks: v(bn),
+                symptoms: v(sym),
+                ..Default::default()
+            },
+            body: String::new(),
+        }
+    }
+
+    #[test]
+    fn ranking_follows_architecture_family_bottleneck_and_symptoms() {
+        let docs = vec![
+            Doc {
+                meta: Meta {
+                    primary: true,
+                    ..doc("hopper-notes", "hardware", &["hopper"], &["any"], &[], &[]).meta
+                },
+                ..doc("hopper-notes", "hardware", &["hopper"], &["any"], &[], &[])
+            },
+            Doc {
+                meta: Meta {
+                    primary: true,
+                    ..doc("ampere-notes", "hardware", &["ampere"], &["any"], &[], &[]).meta
+                },
+                ..doc("ampere-notes", "hardware", &["ampere"], &["any"], &[], &[])
+            },
+            doc(
+                "vec-loads",
+                "technique",
+                &["any"],
+                &["row-reduction", "elementwise"],
+                &["memory"],
+                &["low-bandwidth"],
+            ),
+            doc(
+                "wgmma",
+                "technique",
+                &["hopper"],
+                &["gemm"],
+                &["compute"],
+                &[],
+            ),
+            doc(
+                "one-warp-per-row",
+                "technique",
+                &["any"],
+                &["row-reduction"],
+                &["memory"],
+                &["low-occupancy"],
+            ),
+            doc(
+                "spills",
+                "anti-pattern",
+                &["any"],
+                &["any"],
+                &[],
+                &["register-spills"],
+            ),
+            doc(
+                "blackwell-only",
+                "technique",
+                &["blackwell"],
+                &["row-reduction"],
+                &["memory"],
+                &["low-bandwidth"],
+            ),
+        ];
+        let q = Query {
+            arch: "hopper".into(),
+            family: "row-reduction".into(),
+            operator: "rms_norm".into(),
+            bottlenecks: vec!["memory".into()],
+            symptoms: vec!["low-bandwidth".into()],
+        };
+        let ids: Vec<&str> = retrieve(&docs, &q, 10)
+            .iter()
+            .map(|(d, _)| d.meta.id.as_str())
+            .collect();
+        assert_eq!(ids[0], "hopper-notes");
+        assert_eq!(
+            ids[1],
+            "vec-loads",
+            "{ids:?} {:?}",
+            retrieve(&docs, &q, 10)
+                .iter()
+                .map(|(d, s)| (d.meta.id.clone(), *s))
+                .collect::<Vec<_>>()
+        );
+        assert!(!ids.contains(&"ampere-notes") && !ids.contains(&"blackwell-only"));
+        let pos = |x: &str| ids.iter().position(|i| *i == x);
+        assert!(pos("one-warp-per-row") < pos("wgmma").or(Some(usize::MAX)));
+        // A symptom changes the order: spills now outrank the occupancy card.
+        let q2 = Query {
+            symptoms: vec!["register-spills".into()],
+            ..q.clone()
+        };
+        let ids2: Vec<&str> = retrieve(&docs, &q2, 10)
+            .iter()
+            .map(|(d, _)| d.meta.id.as_str())
+            .collect();
+        assert!(
+            ids2.iter().position(|i| *i == "spills") < ids2.iter().position(|i| *i == "vec-loads"),
+            "{ids2:?}"
+        );
+        assert_eq!(retrieve(&docs, &q, 2).len(), 2);
+    }
+
+    #[test]
+    fn the_embedded_knowledge_base_is_well_formed_and_large_enough() {
+        let all = load_all();
+        for d in &all {
+            assert!(d.is_ok(), "{d:?}");
+        }
+        let docs = docs();
+        let n_docs = docs.iter().filter(|d| d.meta.kind != "template").count();
+        let n_tpl = docs.iter().filter(|d| d.meta.kind == "template").count();
+        assert!(n_docs >= 40, "{n_docs} documents");
+        assert!(n_tpl >= 12, "{n_tpl} templates");
+        for a in ["hopper", "blackwell", "ada", "ampere"] {
+            assert!(
+                docs.iter()
+                    .any(|d| d.meta.kind == "hardware" && has(&d.meta.architectures, a)),
+                "{a}"
+            );
+        }
+        let mut ids: Vec<&str> = docs.iter().map(|d| d.meta.id.as_str()).collect();
+        ids.sort();
+        let n = ids.len();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "document ids are unique");
+        for d in docs.iter().filter(|d| d.meta.kind == "template") {
+            assert!(!d.meta.operator.is_empty(), "{}", d.path);
+            crate::engine::plan::parse(&d.body).unwrap_or_else(|e| panic!("{}: {e}", d.path));
+            for k in ["technique", "anti-pattern"] {
+                let _ = k;
+            }
+        }
+        for d in docs.iter().filter(|d| d.meta.kind == "technique") {
+            assert!(
+                !d.meta.families.is_empty() && !d.meta.bottlenecks.is_empty(),
+                "{}",
+                d.path
+            );
+            assert!(
+                !d.meta.expected_gain.is_empty() && !d.meta.pitfalls.is_empty(),
+                "{}",
+                d.path
+            );
+        }
+    }
+
+    #[test]
+    fn templates_target_suite_operators_and_real_retrieval_is_sensible() {
+        let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+        let docs = docs();
+        for d in docs.iter().filter(|d| d.meta.kind == "template") {
+            let p = suite
+                .problem(&d.meta.operator)
+                .unwrap_or_else(|| panic!("{}: {}", d.path, d.meta.operator));
+            // Buffer arguments name the operator's tensors (or scratch buffers).
+            let plan = crate::engine::plan::parse(&d.body).unwrap();
+            for l in &plan.launches {
+                for a in &l.args {
+                    if let crate::engine::plan::Arg::Buffer(b) = a {
+                        let known = p.inputs.iter().chain(&p.outputs).any(|t| &t.name == b)
+                            || plan.scratch.iter().any(|s| &s.name == b);
+                        assert!(known, "{}: `{b}` is not a tensor of {}", d.path, p.name);
+                    }
+                }
+            }
+        }
+        // Every launch resolves on every shape, for every value of every tunable parameter.
+        for d in docs.iter().filter(|d| d.meta.kind == "template") {
+            let p = suite.problem(&d.meta.operator).unwrap();
+            let plan = crate::engine::plan::parse(&d.body).unwrap();
+            let mut configs = vec![plan.defines.clone()];
+            for (k, vals) in &plan.tune {
+                for v in vals {
+                    let mut c = plan.defines.clone();
+                    c.insert(k.clone(), v.clone());
+                    configs.push(c);
+                }
+            }
+            let buffers: Vec<String> = p
+                .inputs
+                .iter()
+                .chain(&p.outputs)
+                .map(|t| t.name.clone())
+                .chain(plan.scratch.iter().map(|s| s.name.clone()))
+                .collect();
+            for sh in &p.shapes {
+                let env = p.env(sh).unwrap();
+                for c in &configs {
+                    let e = plan.env(&env, c);
+                    plan.resolve(&e, &|n: &str| buffers.iter().any(|b| b == n))
+                        .unwrap_or_else(|e| panic!("{} shape {} {c:?}: {e}", d.path, sh.id));
+                }
+            }
+        }
+        let hw = suite.hardware("H200").unwrap();
+        let p = suite.problem("rms_norm").unwrap();
+        let q = Query {
+            arch: arch_family(&hw.arch).into(),
+            family: family_of(&p.name).into(),
+            operator: p.name.clone(),
+            bottlenecks: crate::agent::context::bottlenecks(p, hw),
+            symptoms: vec!["low-bandwidth".into()],
+        };
+        let got = retrieve(&docs, &q, 6);
+        let ids: Vec<&str> = got.iter().map(|(d, _)| d.meta.id.as_str()).collect();
+        assert_eq!(ids[0], "hopper-h200", "{ids:?}");
+        assert!(ids.iter().any(|i| i.starts_with("tpl-rms-norm")), "{ids:?}");
+        assert!(ids.contains(&"vectorized-16b-access"), "{ids:?}");
+        assert!(
+            !ids.iter()
+                .any(|i| i.contains("ampere") || i.contains("wgmma")),
+            "{ids:?}"
+        );
+    }
+
+    #[test]
+    fn families_and_architectures() {
+        assert_eq!(arch_family("sm_90a"), "hopper");
+        assert_eq!(arch_family("sm_100a"), "blackwell");
+        assert_eq!(arch_family("sm_89"), "ada");
+        assert_eq!(arch_family("sm_80"), "ampere");
+        assert_eq!(family_of("rms_norm"), "row-reduction");
+        assert_eq!(family_of("fused_moe"), "moe");
+    }
+}

@@ -1,0 +1,414 @@
+//! LLM backends over HTTP with streamed (SSE) replies: OpenAI-compatible chat completions
+//! (OpenAI, vLLM, SGLang, llama.cpp's server, Ollama) and the Anthropic Messages API.
+//! Retries with backoff on 429, 5xx, dropped connections and timeouts; clear errors for 401,
+//! 404 and unknown models. Keys are sent in headers only and never appear in errors.
+
+use super::config::{BackendKind, Endpoint};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    /// "user" or "assistant".
+    pub role: &'static str,
+    pub content: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Completion {
+    pub text: String,
+    pub tokens_in: u64,
+    pub tokens_out: u64,
+    pub request_id: Option<String>,
+    /// Attempts made (1 when the first one succeeded).
+    pub attempts: u32,
+}
+
+/// Streaming progress.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Delta<'a> {
+    /// A retry starts: forget the text streamed so far.
+    Reset(&'a str),
+    Text(&'a str),
+}
+
+/// Why a completion failed for good.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LlmError {
+    /// Authentication, not found, unknown model, bad request: retrying will not help.
+    Fatal(String),
+    /// Retries spent on 429 / 5xx / timeouts.
+    Exhausted(String),
+}
+
+impl std::fmt::Display for LlmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LlmError::Fatal(m) => f.write_str(m),
+            LlmError::Exhausted(m) => write!(f, "{m} (retries spent)"),
+        }
+    }
+}
+
+enum Attempt {
+    Retry(String, Option<Duration>),
+    Fatal(String),
+}
+
+#[derive(Clone)]
+pub struct LlmClient {
+    pub endpoint: Endpoint,
+    http: reqwest::Client,
+    /// Silence allowed while waiting for the headers or between stream chunks.
+    pub timeout: Duration,
+    pub retries: u32,
+    pub backoff: Duration,
+    pub max_reply_tokens: u32,
+}
+
+fn excerpt(body: &str) -> String {
+    let b: String = body.chars().take(300).collect();
+    crate::session::scrub(b.trim())
+}
+
+impl LlmClient {
+    pub fn new(
+        endpoint: Endpoint,
+        timeout: Duration,
+        retries: u32,
+        max_reply_tokens: u32,
+    ) -> Result<LlmClient, String> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(timeout.min(Duration::from_secs(30)))
+            .build()
+            .map_err(|e| format!("HTTP client: {e}"))?;
+        Ok(LlmClient {
+            endpoint,
+            http,
+            timeout,
+            retries,
+            backoff: Duration::from_millis(500),
+            max_reply_tokens,
+        })
+    }
+
+    fn url(&self) -> String {
+        let b = self.endpoint.base_url.trim_end_matches('/');
+        match self.endpoint.kind {
+            BackendKind::Anthropic => {
+                if b.ends_with("/v1") {
+                    format!("{b}/messages")
+                } else {
+                    format!("{b}/v1/messages")
+                }
+            }
+            _ => format!("{b}/chat/completions"),
+        }
+    }
+
+    fn body(&self, system: &str, messages: &[Message]) -> Value {
+        let msgs: Vec<Value> = messages
+            .iter()
+            .map(|m| json!({"role": m.role, "content": m.content}))
+            .collect();
+        match self.endpoint.kind {
+            BackendKind::Anthropic => json!({
+                "model": self.endpoint.model,
+                "max_tokens": self.max_reply_tokens,
+                "system": system,
+                "messages": msgs,
+                "stream": true,
+            }),
+            _ => {
+                let mut all = vec![json!({"role": "system", "content": system})];
+                all.extend(msgs);
+                json!({
+                    "model": self.endpoint.model,
+                    "messages": all,
+                    "max_tokens": self.max_reply_tokens,
+                    "stream": true,
+                    "stream_options": {"include_usage": true},
+                })
+            }
+        }
+    }
+
+    /// One completion, streamed, with retries.
+    pub async fn complete(
+        &self,
+        system: &str,
+        messages: &[Message],
+        on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Completion, LlmError> {
+        let mut last = String::new();
+        for attempt in 0..=self.retries {
+            if attempt > 0 {
+                on_delta(Delta::Reset(&last));
+            }
+            match self.attempt(system, messages, on_delta).await {
+                Ok(mut c) => {
+                    c.attempts = attempt + 1;
+                    return Ok(c);
+                }
+                Err(Attempt::Fatal(m)) => return Err(LlmError::Fatal(m)),
+                Err(Attempt::Retry(m, after)) => {
+                    last = m;
+                    if attempt < self.retries {
+                        let back = self.backoff * 2u32.saturating_pow(attempt).min(16);
+                        let wait = after
+                            .map(|a| a.min(Duration::from_secs(30)))
+                            .unwrap_or(back);
+                        tokio::time::sleep(wait.max(back / 4)).await;
+                    }
+                }
+            }
+        }
+        Err(LlmError::Exhausted(last))
+    }
+
+    async fn attempt(
+        &self,
+        system: &str,
+        messages: &[Message],
+        on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Completion, Attempt> {
+        let url = self.url();
+        let mut req = self
+            .http
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "text/event-stream")
+            .json(&self.body(system, messages));
+        let key = self.endpoint.key.expose();
+        req = match self.endpoint.kind {
+            BackendKind::Anthropic => req
+                .header("x-api-key", key)
+                .header("anthropic-version", "2023-06-01"),
+            _ if !key.is_empty() => req.bearer_auth(key),
+            _ => req,
+        };
+        let resp = match tokio::time::timeout(self.timeout, req.send()).await {
+            Err(_) => {
+                return Err(Attempt::Retry(
+                    format!(
+                        "{url}: no answer within {:.1} s",
+                        self.timeout.as_secs_f64()
+                    ),
+                    None,
+                ));
+            }
+            Ok(Err(e)) => {
+                let e = crate::session::scrub(&e.to_string());
+                return Err(Attempt::Retry(format!("{url}: {e}"), None));
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = resp.status().as_u16();
+        let request_id = ["x-request-id", "request-id", "openai-request-id"]
+            .iter()
+            .find_map(|h| resp.headers().get(*h)?.to_str().ok().map(|s| s.to_string()));
+        let retry_after = resp
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()?.trim().parse::<f64>().ok())
+            .map(|s| Duration::from_secs_f64(s.max(0.0)));
+        if status != 200 {
+            let body = tokio::time::timeout(self.timeout, resp.text())
+                .await
+                .ok()
+                .and_then(|r| r.ok())
+                .unwrap_or_default();
+            let model = &self.endpoint.model;
+            let lower = body.to_lowercase();
+            return Err(match status {
+                429 => Attempt::Retry(format!("{url}: rate limited (429)"), retry_after),
+                500..=599 => Attempt::Retry(
+                    format!("{url}: server error ({status}): {}", excerpt(&body)),
+                    retry_after,
+                ),
+                401 | 403 => Attempt::Fatal(format!(
+                    "{url}: authentication failed ({status}): check the API key ({})",
+                    match self.endpoint.kind {
+                        BackendKind::Anthropic => "ANTHROPIC_API_KEY or anthropic_api_key",
+                        _ => "OPENAI_API_KEY or api_key",
+                    }
+                )),
+                404 if lower.contains("model") => Attempt::Fatal(format!(
+                    "{url}: unknown model `{model}` (404): {}",
+                    excerpt(&body)
+                )),
+                404 => Attempt::Fatal(format!(
+                    "{url}: not found (404): check the base URL (it should end before /chat/completions, e.g. http://host:8000/v1) and the model `{model}`"
+                )),
+                400 if lower.contains("model")
+                    && (lower.contains("not found")
+                        || lower.contains("does not exist")
+                        || lower.contains("unknown")
+                        || lower.contains("invalid")) =>
+                {
+                    Attempt::Fatal(format!(
+                        "{url}: unknown model `{model}` ({status}): {}",
+                        excerpt(&body)
+                    ))
+                }
+                _ => Attempt::Fatal(format!(
+                    "{url}: request refused ({status}): {}",
+                    excerpt(&body)
+                )),
+            });
+        }
+        let mut c = Completion {
+            request_id,
+            ..Default::default()
+        };
+        let mut stream = resp.bytes_stream();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut done = false;
+        while !done {
+            let chunk = match tokio::time::timeout(self.timeout, stream.next()).await {
+                Err(_) => {
+                    return Err(Attempt::Retry(
+                        format!(
+                            "{url}: the stream stalled for {:.1} s",
+                            self.timeout.as_secs_f64()
+                        ),
+                        None,
+                    ));
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(Attempt::Retry(
+                        format!(
+                            "{url}: stream broken: {}",
+                            crate::session::scrub(&e.to_string())
+                        ),
+                        None,
+                    ));
+                }
+                Ok(Some(Ok(b))) => b,
+            };
+            buf.extend_from_slice(&chunk);
+            // Whole events end with a blank line.
+            loop {
+                let text = String::from_utf8_lossy(&buf).replace("\r\n", "\n");
+                let Some(end) = text.find("\n\n") else { break };
+                let event = text[..end].to_string();
+                buf = text[end + 2..].as_bytes().to_vec();
+                if self.handle_event(&event, &mut c, on_delta)? {
+                    done = true;
+                    break;
+                }
+            }
+        }
+        if !done {
+            // The stream ended without its terminator: take what is complete.
+            let text = String::from_utf8_lossy(&buf).to_string();
+            if !text.trim().is_empty() {
+                self.handle_event(text.trim(), &mut c, on_delta)?;
+            }
+            if c.text.is_empty() {
+                return Err(Attempt::Retry(
+                    format!("{url}: the stream ended without a reply"),
+                    None,
+                ));
+            }
+        }
+        Ok(c)
+    }
+
+    /// Handles one SSE event; true at the end of the reply.
+    fn handle_event(
+        &self,
+        event: &str,
+        c: &mut Completion,
+        on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<bool, Attempt> {
+        let mut name = String::new();
+        let mut data = String::new();
+        for line in event.lines() {
+            if let Some(v) = line.strip_prefix("event:") {
+                name = v.trim().to_string();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(v.strip_prefix(' ').unwrap_or(v));
+            }
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        if data.trim() == "[DONE]" {
+            return Ok(true);
+        }
+        let v: Value = match serde_json::from_str(&data) {
+            Ok(v) => v,
+            // A malformed event: skip it (the reply parser judges the text).
+            Err(_) => return Ok(false),
+        };
+        if let Some(err) = v.get("error") {
+            let msg = err
+                .get("message")
+                .and_then(|m| m.as_str())
+                .unwrap_or("error event")
+                .to_string();
+            let ty = err.get("type").and_then(|m| m.as_str()).unwrap_or("");
+            let msg = crate::session::scrub(&msg);
+            return Err(
+                if ty.contains("overloaded")
+                    || ty.contains("rate_limit")
+                    || ty.contains("api_error")
+                {
+                    Attempt::Retry(format!("stream error: {msg}"), None)
+                } else {
+                    Attempt::Fatal(format!("stream error: {msg}"))
+                },
+            );
+        }
+        match self.endpoint.kind {
+            BackendKind::Anthropic => {
+                let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or(&name);
+                match ty {
+                    "message_start" => {
+                        let m = &v["message"];
+                        if let Some(id) = m["id"].as_str() {
+                            c.request_id.get_or_insert_with(|| id.to_string());
+                        }
+                        c.tokens_in = m["usage"]["input_tokens"].as_u64().unwrap_or(0);
+                        c.tokens_out = m["usage"]["output_tokens"].as_u64().unwrap_or(0);
+                    }
+                    "content_block_delta" => {
+                        if let Some(t) = v["delta"]["text"].as_str() {
+                            c.text.push_str(t);
+                            on_delta(Delta::Text(t));
+                        }
+                    }
+                    "message_delta" => {
+                        if let Some(o) = v["usage"]["output_tokens"].as_u64() {
+                            c.tokens_out = o;
+                        }
+                    }
+                    "message_stop" => return Ok(true),
+                    _ => {}
+                }
+            }
+            _ => {
+                if c.request_id.is_none() {
+                    if let Some(id) = v["id"].as_str() {
+                        c.request_id = Some(id.to_string());
+                    }
+                }
+                if let Some(t) = v["choices"][0]["delta"]["content"].as_str() {
+                    c.text.push_str(t);
+                    on_delta(Delta::Text(t));
+                }
+                if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+                    c.tokens_in = u["prompt_tokens"].as_u64().unwrap_or(c.tokens_in);
+                    c.tokens_out = u["completion_tokens"].as_u64().unwrap_or(c.tokens_out);
+                }
+            }
+        }
+        Ok(false)
+    }
+}

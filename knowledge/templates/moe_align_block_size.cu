@@ -7,7 +7,7 @@ families = ["moe"]
 bottlenecks = ["memory"]
 category = "algorithm"
 expected_gain = "one launch, shared-memory atomics for counts, warp match_any for stable ranks"
-pitfalls = ["stable order of flat indices within an expert", "padding slots hold the sentinel T*K", "the output length depends on the routing: never write past the buffer"]
+pitfalls = ["stable order of flat indices within an expert", "padding slots hold the sentinel T*K", "the output length depends on the routing: never write past the buffer, and fill the declared tail (sentinel, -1)"]
 */
 /* atrex:plan
 [[launch]]
@@ -61,6 +61,10 @@ extern "C" __global__ void moe_align_block_size(int* __restrict__ sorted_token_i
         if (p % BS == 0 && p / BS < NB) expert_ids[p / BS] = lo;
         if (p - offsets[lo] >= counts[lo]) sorted_token_ids[p] = N;
     }
+    // The declared buffers may be longer than this routing needs (problem.toml notes): the
+    // tail of sorted_token_ids holds the sentinel, the tail of expert_ids holds -1.
+    for (int p = total + tid; p < cap; p += blockDim.x) sorted_token_ids[p] = N;
+    for (int b = total / BS + tid; b < NB; b += blockDim.x) expert_ids[b] = -1;
     for (int start = 0; start < N; start += blockDim.x) {
         for (int i = tid; i < 32 * E; i += blockDim.x) wcount[i / E][i % E] = 0;
         __syncthreads();

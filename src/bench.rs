@@ -27,6 +27,22 @@ pub fn suite_kernel(suite: &Suite, p: &Problem, file: &str) -> Result<Source, St
     })
 }
 
+/// The kernel a command works on: the file given, else the operator's baseline.cu.
+pub fn candidate_kernel(
+    suite: &Suite,
+    p: &Problem,
+    kernel: Option<&Path>,
+) -> Result<Source, String> {
+    match kernel {
+        Some(f) => Ok(Source {
+            name: f.display().to_string(),
+            code: std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
+            defines: Default::default(),
+        }),
+        None => suite_kernel(suite, p, "baseline.cu"),
+    }
+}
+
 /// The outcome of a job as collected by `collect`.
 #[derive(Debug, Default, Clone)]
 pub struct Outcome {
@@ -153,14 +169,7 @@ pub fn run(
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let candidate = match kernel {
-        Some(f) => Source {
-            name: f.display().to_string(),
-            code: std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
-            defines: Default::default(),
-        },
-        None => suite_kernel(suite, p, "baseline.cu")?,
-    };
+    let candidate = candidate_kernel(suite, p, kernel)?;
     let reference = suite_kernel(suite, p, "reference.cu")?;
     for id in shape_ids {
         if p.shape(*id).is_none() {
@@ -372,14 +381,7 @@ pub fn compile(
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let candidate = match kernel {
-        Some(f) => Source {
-            name: f.display().to_string(),
-            code: std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
-            defines: Default::default(),
-        },
-        None => suite_kernel(suite, p, "baseline.cu")?,
-    };
+    let candidate = candidate_kernel(suite, p, kernel)?;
     let ids: Vec<u32> = p.shapes.iter().take(1).map(|s| s.id).collect();
     let mut job = crate::engine::build_job(
         p,
@@ -510,14 +512,7 @@ pub fn profile(
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let candidate = match kernel {
-        Some(f) => Source {
-            name: f.display().to_string(),
-            code: std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
-            defines: Default::default(),
-        },
-        None => suite_kernel(suite, p, "baseline.cu")?,
-    };
+    let candidate = candidate_kernel(suite, p, kernel)?;
     let shape_id = match shape {
         Some(s) => {
             if p.shape(s).is_none() {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 mod attention;
 mod delta_rule;
+pub mod fp8;
 mod moe_gemm;
 mod norms_quant;
 mod pilots;

@@ -6,6 +6,7 @@
 //! reference kernels agree bit for bit except where an exponential is involved; exp is taken
 //! as `(float)exp((double)x)` on both sides, which is correctly rounded in practice.
 
+use super::fp8::*;
 use super::*;
 
 pub fn ops() -> Vec<CpuOp> {
@@ -41,84 +42,6 @@ pub fn ops() -> Vec<CpuOp> {
             reduced: count_sort_shapes,
         },
     ]
-}
-
-// ---------------------------------------------------------------------------------------------
-// fp8 encoders (README of the operator specs): RNE with subnormals.
-
-fn rne(v: f32) -> u32 {
-    v.round_ties_even() as u32
-}
-
-/// fp32 → float8_e4m3fnuz code: |x| ≥ 248 and NaN give 0x80; [240, 248) gives ±240 (no
-/// clamping before); −0 and negative values that round to zero give +0.
-pub fn e4m3fnuz_bits(x: f32) -> u8 {
-    if x.is_nan() || x.abs() >= 248.0 {
-        return 0x80;
-    }
-    let a = x.abs();
-    let s: u8 = if x < 0.0 { 0x80 } else { 0 };
-    if a < 2f32.powi(-7) {
-        let m = rne(a * 1024.0);
-        return match m {
-            0 => 0x00,
-            8 => s | 0x08,
-            _ => s | m as u8,
-        };
-    }
-    let mut e = ((a.to_bits() >> 23) & 0xff) as i32 - 127;
-    let r = a / 2f32.powi(e);
-    let mut m = rne((r - 1.0) * 8.0);
-    if m == 8 {
-        m = 0;
-        e += 1;
-    }
-    s | (((e + 8) as u8) << 3) | m as u8
-}
-
-/// fp32 → float8_e4m3fn code: |x| > 464 and NaN give NaN (0x7F, sign kept); (448, 464] gives
-/// ±448; negative values that round to zero give −0 (0x80).
-#[allow(dead_code)]
-pub fn e4m3fn_bits(x: f32) -> u8 {
-    let s: u8 = if x.is_sign_negative() { 0x80 } else { 0 };
-    if x.is_nan() || x.abs() > 464.0 {
-        return s | 0x7F;
-    }
-    let a = x.abs();
-    if a >= 448.0 {
-        return s | 0x7E;
-    }
-    if a < 2f32.powi(-6) {
-        let m = rne(a * 512.0);
-        return s | m as u8; // m = 8 is the smallest normal (0x08)
-    }
-    let mut e = ((a.to_bits() >> 23) & 0xff) as i32 - 127;
-    let r = a / 2f32.powi(e);
-    let mut m = rne((r - 1.0) * 8.0);
-    if m == 8 {
-        m = 0;
-        e += 1;
-    }
-    s | (((e + 7) as u8) << 3) | m as u8
-}
-
-#[allow(dead_code)]
-pub fn e4m3fnuz(x: f32) -> f32 {
-    crate::engine::compare::e4m3fnuz_to_f64(e4m3fnuz_bits(x)) as f32
-}
-
-#[allow(dead_code)]
-pub fn e4m3fn(x: f32) -> f32 {
-    crate::engine::compare::e4m3fn_to_f64(e4m3fn_bits(x)) as f32
-}
-
-fn fp8_tensor(name: &str, dtype: &str, dims: Vec<usize>, codes: Vec<u8>) -> HostTensor {
-    HostTensor {
-        name: name.into(),
-        dtype: dtype.into(),
-        dims,
-        bytes: codes,
-    }
 }
 
 /// exp as the kernels compute it: in double, rounded once to float.

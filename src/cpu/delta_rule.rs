@@ -1,6 +1,6 @@
 //! gated_delta_rule_update, chunk_gated_delta_rule_state, chunk_delta_rule_output.
 //!
-//! fp32 math in the order of the specs (/work/shared/operators/<op>.md, section 5), with their
+//! fp32 math in the order of the specs (the operator specifications, section 5), with their
 //! rounding points: bf16 outputs; in the chunked state pass the bf16-rounded state as the GEMM
 //! operand and the bf16-rounded decayed values; in the chunked output the bf16-rounded scores A.
 

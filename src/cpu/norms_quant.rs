@@ -1,6 +1,6 @@
 //! layer_norm, l2_norm, gated_rms_norm, fused_qk_rmsnorm, fused_rmsnorm_quant,
 //! fp8_dynamic_per_token_quant, per_token_group_quant_fp8, and the fp32 → fp8 encoders
-//! (float8_e4m3fn, float8_e4m3fnuz) of /work/shared/operators/README.md.
+//! (float8_e4m3fn, float8_e4m3fnuz) of the operator specifications.
 
 use super::fp8::*;
 use super::*;

@@ -520,16 +520,7 @@ pub fn profile(
             }
             s
         }
-        None => p
-            .shapes
-            .iter()
-            .max_by(|a, b| {
-                let qa = p.work(a).map(|w| w.bytes()).unwrap_or(0.0);
-                let qb = p.work(b).map(|w| w.bytes()).unwrap_or(0.0);
-                qa.total_cmp(&qb)
-            })
-            .map(|s| s.id)
-            .ok_or("no shapes")?,
+        None => crate::profile::largest_shape(p).ok_or("no shapes")?,
     };
     let mut opts = match crate::profile::NcuOptions::find() {
         Ok(o) => o,
@@ -676,10 +667,7 @@ pub fn profile(
         println!("DRAM bytes / Q = {r:.3}");
     }
     for f in &prof.findings {
-        println!(
-            "finding [{}] {}: {} — {}",
-            f.rule, f.kernel, f.summary, f.evidence
-        );
+        println!("{}", f.line());
     }
     Ok(0)
 }

@@ -88,10 +88,32 @@ fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
     let s = wait_for(&session, "operators · all", 20);
     assert!(s.contains("paged_attention_decode"), "{s}");
     wait_for(&session, "no GPU: browse and replay only", 30);
+    // Without a GPU the recorded sessions are offered (the built-in demos at least); Esc
+    // dismisses the picker.
+    let s = wait_for(&session, "open a recorded session?", 10);
+    assert!(s.contains("demo-agent-tuner.jsonl"), "{s}");
+    tmux(&["send-keys", "-t", &session, "Escape"]);
+    let t0 = Instant::now();
+    while capture(&session).contains("open a recorded session?") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the picker did not close"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // navigate to rms_norm (the second operator) and see its baseline source
     tmux(&["send-keys", "-t", &session, "j"]);
     let s = wait_for(&session, "revisions · rms_norm", 5);
     assert!(s.contains("rms_norm v0 · full source"), "{s}");
+    // p without a GPU (or ncu): one line in the log, nothing else.
+    tmux(&["send-keys", "-t", &session, "p"]);
+    wait_for(&session, "cannot profile rms_norm v0: no GPU", 5);
+    // P filters by phase (rms_norm stays selected).
+    tmux(&["send-keys", "-t", &session, "P"]);
+    wait_for(&session, "operators · prefill", 5);
+    tmux(&["send-keys", "-t", &session, "P", "P"]);
+    let s = wait_for(&session, "operators · all", 5);
+    assert!(s.contains("revisions · rms_norm"), "{s}");
     tmux(&["send-keys", "-t", &session, "Tab"]);
     wait_for(&session, "y accept", 5);
     tmux(&["send-keys", "-t", &session, "?"]);

@@ -211,6 +211,15 @@ pub fn build(
             }
         }
     }
+    // Deep profiles: their findings are measured evidence of what limits the kernel.
+    let profiles = state.relevant_profiles();
+    for n in &profiles {
+        for s in knowledge::symptoms_of_findings(&n.rules) {
+            if !symptoms.contains(&s) {
+                symptoms.push(s);
+            }
+        }
+    }
     let query = Query {
         arch,
         family: knowledge::family_of(&p.name).to_string(),
@@ -245,6 +254,29 @@ pub fn build(
     );
     if let Some(m) = incumbent_measure {
         let _ = writeln!(u, "Incumbent {}", measure_line(m));
+    }
+    if !profiles.is_empty() {
+        let _ = writeln!(u, "\n## Profiler findings (Nsight Compute)");
+        for n in &profiles {
+            let _ = writeln!(
+                u,
+                "v{}{} on shape #{}: {}",
+                n.rev,
+                if n.rev == state.incumbent_rev {
+                    " (the incumbent)"
+                } else {
+                    ""
+                },
+                n.shape,
+                n.figures
+            );
+            for f in &n.findings {
+                let _ = writeln!(u, "- {f}");
+            }
+            if n.findings.is_empty() {
+                let _ = writeln!(u, "- no finding fired");
+            }
+        }
     }
     let visible: Vec<&HistoryEntry> = state.visible().collect();
     let masked = state.history.len() - visible.len();

@@ -90,6 +90,10 @@ pub trait Gate: Send {
     fn steering(&mut self) -> Vec<String> {
         Vec::new()
     }
+    /// Deep profiles that arrived since the last call (their findings enter the next context).
+    fn profiles(&mut self) -> Vec<ProfileNote> {
+        Vec::new()
+    }
     /// The engineer asked for a stop (checked between iterations).
     fn stop_requested(&mut self) -> bool {
         false
@@ -399,6 +403,9 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
         loop {
             let notes = self.gate.steering();
             self.state.steering.extend(notes);
+            for n in self.gate.profiles() {
+                self.state.add_profile(n);
+            }
             if self.gate.stop_requested() {
                 return StopReason::Stopped;
             }

@@ -256,6 +256,12 @@ pub fn restore(model: &Model, op: &str) -> Option<(AgentState, Vec<(String, Opti
     if model.agent_op.as_deref() == Some(op) {
         st.apply_mask(&model.agent_masked);
     }
+    // Deep profiles of the operator's revisions (any author), for the context's findings.
+    for r in &o.revisions {
+        if let Some(p) = &r.profile {
+            st.add_profile(ProfileNote::from_profile(r.rev, p));
+        }
+    }
     st.steering = model
         .steering
         .iter()

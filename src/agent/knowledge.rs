@@ -247,6 +247,24 @@ pub fn retrieve<'a>(docs: &'a [Doc], q: &Query, k: usize) -> Vec<(&'a Doc, f64)>
     v
 }
 
+/// Retrieval symptoms of profiler findings: each rule as a symptom (`low_occupancy` →
+/// `low-occupancy`), and a grid too small also counts as low occupancy.
+pub fn symptoms_of_findings(rules: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |s: String| {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    };
+    for r in rules {
+        add(r.replace('_', "-"));
+        if r == "grid_too_small" {
+            add("low-occupancy".into());
+        }
+    }
+    out
+}
+
 /// Symptoms derived from a measurement (and profiler findings when present).
 pub fn symptoms_of(
     m: &super::MeasureSummary,

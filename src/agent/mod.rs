@@ -147,6 +147,66 @@ impl Evidence {
     }
 }
 
+/// A deep profile (Nsight Compute, docs/profiler.md) of one revision, as the agent sees it: its
+/// findings become retrieval symptoms and part of the context.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileNote {
+    pub rev: u32,
+    pub shape: u32,
+    /// The rules that fired (`low_occupancy`, `latency_bound`, …).
+    pub rules: Vec<String>,
+    /// One line per finding: `finding [rule] kernel: summary — evidence`.
+    pub findings: Vec<String>,
+    /// The main kernel's figures in one line.
+    pub figures: String,
+}
+
+impl ProfileNote {
+    pub fn from_profile(rev: u32, p: &crate::profile::Profile) -> ProfileNote {
+        let pct = |v: Option<f64>| v.map(|x| format!("{x:.0}%")).unwrap_or_else(|| "-".into());
+        let figures = match p.main_kernel() {
+            Some(k) => {
+                let stalls: Vec<String> = k
+                    .stalls
+                    .iter()
+                    .take(3)
+                    .map(|(r, v)| format!("{r} {v:.1}"))
+                    .collect();
+                format!(
+                    "kernel {}: {:.1} µs, DRAM throughput {}, SM throughput {}, achieved occupancy {} (theoretical {}), {} registers/thread, grid {} × block {}, top stalls (cycles/instruction): {}{}",
+                    k.name,
+                    k.duration_ns.unwrap_or(0.0) / 1e3,
+                    pct(k.dram_throughput_pct),
+                    pct(k.sm_throughput_pct),
+                    pct(k.achieved_occupancy_pct),
+                    pct(k.theoretical_occupancy_pct),
+                    k.registers_per_thread
+                        .map(|r| format!("{r:.0}"))
+                        .unwrap_or_else(|| "?".into()),
+                    k.grid_size.unwrap_or(0.0),
+                    k.block_size.unwrap_or(0.0),
+                    if stalls.is_empty() {
+                        "-".into()
+                    } else {
+                        stalls.join(", ")
+                    },
+                    p.redundant_traffic_ratio
+                        .map(|q| format!("; DRAM bytes / Q = {q:.2}"))
+                        .unwrap_or_default()
+                )
+            }
+            None => String::new(),
+        };
+        ProfileNote {
+            rev,
+            shape: p.shape,
+            rules: p.findings.iter().map(|f| f.rule.clone()).collect(),
+            findings: p.findings.iter().map(|f| f.line()).collect(),
+            figures,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentDecision {
@@ -252,6 +312,9 @@ pub struct AgentState {
     pub tokens_out: u64,
     pub dropouts: usize,
     pub stop: Option<StopReason>,
+    /// Deep profiles of this operator's revisions (at most one per revision, oldest first).
+    #[serde(default)]
+    pub profiles: Vec<ProfileNote>,
 }
 
 impl AgentState {
@@ -269,7 +332,35 @@ impl AgentState {
             tokens_out: 0,
             dropouts: 0,
             stop: None,
+            profiles: Vec::new(),
         }
+    }
+
+    /// Records a deep profile (replacing an earlier one of the same revision).
+    pub fn add_profile(&mut self, note: ProfileNote) {
+        self.profiles.retain(|p| p.rev != note.rev);
+        self.profiles.push(note);
+        if self.profiles.len() > 8 {
+            self.profiles.remove(0);
+        }
+    }
+
+    /// The profiles the next context uses: the incumbent's and the latest other one.
+    pub fn relevant_profiles(&self) -> Vec<&ProfileNote> {
+        let mut v: Vec<&ProfileNote> = self
+            .profiles
+            .iter()
+            .filter(|p| p.rev == self.incumbent_rev)
+            .collect();
+        if let Some(l) = self
+            .profiles
+            .iter()
+            .rev()
+            .find(|p| p.rev != self.incumbent_rev)
+        {
+            v.push(l);
+        }
+        v
     }
 
     /// The revision with the best S_op (accepted or the incumbent; v0 counts).

@@ -3,12 +3,12 @@
 
 use super::ncu::KernelProfile;
 use crate::roofline::Bottleneck;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Finding {
     /// A stable identifier (`grid_too_small`, `tail_effect`, …).
-    pub rule: &'static str,
+    pub rule: String,
     pub kernel: String,
     pub summary: String,
     pub evidence: String,
@@ -16,7 +16,7 @@ pub struct Finding {
 
 fn f(rule: &'static str, k: &KernelProfile, summary: String, evidence: String) -> Finding {
     Finding {
-        rule,
+        rule: rule.to_string(),
         kernel: k.name.clone(),
         summary,
         evidence,
@@ -191,7 +191,7 @@ pub fn classify(
     if let Some(r) = redundant {
         if r > 1.25 {
             out.push(Finding {
-                rule: "redundant_traffic",
+                rule: "redundant_traffic".into(),
                 kernel: kernels
                     .iter()
                     .map(|k| k.name.clone())
@@ -216,8 +216,8 @@ mod tests {
         }
     }
 
-    fn rules(v: &[Finding]) -> Vec<&'static str> {
-        v.iter().map(|f| f.rule).collect()
+    fn rules(v: &[Finding]) -> Vec<&str> {
+        v.iter().map(|f| f.rule.as_str()).collect()
     }
 
     #[test]

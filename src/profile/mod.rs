@@ -6,7 +6,7 @@ pub mod ncu;
 
 use crate::engine::protocol::*;
 use crate::suite::{Problem, Suite};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,7 @@ pub const SECTIONS: &[&str] = &[
 ];
 
 /// A whole profile of one shape.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Profile {
     pub operator: String,
     pub kernel_file: String,
@@ -40,6 +40,48 @@ pub struct Profile {
     pub findings: Vec<Finding>,
     pub ncu: String,
     pub wall_s: f64,
+}
+
+impl Finding {
+    /// The finding as one log line: `finding [rule] kernel: summary — evidence`.
+    pub fn line(&self) -> String {
+        format!(
+            "finding [{}] {}: {} — {}",
+            self.rule, self.kernel, self.summary, self.evidence
+        )
+    }
+}
+
+impl Profile {
+    /// Without the raw metric rows (which are never serialized): what a session records, so
+    /// that the live state and one rebuilt from the file are the same.
+    pub fn without_raw(mut self) -> Profile {
+        for k in &mut self.kernels {
+            k.raw.clear();
+        }
+        self
+    }
+
+    /// The kernel that took longest (the one the gauges show).
+    pub fn main_kernel(&self) -> Option<&KernelProfile> {
+        self.kernels.iter().max_by(|a, b| {
+            a.duration_ns
+                .unwrap_or(0.0)
+                .total_cmp(&b.duration_ns.unwrap_or(0.0))
+        })
+    }
+}
+
+/// The shape a profile takes when none is asked for: the one that moves the most bytes.
+pub fn largest_shape(p: &Problem) -> Option<u32> {
+    p.shapes
+        .iter()
+        .max_by(|a, b| {
+            let qa = p.work(a).map(|w| w.bytes()).unwrap_or(0.0);
+            let qb = p.work(b).map(|w| w.bytes()).unwrap_or(0.0);
+            qa.total_cmp(&qb)
+        })
+        .map(|s| s.id)
 }
 
 /// How to run ncu.
@@ -248,4 +290,31 @@ pub fn profile(
         ncu: opts.ncu.display().to_string(),
         wall_s: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// A profile recorded on an H200: rms_norm's baseline on shape 27
+/// (tests/fixtures/ncu/h200-rms_norm-baseline-shape27.csv), classified as `profile` does.
+#[cfg(test)]
+pub fn fixture(operator: &str, rev: u32, shape: u32) -> Profile {
+    let text = include_str!("../../tests/fixtures/ncu/h200-rms_norm-baseline-shape27.csv");
+    let kernels = parse_raw_csv(text).expect("the fixture parses");
+    let redundant = Some(0.93);
+    let findings = classify(
+        &kernels,
+        redundant,
+        Some(crate::roofline::Bottleneck::Memory),
+        true,
+        Some(132),
+    );
+    Profile {
+        operator: operator.into(),
+        kernel_file: format!("{operator} v{rev}"),
+        shape,
+        kernels,
+        redundant_traffic_ratio: redundant,
+        findings,
+        ncu: "/usr/local/cuda/bin/ncu".into(),
+        wall_s: 4.2,
+    }
+    .without_raw()
 }

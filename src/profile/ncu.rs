@@ -270,7 +270,7 @@ mod tests {
             true,
             Some(132),
         );
-        let rules: Vec<&str> = f.iter().map(|x| x.rule).collect();
+        let rules: Vec<&str> = f.iter().map(|x| x.rule.as_str()).collect();
         assert_eq!(
             rules,
             vec!["warp_divergence", "low_occupancy", "latency_bound"]

@@ -175,6 +175,13 @@ pub enum SessionEvent {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         masked: Vec<u32>,
     },
+    /// A deep profile of a revision on one shape under Nsight Compute (docs/profiler.md): the
+    /// per-kernel figures and the findings. The latest one of a revision is shown.
+    Profile {
+        op: String,
+        rev: u32,
+        profile: Box<crate::profile::Profile>,
+    },
     /// An error worth keeping (worker lost, write failure, bad file).
     Error {
         #[serde(default)]
@@ -196,6 +203,7 @@ impl SessionEvent {
             SessionEvent::Decision { .. } => "decision",
             SessionEvent::Steer { .. } => "steer",
             SessionEvent::AgentState { .. } => "agent_state",
+            SessionEvent::Profile { .. } => "profile",
             SessionEvent::Error { .. } => "error",
         }
     }

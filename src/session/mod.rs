@@ -1,6 +1,7 @@
 //! Sessions: an append-only JSON-lines event log (docs/session-format.md), the reducer that
 //! rebuilds the state from it, and the headless replay summary.
 
+pub mod demos;
 pub mod event;
 pub mod model;
 pub mod record;

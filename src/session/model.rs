@@ -85,6 +85,8 @@ pub struct Revision {
     /// Request id and token counts of a model revision.
     pub request_id: Option<String>,
     pub tokens: Option<(u64, u64)>,
+    /// The latest deep profile (Nsight Compute) of this revision.
+    pub profile: Option<Box<crate::profile::Profile>>,
 }
 
 impl Revision {
@@ -276,6 +278,7 @@ impl Model {
                     knowledge: Vec::new(),
                     request_id: None,
                     tokens: None,
+                    profile: None,
                 });
                 incumbent = Some(0);
             }
@@ -417,11 +420,14 @@ impl Model {
                         (None, None) => None,
                         (a, b) => Some((a.unwrap_or(0), b.unwrap_or(0))),
                     },
+                    profile: None,
                 };
                 if let Some(existing) = o.rev_mut(*rev) {
                     let m = std::mem::take(&mut existing.measurement);
                     let d = (existing.decision, existing.decided_by);
+                    let prof = existing.profile.take();
                     *existing = new;
+                    existing.profile = prof;
                     existing.measurement = m;
                     existing.decision = d.0;
                     existing.decided_by = d.1;
@@ -617,6 +623,42 @@ impl Model {
                             .unwrap_or_default()
                     ),
                 );
+            }
+            SessionEvent::Profile { op, rev, profile } => {
+                let mut lines = Vec::new();
+                match self.op_mut(op).rev_mut(*rev) {
+                    Some(r) => {
+                        r.profile = Some(profile.clone());
+                        let k = profile.main_kernel();
+                        let pct = |v: Option<f64>| {
+                            v.map(|x| format!("{x:.0}%")).unwrap_or_else(|| "-".into())
+                        };
+                        lines.push((
+                            LogLevel::Good,
+                            format!(
+                                "{op} v{rev}: profiled shape {} ({} kernel{}, {:.1} s): DRAM {} · SM {} · occupancy {}{}",
+                                profile.shape,
+                                profile.kernels.len(),
+                                if profile.kernels.len() == 1 { "" } else { "s" },
+                                profile.wall_s,
+                                pct(k.and_then(|k| k.dram_throughput_pct)),
+                                pct(k.and_then(|k| k.sm_throughput_pct)),
+                                pct(k.and_then(|k| k.achieved_occupancy_pct)),
+                                profile
+                                    .redundant_traffic_ratio
+                                    .map(|q| format!(" · DRAM bytes / Q {q:.2}"))
+                                    .unwrap_or_default()
+                            ),
+                        ));
+                        for f in &profile.findings {
+                            lines.push((LogLevel::Warn, f.line()));
+                        }
+                    }
+                    None => self.unknown(t, op, *rev, "profile"),
+                }
+                for (l, s) in lines {
+                    self.log(t, l, s);
+                }
             }
             SessionEvent::Error { op, message } => {
                 self.log(

@@ -356,3 +356,72 @@ fn session_timing() {
     );
     assert_eq!(m.applied, 10_000);
 }
+
+#[test]
+fn a_profile_event_round_trips_and_reaches_its_revision() {
+    let suite = fixture_suite();
+    let d = tmpdir("profile");
+    let p = d.join("s.jsonl");
+    let mut written = write_demo(&p);
+    let mut w = SessionWriter::resume(&p, &load(&p).unwrap()).unwrap();
+    let prof = crate::profile::fixture("rms_norm", 1, 3);
+    written.push(
+        w.append(SessionEvent::Profile {
+            op: "rms_norm".into(),
+            rev: 1,
+            profile: Box::new(prof.clone()),
+        })
+        .unwrap(),
+    );
+    drop(w);
+    let loaded = load(&p).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert!(loaded.records == written, "the profile changed on the way");
+    assert_eq!(loaded.records.last().unwrap().event.kind(), "profile");
+    let m = Model::from_records(&suite, &loaded.records);
+    let r = m.ops["rms_norm"].rev(1).unwrap();
+    assert_eq!(r.profile.as_deref(), Some(&prof));
+    // Each finding is a log line.
+    let log: Vec<&str> = m.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(
+        log.iter()
+            .any(|l| l.starts_with("rms_norm v1: profiled shape 3")),
+        "{log:?}"
+    );
+    for f in &prof.findings {
+        assert!(log.contains(&f.line().as_str()), "{log:?}");
+    }
+    assert!(log.contains(
+        &"finding [warp_divergence] rms_norm_kernel: warp divergence or partial warps — 21.1 active threads per warp instruction (32 is full)"
+    ));
+    // A later revision event of the same number keeps the profile.
+    let mut recs = loaded.records.clone();
+    recs.push(Record {
+        v: 1,
+        seq: recs.len() as u64 + 1,
+        t: 1e10,
+        event: revision("rms_norm", 1, Some(0), Author::Human, "again", "// v1\n"),
+    });
+    let m = Model::from_records(&suite, &recs);
+    assert!(m.ops["rms_norm"].rev(1).unwrap().profile.is_some());
+}
+
+#[test]
+fn the_demo_sessions_are_built_in_and_load() {
+    for (name, text) in demos::DEMOS {
+        let l = parse_text(name, text).unwrap();
+        assert!(l.warnings.is_empty(), "{name}: {:?}", l.warnings);
+        assert!(l.records.len() > 100, "{name}");
+    }
+    // A path that does not exist but names a demo loads the built-in copy.
+    let l = demos::load_file_or_demo(std::path::Path::new("/nonexistent/demo-hand-edits.jsonl"))
+        .unwrap();
+    assert_eq!(
+        l.records.len(),
+        demos::demo("demo-hand-edits.jsonl")
+            .unwrap()
+            .lines()
+            .count()
+    );
+    assert!(demos::load_file_or_demo(std::path::Path::new("/nonexistent/x.jsonl")).is_err());
+}

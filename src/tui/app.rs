@@ -53,6 +53,19 @@ pub enum AppEvent {
     Log(LogLevel, String),
     /// News from the running agent.
     Agent(AgentMsg),
+    /// Where ncu (Nsight Compute) is, or why it cannot be used (looked up once at start).
+    NcuFound(Result<PathBuf, String>),
+    /// A deep profile finished (or could not run).
+    Profiled {
+        op: String,
+        rev: u32,
+        result: Result<Box<crate::profile::Profile>, String>,
+    },
+    /// A recorded session asked for in the picker was read.
+    ReplayLoaded {
+        name: String,
+        result: Result<crate::session::Loaded, String>,
+    },
 }
 
 /// What the agent task sends to the app.
@@ -71,10 +84,15 @@ pub enum AgentMsg {
 /// What the app tells the running agent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentCtl {
-    Decided { rev: u32, decision: Decision },
+    Decided {
+        rev: u32,
+        decision: Decision,
+    },
     Steer(String),
     Stop,
     Dropout,
+    /// A deep profile of the agent's operator: its findings enter the next context.
+    Profile(crate::agent::ProfileNote),
 }
 
 /// The agent as the UI shows it.
@@ -158,7 +176,32 @@ pub enum Effect {
     },
     /// A message for the running agent.
     Agent(AgentCtl),
+    /// Profile a revision on one shape under Nsight Compute, on a blocking task; the result
+    /// comes back as `AppEvent::Profiled`.
+    Profile {
+        op: String,
+        rev: u32,
+        shape: u32,
+        source: String,
+        /// The GPU's name (for the hardware profile of the findings).
+        device: String,
+        /// ncu when already found (else the task looks for it).
+        ncu: Option<PathBuf>,
+    },
+    /// Read a recorded session and open it in replay (`AppEvent::ReplayLoaded`).
+    OpenReplay(SessionFile),
     Quit,
+}
+
+/// A recorded session the picker offers: a file of the workspace or a built-in demo.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionFile {
+    pub name: String,
+    /// None: the built-in copy (`session::demos`).
+    pub path: Option<PathBuf>,
+    pub bytes: u64,
+    /// Events (lines), when cheap to count.
+    pub events: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,10 +279,16 @@ impl EditorState {
 
 pub enum Modal {
     None,
-    Help { scroll: u16 },
+    Help {
+        scroll: u16,
+    },
     ConfirmQuit,
     Steer(TextArea<'static>),
     Editor(Box<EditorState>),
+    /// No GPU: the recorded sessions, to open one in replay.
+    Sessions {
+        sel: usize,
+    },
 }
 
 /// Replay: the recorded events and the position in them.
@@ -290,6 +339,15 @@ pub struct AppState {
     pub full_source: bool,
     pub diff_scroll: usize,
     pub gauge_scroll: usize,
+    /// The shape selected in the shapes pane (an index into the operator's shapes); `p`
+    /// profiles it (else the largest shape).
+    pub shape_sel: Option<usize>,
+    /// ncu, once looked for.
+    pub ncu: Option<Result<PathBuf, String>>,
+    /// The profile running: operator, revision, shape.
+    pub profiling: Option<(String, u32, u32)>,
+    /// Recorded sessions offered when there is no GPU.
+    pub recorded_sessions: Vec<SessionFile>,
     /// Lines from the bottom of the log (0: follow the end).
     pub log_scroll: usize,
     pub modal: Modal,
@@ -343,6 +401,10 @@ impl AppState {
             full_source: false,
             diff_scroll: 0,
             gauge_scroll: 0,
+            shape_sel: None,
+            ncu: None,
+            profiling: None,
+            recorded_sessions: Vec::new(),
             log_scroll: 0,
             modal: Modal::None,
             worker: WorkerState::Starting,
@@ -508,6 +570,13 @@ impl AppState {
     pub fn selected_rev(&self) -> Option<&Revision> {
         let op = self.selected_op()?;
         self.model.ops.get(&op)?.revisions.get(self.rev_sel)
+    }
+
+    /// The shape selected in the shapes pane, if any.
+    pub fn selected_shape(&self) -> Option<u32> {
+        let op = self.selected_op()?;
+        let i = self.shape_sel?;
+        self.shape_info.get(&op)?.get(i).map(|s| s.id)
     }
 
     fn select_latest_rev(&mut self) {
@@ -737,23 +806,27 @@ pub fn commands(state: &AppState) -> Vec<(&'static str, &'static str)> {
                 ("Esc", "close"),
             ];
         }
+        Modal::Sessions { .. } => {
+            return vec![("j/k", "session"), ("Enter", "replay"), ("Esc", "dismiss")];
+        }
         Modal::None => {}
     }
     let mut v: Vec<(&str, &str)> = match state.focus {
-        PaneId::Operators => vec![("j/k", "operator"), ("g/G", "first/last"), ("p", "phase")],
+        PaneId::Operators => vec![("j/k", "operator"), ("g/G", "first/last"), ("P", "phase")],
         PaneId::Revisions => vec![
             ("j/k", "revision"),
             ("y", "accept"),
             ("n", "reject"),
             ("e/E", "edit"),
             ("m", "measure"),
+            ("p", "profile"),
         ],
         PaneId::Diff => vec![
             ("j/k", "scroll"),
             ("d", "vs parent/incumbent"),
             ("f", "full source"),
         ],
-        PaneId::Gauges => vec![("j/k", "scroll shapes"), ("m", "measure")],
+        PaneId::Gauges => vec![("j/k", "shape"), ("m", "measure"), ("p", "profile")],
         PaneId::Log => vec![("j/k", "scroll"), ("G", "follow")],
     };
     if state.replay.is_some() {
@@ -776,7 +849,7 @@ pub const HELP: &[(&str, &str, &str)] = &[
         "Ctrl-D / Ctrl-U, PgDn / PgUp",
         "half a page down / up",
     ),
-    ("view", "p", "phase filter: all → prefill → decode"),
+    ("view", "P", "phase filter: all → prefill → decode"),
     ("view", "d", "diff against the parent / the incumbent"),
     ("view", "f", "full source instead of the diff"),
     ("view", "?", "this help"),
@@ -805,6 +878,11 @@ pub const HELP: &[(&str, &str, &str)] = &[
         "measure",
         "m",
         "re-measure the selected revision (quick: check + time, every shape)",
+    ),
+    (
+        "measure",
+        "p",
+        "ncu profile: the selected shape, else the largest",
     ),
     (
         "measure",
@@ -894,6 +972,28 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             vec![]
         }
         AppEvent::Agent(m) => on_agent(state, m),
+        AppEvent::NcuFound(r) => {
+            state.ncu = Some(r);
+            vec![]
+        }
+        AppEvent::Profiled { op, rev, result } => on_profiled(state, op, rev, result),
+        AppEvent::ReplayLoaded { name, result } => {
+            match result {
+                Ok(loaded) => {
+                    let n = loaded.records.len();
+                    state.focus = PaneId::Operators;
+                    state.start_replay(name.clone(), loaded.records, loaded.warnings);
+                    state.log(
+                        LogLevel::Info,
+                        format!(
+                            "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions"
+                        ),
+                    );
+                }
+                Err(e) => state.log(LogLevel::Error, format!("cannot open {name}: {e}")),
+            }
+            vec![]
+        }
     };
     state.refresh();
     fx
@@ -1103,6 +1203,7 @@ fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
         Ok(HelloInfo { device: None, .. }) => {
             state.worker = WorkerState::NoGpu("the worker found no GPU".into());
             state.log(LogLevel::Info, "no GPU: browse and replay only".into());
+            offer_sessions(state);
         }
         Err(e) => {
             state.worker = WorkerState::NoGpu(e.clone());
@@ -1110,8 +1211,134 @@ fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
                 LogLevel::Info,
                 format!("no GPU: browse and replay only ({e})"),
             );
+            offer_sessions(state);
         }
     }
+}
+
+/// Without a GPU, a new session can only browse: offer the recorded ones.
+fn offer_sessions(state: &mut AppState) {
+    if state.replay.is_none()
+        && !state.recorded_sessions.is_empty()
+        && matches!(state.modal, Modal::None)
+    {
+        state.modal = Modal::Sessions { sel: 0 };
+    }
+}
+
+/// `p`: profile the selected revision on the selected shape (else the largest) under ncu.
+fn profile_selected(state: &mut AppState) -> Vec<Effect> {
+    let (Some(op), Some(r)) = (state.selected_op(), state.selected_rev().cloned()) else {
+        state.log(
+            LogLevel::Warn,
+            "nothing to profile: this operator has no kernel yet".into(),
+        );
+        return vec![];
+    };
+    let rev = r.rev;
+    let why_not = if let Err(e) = state.can_measure() {
+        Some(e)
+    } else if let Some(Err(e)) = &state.ncu {
+        Some(e.clone())
+    } else if let Some((o, r, _)) = &state.profiling {
+        Some(format!(
+            "{o} v{r} is being profiled (one profile at a time)"
+        ))
+    } else if state.measuring() {
+        Some("a measurement is running (the profiler would disturb its timings)".into())
+    } else if r.verdict() == RevVerdict::CompileError {
+        Some("it does not compile".into())
+    } else {
+        None
+    };
+    if let Some(e) = why_not {
+        state.log(LogLevel::Warn, format!("cannot profile {op} v{rev}: {e}"));
+        return vec![];
+    }
+    let WorkerState::Ready { gpu, .. } = &state.worker else {
+        return vec![];
+    };
+    let device = gpu.clone();
+    let shape = match state.selected_shape().or_else(|| {
+        state
+            .suite
+            .problem(&op)
+            .and_then(crate::profile::largest_shape)
+    }) {
+        Some(s) => s,
+        None => {
+            state.log(
+                LogLevel::Warn,
+                format!("cannot profile {op} v{rev}: no shapes"),
+            );
+            return vec![];
+        }
+    };
+    state.profiling = Some((op.clone(), rev, shape));
+    state.log(
+        LogLevel::Info,
+        format!(
+            "profiling {op} v{rev} on shape #{shape} under Nsight Compute (takes a few seconds)…"
+        ),
+    );
+    vec![Effect::Profile {
+        op,
+        rev,
+        shape,
+        source: r.source,
+        device,
+        ncu: state.ncu.clone().and_then(|r| r.ok()),
+    }]
+}
+
+fn on_profiled(
+    state: &mut AppState,
+    op: String,
+    rev: u32,
+    result: Result<Box<crate::profile::Profile>, String>,
+) -> Vec<Effect> {
+    state.profiling = None;
+    let p = match result {
+        Ok(p) => Box::new(p.without_raw()),
+        Err(e) => {
+            state.log(LogLevel::Warn, format!("cannot profile {op} v{rev}: {e}"));
+            return vec![];
+        }
+    };
+    let Some(r) = state.model.ops.get(&op).and_then(|o| o.rev(rev)).cloned() else {
+        return vec![];
+    };
+    // The session must hold the revision before its profile.
+    if !r.recorded {
+        state.record(SessionEvent::Revision {
+            op: op.clone(),
+            rev,
+            parent: r.parent,
+            author: r.author.clone(),
+            rationale: r.rationale.clone(),
+            source: r.source.clone(),
+            via: r.via.clone(),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+            category: None,
+            knowledge: vec![],
+        });
+    }
+    let note = crate::agent::ProfileNote::from_profile(rev, &p);
+    state.record(SessionEvent::Profile {
+        op: op.clone(),
+        rev,
+        profile: p,
+    });
+    if state
+        .agent
+        .as_ref()
+        .is_some_and(|a| a.running && a.op == op)
+    {
+        return vec![Effect::Agent(AgentCtl::Profile(note))];
+    }
+    vec![]
 }
 
 fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
@@ -1352,6 +1579,30 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
             return vec![];
         }
         Modal::Editor(_) => return editor_key(state, k),
+        Modal::Sessions { sel } => {
+            let n = state.recorded_sessions.len();
+            match k.code {
+                KeyCode::Char('j') | KeyCode::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
+                KeyCode::Char('k') | KeyCode::Up => *sel = sel.saturating_sub(1),
+                KeyCode::Enter => {
+                    let f = state.recorded_sessions.get(*sel).cloned();
+                    state.modal = Modal::None;
+                    if let Some(f) = f {
+                        state.log(LogLevel::Info, format!("opening {} in replay…", f.name));
+                        return vec![Effect::OpenReplay(f)];
+                    }
+                }
+                KeyCode::Esc | KeyCode::Char('q') => {
+                    state.modal = Modal::None;
+                    state.log(
+                        LogLevel::Info,
+                        "recorded sessions: atrex-tui replay FILE opens one later".into(),
+                    );
+                }
+                _ => {}
+            }
+            return vec![];
+        }
         Modal::None => {}
     }
     if ctrl && k.code == KeyCode::Char('c') {
@@ -1392,15 +1643,19 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
             let i = PANES.iter().position(|p| *p == state.focus).unwrap_or(0);
             state.focus = PANES[(i + PANES.len() - 1) % PANES.len()];
         }
-        KeyCode::Char('p') => {
+        KeyCode::Char('P') => {
             let cur = state.selected_op();
             state.phase = state.phase.next();
             state.op_sel = 0;
-            if let Some(c) = cur {
-                state.select_op_name(&c);
+            if let Some(c) = &cur {
+                state.select_op_name(c);
+            }
+            if state.selected_op() != cur {
+                state.shape_sel = None;
             }
             state.select_latest_rev();
         }
+        KeyCode::Char('p') => return profile_selected(state),
         KeyCode::Char('d') => {
             state.diff_mode = match state.diff_mode {
                 DiffMode::Parent => DiffMode::Incumbent,
@@ -1556,6 +1811,7 @@ fn navigate(state: &mut AppState, d: isize) {
             if before != state.op_sel {
                 state.select_latest_rev();
                 state.gauge_scroll = 0;
+                state.shape_sel = None;
             }
         }
         PaneId::Revisions => {
@@ -1567,11 +1823,17 @@ fn navigate(state: &mut AppState, d: isize) {
         }
         PaneId::Diff => state.diff_scroll = bump(state.diff_scroll, d, state.diff.lines.len()),
         PaneId::Gauges => {
+            // j/k select a shape (the first press selects the first one); `p` profiles it.
             let n = state
                 .selected_op()
                 .and_then(|o| state.shape_info.get(&o).map(|v| v.len()))
                 .unwrap_or(0);
-            state.gauge_scroll = bump(state.gauge_scroll, d, n);
+            if n > 0 {
+                let cur = state.shape_sel.map(|x| x as isize).unwrap_or(-1);
+                let i = cur.saturating_add(d).clamp(0, n as isize - 1) as usize;
+                state.shape_sel = Some(i);
+                state.gauge_scroll = i;
+            }
         }
         PaneId::Log => {
             let n = state.model.log.len() + state.ui_log.len();

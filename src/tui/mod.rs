@@ -53,7 +53,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
     let hw = suite.hardware(&settings.hardware).ok().cloned();
     let kernels = ws.dir.join("kernels");
     if let Some(file) = &opts.replay {
-        let loaded = crate::session::load(file)?;
+        let loaded = crate::session::demos::load_file_or_demo(file)?;
         let mut st = AppState::new(suite.clone(), Model::new(&suite), th, hw, kernels);
         let name = file
             .file_name()
@@ -107,15 +107,16 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
         .sessions_dir
         .clone()
         .unwrap_or_else(|| ws.sessions_dir());
-    let mut found: Vec<String> = std::fs::read_dir(&dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().to_str().map(|s| s.to_string()))
-                .filter(|n| n.ends_with(".jsonl") && Some(n.as_str()) != st.session_name.as_deref())
-                .collect()
-        })
-        .unwrap_or_default();
-    found.sort();
+    let files = recorded_sessions(&dir, st.session_name.as_deref());
+    let found: Vec<String> = files
+        .iter()
+        .filter(|f| f.path.is_some())
+        .map(|f| f.name.clone())
+        .collect();
+    // Without a GPU a new session can only browse: the picker offers these (and the demos).
+    if opts.resume.is_none() {
+        st.recorded_sessions = files;
+    }
     if !found.is_empty() {
         st.log(
             LogLevel::Info,
@@ -133,6 +134,51 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
         );
     }
     Ok((st, settings))
+}
+
+/// The sessions of `dir` (newest name first; not `current`, the file being recorded) and the
+/// built-in demos that the folder does not hold.
+pub fn recorded_sessions(dir: &Path, current: Option<&str>) -> Vec<app::SessionFile> {
+    let mut out: Vec<app::SessionFile> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .filter_map(|e| {
+                    let name = e.file_name().to_str()?.to_string();
+                    if !name.ends_with(".jsonl") || Some(name.as_str()) == current {
+                        return None;
+                    }
+                    let bytes = e.metadata().ok()?.len();
+                    // Counting lines is cheap up to a few MiB.
+                    let events = (bytes <= 8 << 20)
+                        .then(|| std::fs::read(e.path()).ok())
+                        .flatten()
+                        .map(|b| b.split(|c| *c == b'\n').filter(|l| !l.is_empty()).count());
+                    // A run that recorded nothing but its start is not worth replaying.
+                    if events.is_some_and(|n| n <= 1) {
+                        return None;
+                    }
+                    Some(app::SessionFile {
+                        name,
+                        path: Some(e.path()),
+                        bytes,
+                        events,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort_by(|a, b| b.name.cmp(&a.name));
+    for (name, text) in crate::session::demos::DEMOS {
+        if !out.iter().any(|f| f.name == *name) {
+            out.push(app::SessionFile {
+                name: name.to_string(),
+                path: None,
+                bytes: text.len() as u64,
+                events: Some(text.lines().filter(|l| !l.trim().is_empty()).count()),
+            });
+        }
+    }
+    out
 }
 
 /// Runs the TUI until quit. Returns the exit code.
@@ -153,6 +199,8 @@ fn install_panic_hook() {
 
 struct Runtime {
     tx: Tx,
+    /// The GPU index (for ncu's target).
+    device: u32,
     /// Control channel of the running agent.
     agent: Option<mpsc::UnboundedSender<app::AgentCtl>>,
     client: WorkerClient,
@@ -174,6 +222,15 @@ async fn main_loop(
         cfg.watchdog = Duration::from_secs_f64(w);
     }
     let client = WorkerClient::spawn(cfg);
+    // ncu is looked for once, off the input loop.
+    {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(AppEvent::NcuFound(
+                crate::profile::NcuOptions::find().map(|o| o.ncu),
+            ));
+        });
+    }
     {
         let (client, tx) = (client.clone(), tx.clone());
         tokio::spawn(async move {
@@ -226,6 +283,7 @@ async fn main_loop(
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
     let mut rtm = Runtime {
         tx: tx.clone(),
+        device: settings.device,
         agent: None,
         client,
         jobs: Default::default(),
@@ -324,6 +382,7 @@ impl crate::agent::driver::Sink for TuiSink {
 struct TuiGate {
     rx: mpsc::UnboundedReceiver<app::AgentCtl>,
     steer: Vec<String>,
+    profiles: Vec<crate::agent::ProfileNote>,
     stop: bool,
     dropout: bool,
 }
@@ -335,6 +394,7 @@ impl TuiGate {
             app::AgentCtl::Steer(t) => self.steer.push(t),
             app::AgentCtl::Stop => self.stop = true,
             app::AgentCtl::Dropout => self.dropout = true,
+            app::AgentCtl::Profile(n) => self.profiles.push(n),
         }
         None
     }
@@ -373,6 +433,10 @@ impl crate::agent::driver::Gate for TuiGate {
     fn stop_requested(&mut self) -> bool {
         self.drain();
         self.stop
+    }
+    fn profiles(&mut self) -> Vec<crate::agent::ProfileNote> {
+        self.drain();
+        std::mem::take(&mut self.profiles)
     }
     fn dropout_requested(&mut self) -> bool {
         self.drain();
@@ -426,6 +490,7 @@ fn start_agent(
         gate: TuiGate {
             rx: ctl_rx,
             steer: vec![],
+            profiles: vec![],
             stop: false,
             dropout: false,
         },
@@ -562,8 +627,132 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             }
             None
         }
+        Effect::Profile {
+            op,
+            rev,
+            shape,
+            source,
+            device,
+            ncu,
+        } => {
+            let (suite, client, tx, index) = (
+                state.suite.clone(),
+                rtm.client.clone(),
+                rtm.tx.clone(),
+                rtm.device,
+            );
+            tokio::spawn(async move {
+                let result = run_profile(
+                    suite,
+                    client,
+                    ProfileJob {
+                        op: op.clone(),
+                        rev,
+                        shape,
+                        source,
+                        device,
+                        index,
+                        ncu,
+                    },
+                )
+                .await;
+                let _ = tx.send(AppEvent::Profiled { op, rev, result });
+            });
+            None
+        }
+        Effect::OpenReplay(f) => {
+            let result = match &f.path {
+                Some(p) => crate::session::load(p),
+                None => match crate::session::demos::demo(&f.name) {
+                    Some(text) => crate::session::parse_text(&f.name, text),
+                    None => Err(format!("{}: no such built-in session", f.name)),
+                },
+            };
+            let _ = rtm.tx.send(AppEvent::ReplayLoaded {
+                name: f.name,
+                result,
+            });
+            None
+        }
         Effect::Quit => None,
     }
+}
+
+struct ProfileJob {
+    op: String,
+    rev: u32,
+    shape: u32,
+    source: String,
+    device: String,
+    index: u32,
+    ncu: Option<PathBuf>,
+}
+
+/// `p`: compile the candidate through the worker (for its spill figures, as the `profile`
+/// command does), then run ncu on a blocking task: the input loop never waits.
+async fn run_profile(
+    suite: Arc<Suite>,
+    client: WorkerClient,
+    j: ProfileJob,
+) -> Result<Box<crate::profile::Profile>, String> {
+    use crate::engine::protocol::{Source, Verdict};
+    let p = suite
+        .problem(&j.op)
+        .ok_or_else(|| format!("{} is not in the suite", j.op))?
+        .clone();
+    let cand = Source {
+        name: format!("{} v{}", j.op, j.rev),
+        code: j.source,
+        defines: Default::default(),
+    };
+    let job = crate::engine::build_job(
+        &p,
+        cand.clone(),
+        None,
+        &[j.shape],
+        JobKind::Compile,
+        Mode::Quick,
+        None,
+    )?;
+    let o = crate::bench::collect(&client, job, false).await;
+    if !matches!(o.verdict, Some(Verdict::Pass)) {
+        return Err(format!(
+            "it does not compile: {}",
+            o.message.unwrap_or_else(|| "compile error".into())
+        ));
+    }
+    let resources = o.compiled.iter().find_map(|e| match e {
+        Event::Compiled {
+            which,
+            resources,
+            ok: true,
+            ..
+        } if which == "candidate" => Some(resources.clone()),
+        _ => None,
+    });
+    tokio::task::spawn_blocking(move || {
+        let opts = match j.ncu {
+            Some(ncu) => crate::profile::NcuOptions {
+                ncu,
+                clock_control: "none".into(),
+                timeout: Duration::from_secs(180),
+            },
+            None => crate::profile::NcuOptions::find()?,
+        };
+        crate::profile::profile(
+            &suite,
+            &p,
+            cand,
+            j.shape,
+            j.index,
+            &opts,
+            Some(&j.device),
+            resources.as_ref(),
+        )
+        .map(Box::new)
+    })
+    .await
+    .map_err(|e| format!("the profiler task failed: {e}"))?
 }
 
 fn build_measure_job(
@@ -667,7 +856,7 @@ async fn run_editor(
 pub fn replay_json(ws: &Workspace, file: &Path, timing: bool) -> Result<i32, String> {
     let suite = Suite::load(ws.suite_source()).map_err(|e| e.to_string())?;
     let t0 = Instant::now();
-    let loaded = crate::session::load(file)?;
+    let loaded = crate::session::demos::load_file_or_demo(file)?;
     let t1 = Instant::now();
     let model = Model::from_records(&suite, &loaded.records);
     let t2 = Instant::now();

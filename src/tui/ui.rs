@@ -90,6 +90,7 @@ pub fn draw(f: &mut Frame, s: &AppState) {
             ta.set_style(Style::default().bg(t.bg).fg(t.fg));
             f.render_widget(&ta, r);
         }
+        Modal::Sessions { sel } => draw_sessions(f, area, s, *sel),
         Modal::Editor(_) => draw_editor(
             f,
             Rect {
@@ -379,7 +380,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         if narrow { "hist" } else { "history" },
     ])
     .style(Style::default().fg(t.dim));
-    let title = format!("operators · {} [p]", s.phase.name());
+    let title = format!("operators · {} [P]", s.phase.name());
     f.render_widget(
         Table::new(rows, widths)
             .header(header)
@@ -599,21 +600,61 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
     } else {
         0
     };
-    let parts = Layout::vertical([Constraint::Min(3), Constraint::Length(chart_h)]).split(r);
+    // A deep profile of the revision: its own block when there is room, else one line.
+    let prof = rv.and_then(|r| r.profile.as_deref());
+    let prof_block = prof.is_some() && r.height >= 24;
+    let prof_h = match prof {
+        Some(p) if prof_block => {
+            let per_line = if r.width.saturating_sub(2) >= 64 {
+                2
+            } else {
+                1
+            };
+            let stalls = p.main_kernel().map(|k| k.stalls.len().min(4)).unwrap_or(0);
+            (4 + stalls.div_ceil(per_line).max(1) + 2) as u16
+        }
+        _ => 0,
+    };
+    let chart_h = if prof_block {
+        chart_h.min(r.height.saturating_sub(prof_h + 5))
+    } else {
+        chart_h
+    };
+    let parts = Layout::vertical([
+        Constraint::Min(3),
+        Constraint::Length(prof_h),
+        Constraint::Length(chart_h),
+    ])
+    .split(r);
     let title = match rv {
         Some(rv) => format!("shapes · {op} v{} · {}", rv.rev, rv.verdict().label()),
         None => format!("shapes · {op}"),
     };
     let inner_w = parts[0].width.saturating_sub(2) as usize;
     let bar_w = if inner_w >= 60 { 12 } else { 6 };
-    let h = parts[0].height.saturating_sub(2) as usize;
-    let start = s.gauge_scroll.min(infos.len().saturating_sub(1));
+    let mut h = parts[0].height.saturating_sub(2) as usize;
     let mut lines = Vec::with_capacity(h);
-    for si in infos.iter().skip(start).take(h) {
+    if let (Some(p), false) = (prof, prof_block) {
+        lines.push(profile_line(s, p, inner_w));
+        h = h.saturating_sub(1);
+    }
+    let start = match s.shape_sel {
+        Some(i) => window(i, h, infos.len()),
+        None => s.gauge_scroll.min(infos.len().saturating_sub(1)),
+    };
+    for (i, si) in infos.iter().enumerate().skip(start).take(h) {
         let res = results.and_then(|m| m.get(&si.id));
+        let selected = s.shape_sel == Some(i);
         let mut spans = vec![Span::styled(
             format!("#{:<3}", si.id),
-            Style::default().fg(t.dim),
+            if selected {
+                Style::default()
+                    .fg(t.accent)
+                    .bg(t.selection_bg)
+                    .add_modifier(Modifier::BOLD)
+            } else {
+                Style::default().fg(t.dim)
+            },
         )];
         match res {
             Some(x) => {
@@ -707,9 +748,166 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
         Paragraph::new(lines).block(pane_block(s, PaneId::Gauges, &title)),
         parts[0],
     );
-    if chart_h >= 5 {
-        draw_roofline(f, parts[1], s, &op);
+    if let (Some(p), true) = (prof, prof_block) {
+        draw_profile(f, parts[1], s, p);
     }
+    if chart_h >= 5 {
+        draw_roofline(f, parts[2], s, &op);
+    }
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.0}%")).unwrap_or_else(|| "-".into())
+}
+
+/// A percentage as a bar of `w` cells.
+fn pct_bar(s: &AppState, v: Option<f64>, w: usize) -> Vec<Span<'static>> {
+    let t = &s.theme;
+    let x = v.unwrap_or(0.0).clamp(0.0, 100.0);
+    let filled = ((x / 100.0) * w as f64).round() as usize;
+    let c = if x >= 60.0 {
+        t.good
+    } else if x >= 30.0 {
+        t.warn
+    } else {
+        t.bad
+    };
+    vec![
+        Span::styled("█".repeat(filled), Style::default().fg(c)),
+        Span::styled("░".repeat(w - filled), Style::default().fg(t.border)),
+        Span::styled(
+            format!(
+                " {:>5}",
+                v.map(|x| format!("{x:.1}%")).unwrap_or("-".into())
+            ),
+            Style::default().fg(c).add_modifier(Modifier::BOLD),
+        ),
+    ]
+}
+
+/// The profile in one line (small terminals): as many figures as fit.
+fn profile_line(s: &AppState, p: &crate::profile::Profile, w: usize) -> Line<'static> {
+    let t = &s.theme;
+    let k = p.main_kernel();
+    let mut parts = vec![
+        format!("ncu #{}", p.shape),
+        format!("DRAM {}", pct(k.and_then(|k| k.dram_throughput_pct))),
+        format!("SM {}", pct(k.and_then(|k| k.sm_throughput_pct))),
+        format!(
+            "occ {}/{}",
+            pct(k.and_then(|k| k.achieved_occupancy_pct)).trim_end_matches('%'),
+            pct(k.and_then(|k| k.theoretical_occupancy_pct))
+        ),
+    ];
+    if let Some(r) = k.and_then(|k| k.registers_per_thread) {
+        parts.push(format!("{r:.0} reg"));
+    }
+    if let Some(q) = p.redundant_traffic_ratio {
+        parts.push(format!("B/Q {q:.2}"));
+    }
+    if let Some((r, _)) = k.and_then(|k| k.stalls.first()) {
+        parts.push(r.clone());
+    }
+    let mut txt = String::new();
+    for (i, x) in parts.iter().enumerate() {
+        let sep = if i == 0 { "" } else { " · " };
+        if txt.chars().count() + sep.len() + x.chars().count() > w {
+            break;
+        }
+        txt.push_str(sep);
+        txt.push_str(x);
+    }
+    Line::from(Span::styled(txt, Style::default().fg(t.info)))
+}
+
+/// The profile's gauges: DRAM / SM throughput and occupancy bars, registers, the top warp
+/// stalls and DRAM bytes over Q.
+fn draw_profile(f: &mut Frame, r: Rect, s: &AppState, p: &crate::profile::Profile) {
+    let t = &s.theme;
+    let k = p.main_kernel();
+    let inner_w = r.width.saturating_sub(2) as usize;
+    let bar_w = if inner_w >= 60 { 20 } else { 10 };
+    let label = |x: &str| Span::styled(format!("{x:<10}"), Style::default().fg(t.dim));
+    let mut lines = Vec::new();
+    let mut l = vec![label("DRAM")];
+    l.extend(pct_bar(s, k.and_then(|k| k.dram_throughput_pct), bar_w));
+    lines.push(Line::from(l));
+    let mut l = vec![label("SM")];
+    l.extend(pct_bar(s, k.and_then(|k| k.sm_throughput_pct), bar_w));
+    lines.push(Line::from(l));
+    let mut l = vec![label("occupancy")];
+    l.extend(pct_bar(s, k.and_then(|k| k.achieved_occupancy_pct), bar_w));
+    l.push(Span::styled(
+        format!(
+            " of {} · {} reg/thread",
+            pct(k.and_then(|k| k.theoretical_occupancy_pct)),
+            k.and_then(|k| k.registers_per_thread)
+                .map(|r| format!("{r:.0}"))
+                .unwrap_or_else(|| "?".into())
+        ),
+        Style::default().fg(t.dim),
+    ));
+    lines.push(Line::from(l));
+    // Warp stalls: cycles per issued instruction, relative to the largest.
+    let stalls: Vec<(String, f64)> = k
+        .map(|k| k.stalls.iter().take(4).cloned().collect())
+        .unwrap_or_default();
+    let max = stalls.first().map(|x| x.1).unwrap_or(0.0).max(1e-9);
+    // Two per line where they fit (names up to 17 characters), else one.
+    let per_line = if inner_w >= 64 { 2 } else { 1 };
+    let name_w = ((inner_w.saturating_sub(10)) / per_line)
+        .saturating_sub(12)
+        .clamp(8, 17);
+    for (pi, chunk) in stalls.chunks(per_line).enumerate() {
+        let mut l = vec![label(if pi == 0 { "stalls" } else { "" })];
+        for (name, v) in chunk {
+            let n = ((v / max) * 4.0).round().clamp(0.0, 4.0) as usize;
+            let name: String = name.chars().take(name_w).collect();
+            l.push(Span::styled(
+                format!("{:<4}", "▇".repeat(n)),
+                Style::default().fg(t.warn),
+            ));
+            l.push(Span::raw(format!(" {name:<name_w$} {v:>4.1}  ")));
+        }
+        lines.push(Line::from(l));
+    }
+    if stalls.is_empty() {
+        lines.push(Line::from(vec![
+            label("stalls"),
+            Span::styled("-", Style::default().fg(t.dim)),
+        ]));
+    }
+    let mut l = vec![label("DRAM B/Q")];
+    match p.redundant_traffic_ratio {
+        Some(q) => l.push(Span::styled(
+            format!("{q:.2}"),
+            Style::default()
+                .fg(if q > 1.25 { t.bad } else { t.good })
+                .add_modifier(Modifier::BOLD),
+        )),
+        None => l.push(Span::styled("-", Style::default().fg(t.dim))),
+    }
+    l.push(Span::styled(
+        format!(
+            " · {} finding{}",
+            p.findings.len(),
+            if p.findings.len() == 1 { "" } else { "s" }
+        ),
+        Style::default().fg(t.dim),
+    ));
+    lines.push(Line::from(l));
+    let title = format!(
+        "profile · #{} · {}{} · {}",
+        p.shape,
+        k.map(|k| k.name.as_str()).unwrap_or("-"),
+        if p.kernels.len() > 1 {
+            format!(" +{}", p.kernels.len() - 1)
+        } else {
+            String::new()
+        },
+        fmt_ms(k.and_then(|k| k.duration_ns).unwrap_or(0.0) / 1e6)
+    );
+    f.render_widget(Paragraph::new(lines).block(block(t, false, &title)), r);
 }
 
 fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
@@ -945,6 +1143,60 @@ fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
             true,
             "keys · Esc closes · j/k scroll",
         )),
+        r,
+    );
+}
+
+/// No GPU: the recorded sessions, to open one in replay.
+fn draw_sessions(f: &mut Frame, area: Rect, s: &AppState, sel: usize) {
+    let t = &s.theme;
+    let files = &s.recorded_sessions;
+    let w = area.width.saturating_sub(4).min(76);
+    let h = (files.len() as u16 + 5).min(area.height.saturating_sub(2));
+    let r = centered(area, w, h);
+    f.render_widget(Clear, r);
+    let rows = h.saturating_sub(5) as usize;
+    let start = window(sel, rows, files.len());
+    let mut lines = vec![Line::from(Span::styled(
+        "no GPU: browse and replay only — open a recorded session?",
+        Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+    ))];
+    lines.push(Line::from(""));
+    let name_w = (w as usize).saturating_sub(2 + 33).max(12);
+    for (i, x) in files.iter().enumerate().skip(start).take(rows) {
+        let size = if x.bytes >= 1 << 20 {
+            format!("{:.1} MiB", x.bytes as f64 / (1u64 << 20) as f64)
+        } else {
+            format!("{} KiB", x.bytes.div_ceil(1024))
+        };
+        let name: String = x.name.chars().take(name_w).collect();
+        let mut style = Style::default().fg(t.fg);
+        if i == sel {
+            style = style.bg(t.selection_bg).add_modifier(Modifier::BOLD);
+        }
+        lines.push(Line::from(vec![
+            Span::styled(format!("{} ", if i == sel { "▶" } else { " " }), style),
+            Span::styled(format!("{name:<name_w$}"), style),
+            Span::styled(format!(" {size:>9}"), style.fg(t.dim)),
+            Span::styled(
+                format!(
+                    " {:>11}",
+                    x.events.map(|n| format!("{n} events")).unwrap_or_default()
+                ),
+                style.fg(t.dim),
+            ),
+            Span::styled(
+                if x.path.is_none() { " built-in" } else { "" },
+                style.fg(t.info),
+            ),
+        ]));
+    }
+    lines.push(Line::from(Span::styled(
+        "Enter replays (read-only) · j/k choose · Esc dismisses",
+        Style::default().fg(t.dim),
+    )));
+    f.render_widget(
+        Paragraph::new(lines).block(block(t, true, "recorded sessions")),
         r,
     );
 }

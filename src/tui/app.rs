@@ -1346,7 +1346,8 @@ fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
         return vec![];
     };
     let (op, rev) = (job.op.clone(), job.rev);
-    match ev {
+    // What the screen shows besides the session's record of the job.
+    match &ev {
         JobEvent::Worker(Event::Progress {
             stage,
             shape,
@@ -1355,90 +1356,35 @@ fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
             ..
         }) => {
             if let Some(j) = state.jobs.get_mut(&mid) {
-                j.stage = stage;
-                j.shape = shape;
-                j.done = done;
-                j.total = total;
+                j.stage = stage.clone();
+                j.shape = *shape;
+                j.done = *done;
+                j.total = *total;
             }
         }
         JobEvent::Worker(Event::Compiled {
             which,
             ok,
-            diagnostics,
-            log,
             ms,
             cached,
             ..
-        }) => {
-            if which == "candidate" {
-                state.record(SessionEvent::Compiled {
-                    op: op.clone(),
-                    rev,
-                    mid,
-                    ok,
-                    diagnostics,
-                    log,
-                });
-                state.log(
-                    LogLevel::Info,
-                    format!(
-                        "{op} v{rev}: compiled {} in {ms:.0} ms{}",
-                        if ok { "ok" } else { "with errors" },
-                        if cached { " (cached)" } else { "" }
-                    ),
-                );
-            } else if !ok {
-                state.record(SessionEvent::Error {
-                    op: Some(op.clone()),
-                    message: format!(
-                        "the {which} kernel failed to compile: {}",
-                        log.lines().next().unwrap_or("")
-                    ),
-                });
-            }
+        }) if which == "candidate" => {
+            state.log(
+                LogLevel::Info,
+                format!(
+                    "{op} v{rev}: compiled {} in {ms:.0} ms{}",
+                    if *ok { "ok" } else { "with errors" },
+                    if *cached { " (cached)" } else { "" }
+                ),
+            );
         }
-        JobEvent::Worker(Event::ShapeDone { result, .. }) => {
-            state.record(SessionEvent::ShapeResult {
-                op,
-                rev,
-                mid,
-                result,
-            });
-        }
-        JobEvent::Worker(Event::Done {
-            verdict, message, ..
-        }) => {
+        JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. } => {
             state.jobs.remove(&mid);
-            state.record(SessionEvent::MeasureDone {
-                op,
-                rev,
-                mid,
-                verdict,
-                message,
-            });
         }
-        JobEvent::Worker(Event::Fault { message, .. })
-        | JobEvent::Worker(Event::Error { message, .. }) => {
-            state.record(SessionEvent::Error {
-                op: Some(op),
-                message,
-            });
-        }
-        JobEvent::Worker(_) => {}
-        JobEvent::WorkerLost { verdict, message } => {
-            state.jobs.remove(&mid);
-            state.record(SessionEvent::Error {
-                op: Some(op.clone()),
-                message: format!("worker lost: {message}"),
-            });
-            state.record(SessionEvent::MeasureDone {
-                op,
-                rev,
-                mid,
-                verdict,
-                message: Some(message),
-            });
-        }
+        _ => {}
+    }
+    for se in crate::session::record::session_events(&op, rev, mid, &ev) {
+        state.record(se);
     }
     vec![]
 }

@@ -778,10 +778,10 @@ fn num(v: &Value) -> Option<f64> {
 }
 
 fn flatten_args(name: &str, vals: Vec<Value>, col: usize) -> Result<Vec<Value>, ExprError> {
-    if vals.len() == 1 {
-        if let Value::List(xs) = &vals[0] {
-            return Ok(xs.clone());
-        }
+    if vals.len() == 1
+        && let Value::List(xs) = &vals[0]
+    {
+        return Ok(xs.clone());
     }
     if vals.is_empty() {
         return err(col, format!("`{name}` needs at least one argument"));

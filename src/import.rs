@@ -185,15 +185,15 @@ pub fn compare_op(p: &Problem, b: &BenchOp) -> Vec<Disagreement> {
         ours,
         theirs,
     };
-    if let Some(imp) = b.importance {
-        if !same(imp, p.importance) {
-            out.push(d(
-                None,
-                "importance",
-                p.importance.to_string(),
-                imp.to_string(),
-            ));
-        }
+    if let Some(imp) = b.importance
+        && !same(imp, p.importance)
+    {
+        out.push(d(
+            None,
+            "importance",
+            p.importance.to_string(),
+            imp.to_string(),
+        ));
     }
     let ours: BTreeSet<u32> = p.shapes.iter().map(|s| s.id).collect();
     let theirs: BTreeSet<u32> = b.shapes.keys().copied().collect();
@@ -392,19 +392,19 @@ fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
             .map(|(k, v)| format!("{k} = {}", toml_value(v)))
             .collect();
         out.push_str(&format!("params = {{ {} }}\n", ps.join(", ")));
-        if let Some(o) = old {
-            if !o.note.is_empty() {
-                out.push_str(&format!("note = {}\n", toml::Value::String(o.note.clone())));
-            }
+        if let Some(o) = old
+            && !o.note.is_empty()
+        {
+            out.push_str(&format!("note = {}\n", toml::Value::String(o.note.clone())));
         }
-        if let Some(prod) = b.production.get(id) {
-            if !prod.is_empty() {
-                let ps: Vec<String> = prod
-                    .iter()
-                    .map(|(k, v)| format!("{} = {v}", toml::Value::String(k.clone())))
-                    .collect();
-                out.push_str(&format!("production_us = {{ {} }}\n", ps.join(", ")));
-            }
+        if let Some(prod) = b.production.get(id)
+            && !prod.is_empty()
+        {
+            let ps: Vec<String> = prod
+                .iter()
+                .map(|(k, v)| format!("{} = {v}", toml::Value::String(k.clone())))
+                .collect();
+            out.push_str(&format!("production_us = {{ {} }}\n", ps.join(", ")));
         }
     }
     let tmp: PathBuf = path.with_extension("toml.tmp");

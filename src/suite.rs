@@ -1042,13 +1042,13 @@ impl Workspace {
                 reason: "--workspace",
             };
         }
-        if let Ok(cwd) = std::env::current_dir() {
-            if cwd.join("problems").join("suite.toml").is_file() {
-                return Workspace {
-                    dir: cwd,
-                    reason: "current directory (has problems/)",
-                };
-            }
+        if let Ok(cwd) = std::env::current_dir()
+            && cwd.join("problems").join("suite.toml").is_file()
+        {
+            return Workspace {
+                dir: cwd,
+                reason: "current directory (has problems/)",
+            };
         }
         let dir = dirs::data_dir()
             .map(|d| d.join("atrex-tui"))

@@ -262,17 +262,16 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 log,
                 ..
             } = ev
+                && which == "candidate"
             {
-                if which == "candidate" {
-                    self.sink.record(SessionEvent::Compiled {
-                        op: op.clone(),
-                        rev,
-                        mid,
-                        ok: *ok,
-                        diagnostics: diagnostics.clone(),
-                        log: crate::session::scrub(log),
-                    });
-                }
+                self.sink.record(SessionEvent::Compiled {
+                    op: op.clone(),
+                    rev,
+                    mid,
+                    ok: *ok,
+                    diagnostics: diagnostics.clone(),
+                    log: crate::session::scrub(log),
+                });
             }
         }
         for r in &o.shapes {

@@ -98,10 +98,10 @@ impl Sink for FileSink {
                 _ => {}
             }
         }
-        if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.append(ev) {
-                self.errors.push(e);
-            }
+        if let Some(w) = self.writer.as_mut()
+            && let Err(e) = w.append(ev)
+        {
+            self.errors.push(e);
         }
     }
     fn alloc_rev(&mut self, op: &str) -> u32 {

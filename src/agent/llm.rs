@@ -394,10 +394,10 @@ impl LlmClient {
                 }
             }
             _ => {
-                if c.request_id.is_none() {
-                    if let Some(id) = v["id"].as_str() {
-                        c.request_id = Some(id.to_string());
-                    }
+                if c.request_id.is_none()
+                    && let Some(id) = v["id"].as_str()
+                {
+                    c.request_id = Some(id.to_string());
                 }
                 if let Some(t) = v["choices"][0]["delta"]["content"].as_str() {
                     c.text.push_str(t);

@@ -389,15 +389,15 @@ impl AgentState {
         if self.iterations >= b.max_iters {
             return Some(StopReason::MaxIterations(b.max_iters));
         }
-        if let Some(t) = b.max_tokens {
-            if self.tokens() >= t {
-                return Some(StopReason::MaxTokens(t));
-            }
+        if let Some(t) = b.max_tokens
+            && self.tokens() >= t
+        {
+            return Some(StopReason::MaxTokens(t));
         }
-        if let (Some(t), Some(s)) = (b.target_s, self.incumbent_s) {
-            if s >= t {
-                return Some(StopReason::TargetReached(s));
-            }
+        if let (Some(t), Some(s)) = (b.target_s, self.incumbent_s)
+            && s >= t
+        {
+            return Some(StopReason::TargetReached(s));
         }
         None
     }

@@ -207,13 +207,13 @@ async fn request_reply(
             Err(_) => return Err("worker did not answer in time".into()),
             Ok(None) => return Err(exit_reason(p).await),
             Ok(Some(l)) => {
-                if let Ok(ev) = serde_json::from_str::<Event>(&l) {
-                    if ev.id() == id {
-                        return match ev {
-                            Event::Error { message, .. } => Err(message),
-                            other => Ok(other),
-                        };
-                    }
+                if let Ok(ev) = serde_json::from_str::<Event>(&l)
+                    && ev.id() == id
+                {
+                    return match ev {
+                        Event::Error { message, .. } => Err(message),
+                        other => Ok(other),
+                    };
                 }
             }
         }

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 pub fn cuda_roots() -> Vec<PathBuf> {
     let mut out = Vec::new();
     for var in ["CUDA_HOME", "CUDA_PATH", "CUDA_ROOT"] {
-        if let Ok(v) = std::env::var(var) {
-            if !v.is_empty() {
-                out.push(PathBuf::from(v));
-            }
+        if let Ok(v) = std::env::var(var)
+            && !v.is_empty()
+        {
+            out.push(PathBuf::from(v));
         }
     }
     out.push(PathBuf::from("/usr/local/cuda"));

@@ -335,13 +335,13 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
                 ),
             });
         }
-        if let Some(allowed) = tune.get(k) {
-            if !allowed.iter().any(|a| a.num_eq(&val)) {
-                return Err(PlanError {
-                    line,
-                    msg: format!("define {k} = {val} is not among its tune values"),
-                });
-            }
+        if let Some(allowed) = tune.get(k)
+            && !allowed.iter().any(|a| a.num_eq(&val))
+        {
+            return Err(PlanError {
+                line,
+                msg: format!("define {k} = {val} is not among its tune values"),
+            });
         }
         defines.insert(k.clone(), val);
     }
@@ -419,7 +419,7 @@ impl Plan {
             for (i, e) in l.block.iter().enumerate() {
                 block[i] = eval_dim(e, env, "block")?;
             }
-            if grid.iter().any(|g| *g == 0) {
+            if grid.contains(&0) {
                 return Err(PlanError {
                     line: l.line,
                     msg: format!("kernel {}: grid {grid:?} has a zero dimension", l.kernel),

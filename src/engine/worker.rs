@@ -74,11 +74,11 @@ struct Out(Arc<Mutex<std::io::Stdout>>);
 
 impl Out {
     fn send(&self, e: &Event) {
-        if let Ok(line) = serde_json::to_string(e) {
-            if let Ok(mut o) = self.0.lock() {
-                let _ = writeln!(o, "{line}");
-                let _ = o.flush();
-            }
+        if let Ok(line) = serde_json::to_string(e)
+            && let Ok(mut o) = self.0.lock()
+        {
+            let _ = writeln!(o, "{line}");
+            let _ = o.flush();
         }
     }
 }
@@ -226,17 +226,16 @@ impl Compiler {
     fn compile_cubin(&self, src: &str, file: &str, defines: &[String]) -> GResult<Compiled> {
         let opts = self.options(defines);
         let key = sha(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
-        if let Some(dir) = &self.cache_dir {
-            if let Ok(cubin) = std::fs::read(dir.join(format!("{key}.cubin"))) {
-                let log =
-                    std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
-                return Ok(Compiled {
-                    cubin,
-                    log,
-                    ok: true,
-                    cached: true,
-                });
-            }
+        if let Some(dir) = &self.cache_dir
+            && let Ok(cubin) = std::fs::read(dir.join(format!("{key}.cubin")))
+        {
+            let log = std::fs::read_to_string(dir.join(format!("{key}.log"))).unwrap_or_default();
+            return Ok(Compiled {
+                cubin,
+                log,
+                ok: true,
+                cached: true,
+            });
         }
         use cudarc::nvrtc::{result as nr, sys as ns};
         let csrc = CString::new(src).map_err(|_| gerr("source contains a NUL byte"))?;
@@ -267,13 +266,13 @@ impl Compiler {
                     .result()
                     .map_err(|e| gerr(format!("nvrtcGetCUBIN: {e:?}")))?;
             }
-            if let Some(dir) = &self.cache_dir {
-                if std::fs::create_dir_all(dir).is_ok() {
-                    let tmp = dir.join(format!("{key}.tmp{}", std::process::id()));
-                    if std::fs::write(&tmp, &out.cubin).is_ok() {
-                        let _ = std::fs::write(dir.join(format!("{key}.log")), &out.log);
-                        let _ = std::fs::rename(&tmp, dir.join(format!("{key}.cubin")));
-                    }
+            if let Some(dir) = &self.cache_dir
+                && std::fs::create_dir_all(dir).is_ok()
+            {
+                let tmp = dir.join(format!("{key}.tmp{}", std::process::id()));
+                if std::fs::write(&tmp, &out.cubin).is_ok() {
+                    let _ = std::fs::write(dir.join(format!("{key}.log")), &out.log);
+                    let _ = std::fs::rename(&tmp, dir.join(format!("{key}.cubin")));
                 }
             }
         }

@@ -66,15 +66,17 @@ pub fn classify(
             }
         }
         // Uncoalesced global access.
-        if let Some(spr) = k.global_ld_sectors_per_request {
-            if spr > 16.5 {
-                out.push(f(
-                    "uncoalesced_access",
-                    k,
-                    "uncoalesced global loads".into(),
-                    format!("{spr:.1} sectors per load request (16 at most for fully used 16-byte accesses)"),
-                ));
-            }
+        if let Some(spr) = k.global_ld_sectors_per_request
+            && spr > 16.5
+        {
+            out.push(f(
+                "uncoalesced_access",
+                k,
+                "uncoalesced global loads".into(),
+                format!(
+                    "{spr:.1} sectors per load request (16 at most for fully used 16-byte accesses)"
+                ),
+            ));
         }
         // Register spills.
         let local_bytes = k.local_bytes_per_thread.unwrap_or(0.0);
@@ -88,40 +90,43 @@ pub fn classify(
             ));
         }
         // Unintended fp64.
-        if let Some(n) = k.fp64_per_cycle {
-            if n > 0.0 {
-                out.push(f("unintended_fp64", k, "fp64 arithmetic in the kernel".into(), format!("{n:.3} fp64 thread instructions per cycle (dadd/dmul/dfma); a `double` literal or libm call is the usual cause")));
-            }
+        if let Some(n) = k.fp64_per_cycle
+            && n > 0.0
+        {
+            out.push(f("unintended_fp64", k, "fp64 arithmetic in the kernel".into(), format!("{n:.3} fp64 thread instructions per cycle (dadd/dmul/dfma); a `double` literal or libm call is the usual cause")));
         }
         // Shared-memory bank conflicts.
-        if let (Some(c), Some(w)) = (k.shared_bank_conflicts, k.shared_wavefronts) {
-            if w > 0.0 && c / w > 0.1 && c > 1000.0 {
-                out.push(f(
-                    "bank_conflicts",
-                    k,
-                    "shared-memory bank conflicts".into(),
-                    format!(
-                        "{c:.0} conflicts over {w:.0} shared wavefronts ({:.0}%)",
-                        100.0 * c / w
-                    ),
-                ));
-            }
+        if let (Some(c), Some(w)) = (k.shared_bank_conflicts, k.shared_wavefronts)
+            && w > 0.0
+            && c / w > 0.1
+            && c > 1000.0
+        {
+            out.push(f(
+                "bank_conflicts",
+                k,
+                "shared-memory bank conflicts".into(),
+                format!(
+                    "{c:.0} conflicts over {w:.0} shared wavefronts ({:.0}%)",
+                    100.0 * c / w
+                ),
+            ));
         }
         // Warp divergence.
-        if let Some(t) = k.threads_per_instruction {
-            if t < 24.0 {
-                out.push(f(
-                    "warp_divergence",
-                    k,
-                    "warp divergence or partial warps".into(),
-                    format!("{t:.1} active threads per warp instruction (32 is full)"),
-                ));
-            }
+        if let Some(t) = k.threads_per_instruction
+            && t < 24.0
+        {
+            out.push(f(
+                "warp_divergence",
+                k,
+                "warp divergence or partial warps".into(),
+                format!("{t:.1} active threads per warp instruction (32 is full)"),
+            ));
         }
         // Occupancy.
-        if let (Some(a), Some(t)) = (k.achieved_occupancy_pct, k.theoretical_occupancy_pct) {
-            if t < 50.0 || a < 25.0 {
-                out.push(f(
+        if let (Some(a), Some(t)) = (k.achieved_occupancy_pct, k.theoretical_occupancy_pct)
+            && (t < 50.0 || a < 25.0)
+        {
+            out.push(f(
                     "low_occupancy",
                     k,
                     "low occupancy".into(),
@@ -131,7 +136,6 @@ pub fn classify(
                         k.shared_static_bytes.unwrap_or(0.0) + k.shared_dynamic_bytes.unwrap_or(0.0)
                     ),
                 ));
-            }
         }
         // Compute-bound without tensor cores.
         if low_precision
@@ -188,19 +192,19 @@ pub fn classify(
             ));
         }
     }
-    if let Some(r) = redundant {
-        if r > 1.25 {
-            out.push(Finding {
-                rule: "redundant_traffic".into(),
-                kernel: kernels
-                    .iter()
-                    .map(|k| k.name.clone())
-                    .collect::<Vec<_>>()
-                    .join("+"),
-                summary: "more DRAM traffic than the operator needs".into(),
-                evidence: format!("DRAM bytes are {r:.2}× the operator's Q (read + write)"),
-            });
-        }
+    if let Some(r) = redundant
+        && r > 1.25
+    {
+        out.push(Finding {
+            rule: "redundant_traffic".into(),
+            kernel: kernels
+                .iter()
+                .map(|k| k.name.clone())
+                .collect::<Vec<_>>()
+                .join("+"),
+            summary: "more DRAM traffic than the operator needs".into(),
+            evidence: format!("DRAM bytes are {r:.2}× the operator's Q (read + write)"),
+        });
     }
     out
 }

@@ -178,10 +178,10 @@ impl OpState {
             .iter()
             .filter(|r| r.measurement.status != MeasureStatus::Unmeasured)
             .max_by_key(|r| r.measurement.mid);
-        if let Some(l) = latest {
-            if l.verdict().failed() {
-                return OpStatus::Failing;
-            }
+        if let Some(l) = latest
+            && l.verdict().failed()
+        {
+            return OpStatus::Failing;
         }
         let base = self.rev(0).and_then(|r| r.verdict().score());
         match (self.incumbent, self.incumbent_s(), base) {

@@ -464,11 +464,11 @@ impl AppState {
     }
 
     fn hw_from_run(&mut self) {
-        if let Some(h) = self.model.run.hardware.clone() {
-            if let Ok(p) = self.suite.hardware(&h) {
-                self.hw = Some(p.clone());
-                self.compute_shape_info();
-            }
+        if let Some(h) = self.model.run.hardware.clone()
+            && let Ok(p) = self.suite.hardware(&h)
+        {
+            self.hw = Some(p.clone());
+            self.compute_shape_info();
         }
     }
 
@@ -588,10 +588,10 @@ impl AppState {
     }
 
     fn select_rev_number(&mut self, rev: u32) {
-        if let Some(o) = self.selected_op().and_then(|o| self.model.ops.get(&o)) {
-            if let Some(i) = o.revisions.iter().position(|r| r.rev == rev) {
-                self.rev_sel = i;
-            }
+        if let Some(o) = self.selected_op().and_then(|o| self.model.ops.get(&o))
+            && let Some(i) = o.revisions.iter().position(|r| r.rev == rev)
+        {
+            self.rev_sel = i;
         }
     }
 
@@ -1047,16 +1047,16 @@ fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
 
 /// `a`: start the agent on the selected operator, or stop the running one.
 fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
-    if let Some(a) = state.agent.as_mut() {
-        if a.running {
-            a.stopping = true;
-            let op = a.op.clone();
-            state.log(
-                LogLevel::Info,
-                format!("agent on {op}: stopping after the current step"),
-            );
-            return vec![Effect::Agent(AgentCtl::Stop)];
-        }
+    if let Some(a) = state.agent.as_mut()
+        && a.running
+    {
+        a.stopping = true;
+        let op = a.op.clone();
+        state.log(
+            LogLevel::Info,
+            format!("agent on {op}: stopping after the current step"),
+        );
+        return vec![Effect::Agent(AgentCtl::Stop)];
     }
     let Some(op) = state.selected_op() else {
         return vec![];
@@ -1086,23 +1086,22 @@ fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
         .get(&op)
         .and_then(|o| o.rev(st.incumbent_rev))
         .cloned()
+        && !r.recorded
     {
-        if !r.recorded {
-            state.record(SessionEvent::Revision {
-                op: op.clone(),
-                rev: r.rev,
-                parent: r.parent,
-                author: r.author.clone(),
-                rationale: r.rationale.clone(),
-                source: r.source.clone(),
-                via: r.via.clone(),
-                request_id: None,
-                tokens_in: None,
-                tokens_out: None,
-                category: None,
-                knowledge: vec![],
-            });
-        }
+        state.record(SessionEvent::Revision {
+            op: op.clone(),
+            rev: r.rev,
+            parent: r.parent,
+            author: r.author.clone(),
+            rationale: r.rationale.clone(),
+            source: r.source.clone(),
+            via: r.via.clone(),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+            category: None,
+            knowledge: vec![],
+        });
     }
     let backend = match &cfg.endpoint {
         Some(e) => format!("{} ({})", e.model, e.kind.name()),
@@ -1639,19 +1638,16 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
             let before = state.journal.len();
             decide(state, k.code == KeyCode::Char('y'));
             // Tell a running agent about decisions on its operator.
-            if state.journal.len() > before {
-                if let Some(SessionEvent::Decision {
+            if state.journal.len() > before
+                && let Some(SessionEvent::Decision {
                     op, rev, decision, ..
                 }) = state.journal.last().map(|r| r.event.clone())
-                {
-                    if state
-                        .agent
-                        .as_ref()
-                        .is_some_and(|a| a.running && a.op == op)
-                    {
-                        return vec![Effect::Agent(AgentCtl::Decided { rev, decision })];
-                    }
-                }
+                && state
+                    .agent
+                    .as_ref()
+                    .is_some_and(|a| a.running && a.op == op)
+            {
+                return vec![Effect::Agent(AgentCtl::Decided { rev, decision })];
             }
         }
         KeyCode::Char('s') => {
@@ -1697,11 +1693,12 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
         KeyCode::Char('r') if replaying => replay_jump_revision(state, true),
         KeyCode::Char('R') if replaying => replay_jump_revision(state, false),
         KeyCode::Char(' ') if replaying => {
-            if let Some(r) = &mut state.replay {
-                if r.pos >= r.records.len() && !r.playing {
-                    r.pos = 0;
-                    state.model = Model::from_records(&state.suite, &[]);
-                }
+            if let Some(r) = &mut state.replay
+                && r.pos >= r.records.len()
+                && !r.playing
+            {
+                r.pos = 0;
+                state.model = Model::from_records(&state.suite, &[]);
             }
             let Some(r) = &mut state.replay else {
                 return vec![];

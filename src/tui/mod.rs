@@ -417,10 +417,10 @@ impl crate::agent::driver::Gate for TuiGate {
                 // Steering while a revision waits moves the loop on with the note.
                 Some(app::AgentCtl::Steer(t)) => return GateAnswer::Steer(t),
                 Some(c) => {
-                    if let Some((r, d)) = self.absorb(c) {
-                        if r == rev {
-                            return GateAnswer::Decided(d);
-                        }
+                    if let Some((r, d)) = self.absorb(c)
+                        && r == rev
+                    {
+                        return GateAnswer::Decided(d);
                     }
                 }
             }
@@ -589,11 +589,11 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             path,
             content,
         } => {
-            if let Some(d) = path.parent() {
-                if let Err(e) = std::fs::create_dir_all(d) {
-                    state.log(LogLevel::Error, format!("{}: {e}", d.display()));
-                    return None;
-                }
+            if let Some(d) = path.parent()
+                && let Err(e) = std::fs::create_dir_all(d)
+            {
+                state.log(LogLevel::Error, format!("{}: {e}", d.display()));
+                return None;
             }
             if let Err(e) = std::fs::write(&path, &content) {
                 state.log(LogLevel::Error, format!("{}: {e}", path.display()));

@@ -265,12 +265,12 @@ pub fn config_dir() -> Option<PathBuf> {
 impl Settings {
     pub fn parse(file: &str, text: &str) -> Result<Settings, String> {
         let s: Settings = toml::from_str(text).map_err(|e| toml_err(file, text, &e))?;
-        if let Some(w) = s.watchdog_secs {
-            if !(w > 0.0 && w.is_finite()) {
-                return Err(format!(
-                    "{file}: watchdog_secs must be a positive number of seconds"
-                ));
-            }
+        if let Some(w) = s.watchdog_secs
+            && !(w > 0.0 && w.is_finite())
+        {
+            return Err(format!(
+                "{file}: watchdog_secs must be a positive number of seconds"
+            ));
         }
         Ok(s)
     }

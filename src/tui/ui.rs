@@ -729,20 +729,20 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
             Style::default().fg(t.dim),
         )));
     }
-    if let Some(m) = rv.map(|r| &r.measurement) {
-        if m.compiled == Some(false) {
-            let d = m.diagnostics.first();
-            lines.insert(
-                0,
-                Line::from(Span::styled(
-                    match d {
-                        Some(d) => format!("compile error at line {}: {}", d.line, d.msg),
-                        None => "compile error".into(),
-                    },
-                    Style::default().fg(t.bad),
-                )),
-            );
-        }
+    if let Some(m) = rv.map(|r| &r.measurement)
+        && m.compiled == Some(false)
+    {
+        let d = m.diagnostics.first();
+        lines.insert(
+            0,
+            Line::from(Span::styled(
+                match d {
+                    Some(d) => format!("compile error at line {}: {}", d.line, d.msg),
+                    None => "compile error".into(),
+                },
+                Style::default().fg(t.bad),
+            )),
+        );
     }
     f.render_widget(
         Paragraph::new(lines).block(pane_block(s, PaneId::Gauges, &title)),
@@ -944,10 +944,9 @@ fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
             .and_then(|m| m.get(&si.id))
             .and_then(|x| x.timing.as_ref())
             .map(|t| t.median_ms)
+            && tm > 0.0
         {
-            if tm > 0.0 {
-                measured.push((x, (si.flops / (tm / 1e3)).log10().clamp(ymin, ymax)));
-            }
+            measured.push((x, (si.flops / (tm / 1e3)).log10().clamp(ymin, ymax)));
         }
     }
     let title = format!("roofline · {} · FLOP/s vs FLOP/B (log-log)", hw.key);

@@ -17,11 +17,14 @@ fn root() -> PathBuf {
 #[ignore = "needs a CUDA GPU"]
 fn every_baseline_passes_every_shape() {
     let suite = Suite::load(SuiteSource::Dir(root().join("problems"))).unwrap();
-    let only: Option<Vec<String>> = std::env::var("ATREX_OPS").ok().map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
+    let only: Option<Vec<String>> = std::env::var("ATREX_OPS")
+        .ok()
+        .map(|s| s.split(',').map(|x| x.trim().to_string()).collect());
     let mode = std::env::var("ATREX_MODE").unwrap_or_else(|_| "full".into());
     let out_dir = std::env::var("OUT").ok().map(PathBuf::from);
     let weights = suite.weights(atrex_tui::suite::PhaseFilter::All);
-    let mut table = String::from("| operator | weight | shapes | passed | S_op |\n|---|---|---|---|---|\n");
+    let mut table =
+        String::from("| operator | weight | shapes | passed | S_op |\n|---|---|---|---|---|\n");
     let mut failures = Vec::new();
     for p in suite.by_weight(atrex_tui::suite::PhaseFilter::All) {
         if only.as_ref().is_some_and(|o| !o.contains(&p.name)) {
@@ -33,11 +36,21 @@ fn every_baseline_passes_every_shape() {
             .output()
             .unwrap();
         let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
-            failures.push(format!("{}: no result ({})", p.name, String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("")));
+            failures.push(format!(
+                "{}: no result ({})",
+                p.name,
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+            ));
             continue;
         };
         if let Some(d) = &out_dir {
-            let _ = std::fs::write(d.join(format!("bench-{}.json", p.name)), serde_json::to_string_pretty(&doc).unwrap());
+            let _ = std::fs::write(
+                d.join(format!("bench-{}.json", p.name)),
+                serde_json::to_string_pretty(&doc).unwrap(),
+            );
         }
         let shapes = doc["shapes"].as_array().cloned().unwrap_or_default();
         let passed = shapes.iter().filter(|s| s["verdict"] == "pass").count();
@@ -56,9 +69,22 @@ fn every_baseline_passes_every_shape() {
                 .iter()
                 .filter(|s| s["verdict"] != "pass")
                 .take(3)
-                .map(|s| format!("shape {} {}: {}", s["shape"], s["verdict"], s["message"].as_str().unwrap_or("")))
+                .map(|s| {
+                    format!(
+                        "shape {} {}: {}",
+                        s["shape"],
+                        s["verdict"],
+                        s["message"].as_str().unwrap_or("")
+                    )
+                })
                 .collect();
-            failures.push(format!("{}: {passed} of {} shapes passed; {} {}", p.name, p.shapes.len(), doc["message"], bad.join("; ")));
+            failures.push(format!(
+                "{}: {passed} of {} shapes passed; {} {}",
+                p.name,
+                p.shapes.len(),
+                doc["message"],
+                bad.join("; ")
+            ));
         }
     }
     if let Some(d) = &out_dir {

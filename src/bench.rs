@@ -192,25 +192,18 @@ pub fn run(
     let rt = runtime()?;
     rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(device.unwrap_or(0)));
-        let (dev, driver, nvrtc, probe_devices) = match client.hello().await {
-            Ok(Event::Hello {
-                device: Some(d),
-                probe,
-                ..
-            }) => (d, probe.driver_version, probe.nvrtc_version, probe.devices),
-            Ok(Event::Hello { device: None, .. }) => {
+        let (dev, probe) = match client.device().await {
+            Ok(x) => x,
+            Err(e) => {
                 eprintln!(
-                    "atrex-tui: no GPU {}: measurement is unavailable",
+                    "atrex-tui: no GPU {}: {e}; measurement is unavailable",
                     device.unwrap_or(0)
                 );
                 return Ok(EXIT_NO_GPU);
             }
-            Ok(other) => return Err(format!("unexpected worker reply {other:?}")),
-            Err(e) => {
-                eprintln!("atrex-tui: no GPU: {e}; measurement is unavailable");
-                return Ok(EXIT_NO_GPU);
-            }
         };
+        let (driver, nvrtc, probe_devices) =
+            (probe.driver_version, probe.nvrtc_version, probe.devices);
         let hw = match hardware {
             Some(h) => Some(suite.hardware(h)?),
             None => crate::engine::profile_for_device(&suite.hardware, &dev.name),
@@ -434,6 +427,42 @@ pub fn compile(
     Ok(if ok { 0 } else { 1 })
 }
 
+/// Compiles a candidate on the worker's GPU and returns its kernels' resources (registers,
+/// shared memory, spills); Err when it does not compile.
+pub async fn compile_resources(
+    client: &WorkerClient,
+    p: &Problem,
+    candidate: &Source,
+    shape_id: u32,
+) -> Result<Option<std::collections::BTreeMap<String, KernelResources>>, String> {
+    let job = crate::engine::build_job(
+        p,
+        candidate.clone(),
+        None,
+        &[shape_id],
+        JobKind::Compile,
+        Mode::Quick,
+        None,
+    )?;
+    let o = collect(client, job, false).await;
+    if !matches!(o.verdict, Some(Verdict::Pass)) {
+        return Err(format!(
+            "{}: does not compile: {}",
+            candidate.name,
+            o.message.unwrap_or_else(|| "compile error".into())
+        ));
+    }
+    Ok(o.compiled.iter().find_map(|e| match e {
+        Event::Compiled {
+            which,
+            resources,
+            ok: true,
+            ..
+        } if which == "candidate" => Some(resources.clone()),
+        _ => None,
+    }))
+}
+
 /// Where calibration results are cached.
 pub fn calibration_file(gpu_name: &str) -> Option<std::path::PathBuf> {
     let safe: String = gpu_name
@@ -447,10 +476,10 @@ pub fn calibrate(device: u32, as_json: bool) -> Result<i32, String> {
     let rt = runtime()?;
     rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(device));
-        let dev = match client.hello().await {
-            Ok(Event::Hello { device: Some(d), .. }) => d,
-            Ok(_) | Err(_) => {
-                eprintln!("atrex-tui: no GPU {device}: calibration is unavailable");
+        let dev = match client.device().await {
+            Ok((d, _)) => d,
+            Err(e) => {
+                eprintln!("atrex-tui: no GPU {device}: {e}; calibration is unavailable");
                 return Ok(EXIT_NO_GPU);
             }
         };
@@ -534,38 +563,11 @@ pub fn profile(
     let (dev_name, resources) = rt
         .block_on(async {
             let client = WorkerClient::spawn(WorkerConfig::new(device));
-            let name = match client.hello().await {
-                Ok(Event::Hello {
-                    device: Some(d), ..
-                }) => d.name,
-                _ => return Err("no GPU".to_string()),
+            let name = match client.device().await {
+                Ok((d, _)) => d.name,
+                Err(_) => return Err("no GPU".to_string()),
             };
-            let job = crate::engine::build_job(
-                p,
-                candidate.clone(),
-                None,
-                &[shape_id],
-                JobKind::Compile,
-                Mode::Quick,
-                None,
-            )?;
-            let o = collect(&client, job, false).await;
-            let res = o.compiled.iter().find_map(|e| match e {
-                Event::Compiled {
-                    which,
-                    resources,
-                    ok: true,
-                    ..
-                } if which == "candidate" => Some(resources.clone()),
-                _ => None,
-            });
-            if !matches!(o.verdict, Some(Verdict::Pass)) {
-                return Err(format!(
-                    "{}: {}",
-                    candidate.name,
-                    o.message.unwrap_or_else(|| "does not compile".into())
-                ));
-            }
+            let res = compile_resources(&client, p, &candidate, shape_id).await?;
             Ok((name, res))
         })
         .or_else(|e| {

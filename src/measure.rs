@@ -50,17 +50,14 @@ pub fn run(
         .map_err(|e| e.to_string())?;
     rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(device));
-        let (dev, driver, nvrtc) = match client.hello().await {
-            Ok(Event::Hello {
-                device: Some(d),
-                probe,
-                ..
-            }) => (d, probe.driver_version, probe.nvrtc_version),
-            Ok(_) | Err(_) => {
-                eprintln!("atrex-tui: no GPU {device}: measurement is unavailable");
+        let (dev, probe) = match client.device().await {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!("atrex-tui: no GPU {device}: {e}; measurement is unavailable");
                 return Ok(crate::bench::EXIT_NO_GPU);
             }
         };
+        let (driver, nvrtc) = (probe.driver_version, probe.nvrtc_version);
         let hw = crate::engine::profile_for_device(&suite.hardware, &dev.name);
         // Open or create the session.
         let (path, writer, model, fresh) = match session {

@@ -7,7 +7,7 @@ use super::llm::{Delta, LlmClient};
 use super::*;
 use crate::bench::{Outcome, collect};
 use crate::engine::client::{WorkerClient, WorkerConfig};
-use crate::engine::protocol::{Event, JobKind, Mode, Source};
+use crate::engine::protocol::{JobKind, Mode, Source};
 use crate::hardware::HardwareProfile;
 use crate::session::{Author, Model, SessionEvent, SessionWriter};
 use crate::suite::{Problem, Suite, Workspace};
@@ -309,24 +309,17 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
         .map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let client = WorkerClient::spawn(WorkerConfig::new(a.device));
-        let (dev, driver, nvrtc) = match client.hello().await {
-            Ok(Event::Hello {
-                device: Some(d),
-                probe,
-                ..
-            }) => (d, probe.driver_version, probe.nvrtc_version),
-            Ok(_) => {
+        let (dev, probe) = match client.device().await {
+            Ok(x) => x,
+            Err(e) => {
                 eprintln!(
-                    "atrex-tui: no GPU {}: the agent needs one to measure",
+                    "atrex-tui: no GPU {}: {e}; the agent needs one to measure",
                     a.device
                 );
                 return Ok(crate::bench::EXIT_NO_GPU);
             }
-            Err(e) => {
-                eprintln!("atrex-tui: no GPU: {e}; the agent needs one to measure");
-                return Ok(crate::bench::EXIT_NO_GPU);
-            }
         };
+        let (driver, nvrtc) = (probe.driver_version, probe.nvrtc_version);
         let hw = match a.hardware {
             Some(h) => suite.hardware(h)?.clone(),
             None => crate::engine::profile_for_device(&suite.hardware, &dev.name)

@@ -115,6 +115,19 @@ impl WorkerClient {
             .map_err(|_| "worker supervisor stopped".to_string())?
     }
 
+    /// The device this worker serves, with the driver and NVRTC; Err says why there is none.
+    pub async fn device(&self) -> Result<(DeviceInfo, ProbeInfo), String> {
+        match self.hello().await? {
+            Event::Hello {
+                device: Some(d),
+                probe,
+                ..
+            } => Ok((d, probe)),
+            Event::Hello { device: None, .. } => Err("the worker found no such GPU".into()),
+            other => Err(format!("unexpected worker reply {other:?}")),
+        }
+    }
+
     pub async fn calibrate(&self) -> Result<Event, String> {
         let (tx, rx) = oneshot::channel();
         self.tx

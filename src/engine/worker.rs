@@ -391,6 +391,46 @@ pub fn parse_nvrtc_log(log: &str, file: &str) -> Vec<Diagnostic> {
     out
 }
 
+/// The plan of a source and the defines in use (the plan's own, overridden by the source's).
+fn plan_and_defines(src: &Source) -> Result<(Plan, BTreeMap<String, Value>), plan::PlanError> {
+    let plan = plan::parse(&src.code)?;
+    let mut defines = plan.defines.clone();
+    for (k, v) in &src.defines {
+        if let Some(val) = Value::from_json(v) {
+            defines.insert(k.clone(), val);
+        }
+    }
+    Ok((plan, defines))
+}
+
+/// Reports a launch-plan error as a failed compile with the plan's line.
+fn send_plan_error(
+    out: &Out,
+    id: u64,
+    which: &str,
+    src: &Source,
+    e: &plan::PlanError,
+) -> (Verdict, String) {
+    out.send(&Event::Compiled {
+        id,
+        which: which.into(),
+        ok: false,
+        cached: false,
+        ms: 0.0,
+        diagnostics: vec![Diagnostic {
+            line: e.line,
+            severity: "error".into(),
+            msg: e.msg.clone(),
+        }],
+        log: String::new(),
+        resources: BTreeMap::new(),
+    });
+    (
+        Verdict::PlanError,
+        format!("{}: launch plan, {e}", src.name),
+    )
+}
+
 struct Compiled {
     cubin: Vec<u8>,
     log: String,
@@ -453,35 +493,10 @@ impl Gpu {
         src: &Source,
     ) -> GResult<Result<Loaded, (Verdict, String)>> {
         let t0 = Instant::now();
-        let plan = match plan::parse(&src.code) {
-            Ok(p) => p,
-            Err(e) => {
-                out.send(&Event::Compiled {
-                    id,
-                    which: which.into(),
-                    ok: false,
-                    cached: false,
-                    ms: 0.0,
-                    diagnostics: vec![Diagnostic {
-                        line: e.line,
-                        severity: "error".into(),
-                        msg: e.msg.clone(),
-                    }],
-                    log: String::new(),
-                    resources: BTreeMap::new(),
-                });
-                return Ok(Err((
-                    Verdict::PlanError,
-                    format!("{}: launch plan, {e}", src.name),
-                )));
-            }
+        let (plan, defines) = match plan_and_defines(src) {
+            Ok(x) => x,
+            Err(e) => return Ok(Err(send_plan_error(out, id, which, src, &e))),
         };
-        let mut defines = plan.defines.clone();
-        for (k, v) in &src.defines {
-            if let Some(val) = Value::from_json(v) {
-                defines.insert(k.clone(), val);
-            }
-        }
         let dopts = plan::define_options(&defines);
         let file = "candidate.cu";
         let c = self.compiler.compile_cubin(&src.code, file, &dopts)?;
@@ -1247,38 +1262,13 @@ fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option<String>) {
     };
     let src = &job.candidate;
     let t0 = Instant::now();
-    let (defines, plan_err) = match plan::parse(&src.code) {
-        Ok(p) => {
-            let mut d = p.defines.clone();
-            for (k, v) in &src.defines {
-                if let Some(val) = Value::from_json(v) {
-                    d.insert(k.clone(), val);
-                }
-            }
-            (d, None)
+    let defines = match plan_and_defines(src) {
+        Ok((_, d)) => d,
+        Err(e) => {
+            let (v, m) = send_plan_error(out, id, "candidate", src, &e);
+            return (v, Some(m));
         }
-        Err(e) => (BTreeMap::new(), Some(e)),
     };
-    if let Some(e) = plan_err {
-        out.send(&Event::Compiled {
-            id,
-            which: "candidate".into(),
-            ok: false,
-            cached: false,
-            ms: 0.0,
-            diagnostics: vec![Diagnostic {
-                line: e.line,
-                severity: "error".into(),
-                msg: e.msg.clone(),
-            }],
-            log: String::new(),
-            resources: BTreeMap::new(),
-        });
-        return (
-            Verdict::PlanError,
-            Some(format!("{}: launch plan, {e}", src.name)),
-        );
-    }
     let c = match compiler.compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
     {
         Ok(c) => c,

@@ -695,7 +695,7 @@ async fn run_profile(
     client: WorkerClient,
     j: ProfileJob,
 ) -> Result<Box<crate::profile::Profile>, String> {
-    use crate::engine::protocol::{Source, Verdict};
+    use crate::engine::protocol::Source;
     let p = suite
         .problem(&j.op)
         .ok_or_else(|| format!("{} is not in the suite", j.op))?
@@ -705,31 +705,7 @@ async fn run_profile(
         code: j.source,
         defines: Default::default(),
     };
-    let job = crate::engine::build_job(
-        &p,
-        cand.clone(),
-        None,
-        &[j.shape],
-        JobKind::Compile,
-        Mode::Quick,
-        None,
-    )?;
-    let o = crate::bench::collect(&client, job, false).await;
-    if !matches!(o.verdict, Some(Verdict::Pass)) {
-        return Err(format!(
-            "it does not compile: {}",
-            o.message.unwrap_or_else(|| "compile error".into())
-        ));
-    }
-    let resources = o.compiled.iter().find_map(|e| match e {
-        Event::Compiled {
-            which,
-            resources,
-            ok: true,
-            ..
-        } if which == "candidate" => Some(resources.clone()),
-        _ => None,
-    });
+    let resources = crate::bench::compile_resources(&client, &p, &cand, j.shape).await?;
     tokio::task::spawn_blocking(move || {
         let opts = match j.ncu {
             Some(ncu) => crate::profile::NcuOptions {

@@ -283,6 +283,7 @@ pub fn run(
                 "operator": p.name,
                 "kernel": candidate.name,
                 "gpu": dev,
+                "devices": devices,
                 "driver": driver,
                 "nvrtc": nvrtc,
                 "hardware": hw.key,

@@ -369,3 +369,34 @@ fn profiling_the_rms_norm_baseline_gives_plausible_figures() {
     }
     save("profile.txt", &report);
 }
+
+/// Without `--device`, `bench` runs one worker per GPU and spreads the shapes over them: every
+/// shape is measured once, all pass, and on a machine with two or more GPUs both are used.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bench_spreads_the_shapes_over_every_gpu() {
+    let (code, doc) = bench(&["rms_norm", "--quick"]);
+    save("pool-rms_norm.json", &doc.to_string());
+    assert_eq!(code, 0, "{}", doc["message"]);
+    let gpus = doc["devices"].as_array().expect("devices listed").len();
+    let shapes = doc["shapes"].as_array().unwrap();
+    assert_eq!(shapes.len(), 56);
+    let mut ids: Vec<u64> = shapes.iter().map(|s| s["shape"].as_u64().unwrap()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 56, "every shape exactly once, in order");
+    let used: std::collections::BTreeSet<u64> = shapes
+        .iter()
+        .map(|s| s["device"].as_u64().expect("each shape names its GPU"))
+        .collect();
+    eprintln!(
+        "{gpus} GPU(s); shapes per GPU: {:?}; wall {:.1} s",
+        used.iter()
+            .map(|d| (
+                *d,
+                shapes.iter().filter(|s| s["device"].as_u64() == Some(*d)).count()
+            ))
+            .collect::<Vec<_>>(),
+        doc["wall_s"].as_f64().unwrap_or(0.0)
+    );
+    assert_eq!(used.len(), gpus.min(56), "shapes spread over every GPU");
+}

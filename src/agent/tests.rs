@@ -70,6 +70,7 @@ fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
         sol_ms,
         s: Some(s),
         message: None,
+        device: None,
     }
 }
 

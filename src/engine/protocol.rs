@@ -235,6 +235,9 @@ pub struct ShapeResult {
     pub s: Option<f64>,
     #[serde(default)]
     pub message: Option<String>,
+    /// The GPU (device index) that checked and timed this shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
 }
 
 /// Worker → client.

@@ -1404,6 +1404,7 @@ fn run_job(
             sol_ms: shape.sol_s * 1e3,
             s: None,
             message: None,
+            device: Some(g.info.index),
         };
         let mut ok_to_time = true;
         if let Some(r) = &reference {

@@ -54,6 +54,7 @@ pub fn shape_result(shape: u32, s: Option<f64>, verdict: Verdict, sol_ms: f64) -
         sol_ms,
         s,
         message: None,
+        device: None,
     }
 }
 

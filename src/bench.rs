@@ -147,6 +147,19 @@ pub fn s_op_of(results: &[ShapeResult]) -> f64 {
     roofline::s_op(&scores)
 }
 
+/// S_op under the benchmark's own rule: a shape counts only when it also passed the
+/// benchmark-compatible level on every seed (for fp8 outputs NaN never equals NaN there).
+pub fn s_op_bench_of(results: &[ShapeResult]) -> f64 {
+    let scores: Vec<ShapeScore> = results
+        .iter()
+        .map(|r| match (r.verdict.clone(), r.s) {
+            (Verdict::Pass, Some(s)) if r.bench_ok => ShapeScore::Passed(s),
+            _ => ShapeScore::Failed,
+        })
+        .collect();
+    roofline::s_op(&scores)
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -271,6 +284,7 @@ pub fn run(
         };
         let wall_s = t0.elapsed().as_secs_f64();
         let s_op = s_op_of(&o.shapes);
+        let s_op_bench = s_op_bench_of(&o.shapes);
         let failed = o.shapes.iter().any(|r| !matches!(r.verdict, Verdict::Pass))
             || o.shapes.len() < ids.len();
         let code = if failed || !matches!(o.verdict, Some(Verdict::Pass)) {
@@ -293,6 +307,7 @@ pub fn run(
                 "compile": o.compiled,
                 "shapes": o.shapes,
                 "s_op": s_op,
+                "s_op_benchmark": s_op_bench,
                 "wall_s": wall_s,
             });
             println!(
@@ -353,6 +368,25 @@ pub fn run(
                 ids.len(),
                 if quick { " · quick" } else { "" }
             );
+            let bench_only: Vec<String> = o
+                .shapes
+                .iter()
+                .filter(|r| r.verdict == Verdict::Pass && !r.bench_ok)
+                .map(|r| {
+                    let nan: u64 = r.checks.iter().map(|c| c.shared_nan).sum();
+                    if nan > 0 {
+                        format!("{} ({nan} NaN shared with the reference)", r.shape)
+                    } else {
+                        r.shape.to_string()
+                    }
+                })
+                .collect();
+            if !bench_only.is_empty() {
+                println!(
+                    "benchmark-compatible S_op = {s_op_bench:.4}: shapes passing strict but not the benchmark's rule: {}",
+                    bench_only.join(", ")
+                );
+            }
             if let Some(m) = &o.message {
                 println!(
                     "{}: {m}",
@@ -485,7 +519,7 @@ pub fn calibrate(device: u32, as_json: bool) -> Result<i32, String> {
             }
         };
         let ev = client.calibrate().await?;
-        let Event::Calibration { copy_bytes_per_s, bytes, median_ms, .. } = ev else {
+        let Event::Calibration { copy_bytes_per_s, bytes, median_ms, mma_bf16_flops_per_s, .. } = ev else {
             return Err(format!("unexpected reply {ev:?}"));
         };
         let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).ok();
@@ -495,10 +529,16 @@ pub fn calibrate(device: u32, as_json: bool) -> Result<i32, String> {
         let datasheet = suite
             .as_ref()
             .and_then(|s| crate::engine::profile_for_device(&s.hardware, &dev.name).map(|h| h.hbm_bytes_per_s));
+        let datasheet_bf16 = suite.as_ref().and_then(|s| {
+            crate::engine::profile_for_device(&s.hardware, &dev.name)
+                .and_then(|h| h.peak_flops.get("bf16").copied())
+        });
         let doc = json!({
             "gpu": dev.name,
             "hardware_key": hardware_key,
             "datasheet_bytes_per_s": datasheet,
+            "mma_bf16_flops_per_s": mma_bf16_flops_per_s,
+            "datasheet_bf16_flops_per_s": datasheet_bf16,
             "copy_bytes_per_s": copy_bytes_per_s,
             "bytes_moved": bytes,
             "median_ms": median_ms,
@@ -521,8 +561,18 @@ pub fn calibrate(device: u32, as_json: bool) -> Result<i32, String> {
                 median_ms,
                 datasheet.map(|d| format!("; datasheet {:.2} TB/s ({:.0}%)", d / 1e12, 100.0 * copy_bytes_per_s / d)).unwrap_or_default()
             );
+            match mma_bf16_flops_per_s {
+                Some(r) => println!(
+                    "tensor cores: mma.sync m16n8k16 bf16 → fp32 {:.0} TFLOP/s{} (the datasheet figure needs wgmma on Hopper; T_SOL keeps the datasheet peak)",
+                    r / 1e12,
+                    datasheet_bf16
+                        .map(|d| format!("; datasheet dense bf16 {:.0} TFLOP/s ({:.0}%)", d / 1e12, 100.0 * r / d))
+                        .unwrap_or_default()
+                ),
+                None => println!("tensor cores: not measured (needs sm_80 or newer)"),
+            }
             if let Some(k) = &hardware_key {
-                println!("roofline views can use it: --hardware {k}@calibrated");
+                println!("roofline views can use the measured bandwidth: --hardware {k}@calibrated");
             }
         }
         Ok(0)

@@ -160,6 +160,17 @@ pub fn calibrated_variants(base: &[HardwareProfile]) -> Vec<HardwareProfile> {
         h.key = format!("{key}@calibrated");
         h.name = format!("{} (measured copy bandwidth)", b.name);
         h.hbm_bytes_per_s = bw;
+        if let Some(r) = doc["mma_bf16_flops_per_s"].as_f64() {
+            h.sources.insert(
+                "peak_flops".into(),
+                format!(
+                    "{} (kept: mma.sync m16n8k16 bf16 measured {:.0} TFLOP/s on this GPU; on Hopper \
+                     the datasheet rate needs wgmma, so the measured rate is not a ceiling)",
+                    b.sources.get("peak_flops").map(String::as_str).unwrap_or("datasheet"),
+                    r / 1e12
+                ),
+            );
+        }
         h.sources.insert(
             "hbm_bytes_per_s".into(),
             format!(

@@ -85,6 +85,14 @@ pub struct TensorCheck {
     pub first_bad_values: Option<(f64, f64)>,
     /// Why the tensor failed, when it did, in words.
     pub reason: Option<String>,
+    /// Elements where the reference is NaN and the candidate has NaN at the same place (a
+    /// match at the strict level, never at the benchmark level).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shared_nan: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Tolerances of the strict level.
@@ -118,6 +126,7 @@ struct Partial {
     first_differ: Option<u64>,
     nan: u64,
     first_nan: Option<u64>,
+    shared_nan: u64,
     /// (first value, all equal to it) of the reference and of the candidate.
     ref_const: Option<(f64, bool)>,
     cand_const: Option<(f64, bool)>,
@@ -149,6 +158,7 @@ impl Partial {
         self.first_differ = self.first_differ.or(o.first_differ);
         self.nan += o.nan;
         self.first_nan = self.first_nan.or(o.first_nan);
+        self.shared_nan += o.shared_nan;
         self.ref_const = merge_const(self.ref_const, o.ref_const);
         self.cand_const = merge_const(self.cand_const, o.cand_const);
         self
@@ -189,6 +199,9 @@ fn scan(inp: &Inputs, from: usize, to: usize) -> Partial {
         p.ref_const = merge_const(p.ref_const, Some((r, true)));
         p.cand_const = merge_const(p.cand_const, Some((x, true)));
         let both_nan = r.is_nan() && x.is_nan();
+        if both_nan {
+            p.shared_nan += 1;
+        }
         if !x.is_finite() && !(both_nan || (r.is_infinite() && r == x)) {
             p.nan += 1;
             p.first_nan.get_or_insert(i as u64);
@@ -266,6 +279,7 @@ pub fn check_tensor(
         first_bad: None,
         first_bad_values: None,
         reason: None,
+        shared_nan: 0,
     };
     if run_a.len() != reference.len() || run_b.len() != reference.len() {
         c.bench_ok = false;
@@ -311,6 +325,7 @@ pub fn check_tensor(
         parts.into_iter().fold(Partial::default(), Partial::merge)
     };
     c.bench_ok = !p.bench_fail;
+    c.shared_nan = p.shared_nan;
     c.mismatches = p.mismatches;
     c.first_bad = p.first_bad.map(|b| b.0);
     c.first_bad_values = p.first_bad.map(|b| (b.1, b.2));
@@ -571,6 +586,7 @@ mod tests {
         );
         assert!(c.strict_ok, "{c:?}");
         assert!(!c.bench_ok, "NaN never equals NaN in the benchmark");
+        assert_eq!(c.shared_nan, 1, "the shared NaN is counted");
         let ints = 7i32.to_le_bytes().repeat(3);
         let c = check_tensor(
             "ids",
@@ -589,6 +605,7 @@ mod tests {
             false,
         );
         assert!(c.bench_ok && c.strict_ok);
+        assert_eq!(c.shared_nan, 0);
     }
 
     #[test]

@@ -128,3 +128,30 @@ extern "C" __global__ void copy16(const uint4* __restrict__ src, uint4* __restri
         dst[i] = src[i];
     }
 }
+
+// Tensor-core rate, for calibration: each warp issues 8 independent chains of
+// mma.sync.m16n8k16 (bf16 inputs, fp32 accumulate), 4096 FLOP each, from registers only.
+// The sums are stored so that nothing is optimized away. sm_80 and newer; a no-op before.
+extern "C" __global__ void mma_rate(float* out, int iters) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a0 = 0x3c003c00u ^ (threadIdx.x & 7), a1 = 0x3c013c01u, a2 = 0x3bff3bffu, a3 = 0x3c023c02u;
+    const unsigned b0 = 0x3a003a00u, b1 = 0x3a013a01u;
+    float c[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.0f;
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            asm volatile(
+                "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                "{%0,%1,%2,%3};\n"
+                : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])
+                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+        }
+    }
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) s += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    out[blockIdx.x * (u64)blockDim.x + threadIdx.x] = s;
+#endif
+}

@@ -293,6 +293,9 @@ pub enum Event {
         copy_bytes_per_s: f64,
         bytes: u64,
         median_ms: f64,
+        /// Measured mma.sync m16n8k16 bf16 → fp32 rate (FLOP/s); None where not measured.
+        #[serde(default)]
+        mma_bf16_flops_per_s: Option<f64>,
     },
     /// A fatal fault: the worker exits after sending it.
     Fault {

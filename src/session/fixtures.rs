@@ -36,6 +36,7 @@ pub fn shape_result(shape: u32, s: Option<f64>, verdict: Verdict, sol_ms: f64) -
             first_bad: None,
             first_bad_values: None,
             reason: None,
+            shared_nan: 0,
         }],
         bench_ok: verdict != Verdict::Incorrect,
         strict_ok: verdict != Verdict::Incorrect,

@@ -381,7 +381,10 @@ fn bench_spreads_the_shapes_over_every_gpu() {
     let gpus = doc["devices"].as_array().expect("devices listed").len();
     let shapes = doc["shapes"].as_array().unwrap();
     assert_eq!(shapes.len(), 56);
-    let mut ids: Vec<u64> = shapes.iter().map(|s| s["shape"].as_u64().unwrap()).collect();
+    let mut ids: Vec<u64> = shapes
+        .iter()
+        .map(|s| s["shape"].as_u64().unwrap())
+        .collect();
     ids.dedup();
     assert_eq!(ids.len(), 56, "every shape exactly once, in order");
     let used: std::collections::BTreeSet<u64> = shapes
@@ -393,7 +396,10 @@ fn bench_spreads_the_shapes_over_every_gpu() {
         used.iter()
             .map(|d| (
                 *d,
-                shapes.iter().filter(|s| s["device"].as_u64() == Some(*d)).count()
+                shapes
+                    .iter()
+                    .filter(|s| s["device"].as_u64() == Some(*d))
+                    .count()
             ))
             .collect::<Vec<_>>(),
         doc["wall_s"].as_f64().unwrap_or(0.0)

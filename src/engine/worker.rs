@@ -1813,7 +1813,10 @@ mod tests {
     fn the_harness_compiles_for_each_architecture() {
         for arch in ["sm_90a", "sm_75"] {
             let c = Compiler::new(arch).map_err(|e| e.msg).unwrap();
-            let out = c.compile_cubin(HARNESS_SRC, "harness.cu", &[]).map_err(|e| e.msg).unwrap();
+            let out = c
+                .compile_cubin(HARNESS_SRC, "harness.cu", &[])
+                .map_err(|e| e.msg)
+                .unwrap();
             assert!(out.ok && !out.cubin.is_empty(), "{arch}: {}", out.log);
         }
     }

@@ -146,3 +146,79 @@ fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
     let files: Vec<_> = std::fs::read_dir(dir.join("sessions")).unwrap().collect();
     assert_eq!(files.len(), 1);
 }
+
+/// On a GPU machine: the TUI's worker comes up, `m` measures rms_norm's baseline (quick, all 56
+/// shapes) and the log shows its S_op; the session records the results. Needs tmux and a GPU.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_tui_measures_a_kernel_on_the_gpu_in_tmux() {
+    assert!(
+        Command::new("tmux")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "this GPU test needs tmux"
+    );
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"));
+    let dir = std::env::temp_dir().join(format!("atrex-tmux-gpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("cfg")).unwrap();
+    let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui_ws");
+    let session = format!("atrex-gpu-{}", std::process::id());
+    let _kill = Kill(session.clone());
+    std::fs::write(
+        dir.join("cfg/config.toml"),
+        format!("sessions_dir = '{}'\n", dir.join("sessions").display()),
+    )
+    .unwrap();
+    let script = format!(
+        "ATREX_TUI_CONFIG_DIR='{cfg}' '{exe}' --workspace '{ws}' --config '{cfg}/config.toml'; echo \"EXIT=$?\"; sleep 60",
+        cfg = dir.join("cfg").display(),
+        exe = exe.display(),
+        ws = ws.display(),
+    );
+    let st = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &session,
+            "-x",
+            "160",
+            "-y",
+            "40",
+            "bash",
+            "-c",
+            &script,
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    wait_for(&session, "operators · all", 20);
+    let s = wait_for(&session, "MHz", 30);
+    assert!(!s.contains("no GPU"), "{s}");
+    tmux(&["send-keys", "-t", &session, "j"]);
+    wait_for(&session, "revisions · rms_norm", 5);
+    let t0 = Instant::now();
+    tmux(&["send-keys", "-t", &session, "m"]);
+    wait_for(&session, "rms_norm v0: compiled ok", 30);
+    let s = wait_for(&session, "rms_norm v0: S 0.", 120);
+    eprintln!(
+        "measured in the TUI in {:.1} s:\n{s}",
+        t0.elapsed().as_secs_f64()
+    );
+    if let Ok(out) = std::env::var("OUT") {
+        let _ = std::fs::write(PathBuf::from(out).join("tui-gpu.txt"), &s);
+    }
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let s = wait_for(&session, "EXIT=", 10);
+    assert!(s.contains("EXIT=0"), "{s}");
+    let files: Vec<_> = std::fs::read_dir(dir.join("sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .collect();
+    assert_eq!(files.len(), 1);
+    let log = std::fs::read_to_string(files[0].path()).unwrap();
+    let results = log.matches("\"shape_result\"").count();
+    assert_eq!(results, 56, "one shape result per shape in the session");
+}

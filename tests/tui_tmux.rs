@@ -1,6 +1,8 @@
 //! End to end: the real binary in tmux (send-keys, capture-pane). Skipped, with a message, when
 //! tmux is not installed.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -159,7 +161,7 @@ fn the_tui_measures_a_kernel_on_the_gpu_in_tmux() {
             .is_ok_and(|o| o.status.success()),
         "this GPU test needs tmux"
     );
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"));
+    let exe = common::exe();
     let dir = std::env::temp_dir().join(format!("atrex-tmux-gpu-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("cfg")).unwrap();

@@ -354,13 +354,15 @@ impl Model {
                     t,
                     LogLevel::Info,
                     format!(
-                        "{} atrex-tui {tool_version} · {}",
+                        "{} atrex-tui {tool_version}{}",
                         if *resumed {
                             "resumed with"
                         } else {
                             "started with"
                         },
-                        gpu.as_deref().unwrap_or("no GPU")
+                        // The GPU, when known at the start; otherwise a `device` event follows
+                        // once the worker has answered.
+                        gpu.as_deref().map(|g| format!(" · {g}")).unwrap_or_default()
                     ),
                 );
             }

@@ -724,3 +724,30 @@ pub fn profile(
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::fixtures::shape_result;
+
+    #[test]
+    fn the_benchmark_s_op_counts_only_shapes_passing_the_benchmark_rule() {
+        let mut rs: Vec<ShapeResult> = (0..3)
+            .map(|i| shape_result(i, Some(0.2 + 0.1 * i as f64), Verdict::Pass, 0.01))
+            .collect();
+        assert!((s_op_of(&rs) - 0.3).abs() < 1e-12);
+        assert!((s_op_bench_of(&rs) - 0.3).abs() < 1e-12);
+        // shape 2 passes strict (NaN shared with the reference) but not the benchmark's rule
+        rs[2].bench_ok = false;
+        assert!((s_op_of(&rs) - 0.3).abs() < 1e-12);
+        assert!(
+            (s_op_bench_of(&rs) - 0.2).abs() < 1e-12,
+            "{}",
+            s_op_bench_of(&rs)
+        );
+        // a failed shape counts 0 in both
+        rs[0].verdict = Verdict::Incorrect;
+        assert!((s_op_of(&rs) - 0.3).abs() < 1e-12);
+        assert!(s_op_bench_of(&rs).abs() < 1e-12);
+    }
+}

@@ -362,7 +362,9 @@ impl Model {
                         },
                         // The GPU, when known at the start; otherwise a `device` event follows
                         // once the worker has answered.
-                        gpu.as_deref().map(|g| format!(" · {g}")).unwrap_or_default()
+                        gpu.as_deref()
+                            .map(|g| format!(" · {g}"))
+                            .unwrap_or_default()
                     ),
                 );
             }

@@ -50,6 +50,27 @@ pub struct Outcome {
     pub shapes: Vec<ShapeResult>,
     pub verdict: Option<Verdict>,
     pub message: Option<String>,
+    /// What the kernels printed, per shape (None: outside a shape).
+    pub output: Vec<KernelOutput>,
+}
+
+/// Text a job's kernels printed (device `printf`), as the worker captured it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KernelOutput {
+    pub shape: Option<u32>,
+    pub text: String,
+    /// Bytes printed beyond the job's 64 KiB and not kept.
+    pub dropped: u64,
+}
+
+impl KernelOutput {
+    /// Where it came from, for a heading.
+    pub fn origin(&self) -> String {
+        match self.shape {
+            Some(s) => format!("shape {s}"),
+            None => "outside a shape".into(),
+        }
+    }
 }
 
 /// Runs a job to completion, printing progress to stderr when asked.
@@ -113,6 +134,26 @@ pub async fn collect_rx(
                 }
             }
             JobEvent::Worker(Event::ShapeDone { result, .. }) => o.shapes.push(result),
+            JobEvent::Worker(Event::Output {
+                shape,
+                text,
+                dropped,
+                ..
+            }) => {
+                if progress {
+                    eprint!("\r{:60}\r", "");
+                    let origin = shape.map(|s| format!("shape {s}")).unwrap_or_default();
+                    eprintln!("kernel output {origin}:");
+                    for l in text.lines() {
+                        eprintln!("  | {l}");
+                    }
+                }
+                o.output.push(KernelOutput {
+                    shape,
+                    text,
+                    dropped,
+                });
+            }
             JobEvent::Worker(Event::Done {
                 verdict, message, ..
             }) => {
@@ -272,6 +313,7 @@ pub fn run(
                     o.compiled = part.compiled;
                 }
                 o.shapes.extend(part.shapes);
+                o.output.extend(part.output);
                 if !matches!(part.verdict, Some(Verdict::Pass)) && o.message.is_none() {
                     o.verdict = part.verdict;
                     o.message = part.message;
@@ -280,6 +322,15 @@ pub fn run(
                 }
             }
             o.shapes.sort_by_key(|r| r.shape);
+            o.output.sort_by_key(|k| k.shape);
+            if !as_json {
+                for k in &o.output {
+                    eprintln!("kernel output {}:", k.origin());
+                    for l in k.text.lines() {
+                        eprintln!("  | {l}");
+                    }
+                }
+            }
             o
         };
         let wall_s = t0.elapsed().as_secs_f64();
@@ -306,6 +357,7 @@ pub fn run(
                 "message": o.message,
                 "compile": o.compiled,
                 "shapes": o.shapes,
+                "output": o.output,
                 "s_op": s_op,
                 "s_op_benchmark": s_op_bench,
                 "wall_s": wall_s,

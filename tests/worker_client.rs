@@ -259,3 +259,160 @@ async fn a_pool_spreads_jobs_over_its_workers() {
         JobEvent::Worker(Event::Done { .. })
     ));
 }
+
+fn job_with_shapes(name: &str, shapes: &[u32]) -> Job {
+    let mut j = job(name);
+    j.shapes = shapes
+        .iter()
+        .map(|id| ShapeJob {
+            id: *id,
+            env: Default::default(),
+            inputs: vec![],
+            outputs: vec![],
+            sol_s: 0.0,
+        })
+        .collect();
+    j
+}
+
+async fn all(rx: &mut tokio::sync::mpsc::UnboundedReceiver<JobEvent>) -> Vec<JobEvent> {
+    let mut v = Vec::new();
+    while let Some(e) = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+        .await
+        .expect("job never ended")
+    {
+        let end = matches!(
+            e,
+            JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
+        );
+        v.push(e);
+        if end {
+            break;
+        }
+    }
+    v
+}
+
+fn results(evs: &[JobEvent]) -> Vec<ShapeResult> {
+    evs.iter()
+        .filter_map(|e| match e {
+            JobEvent::Worker(Event::ShapeDone { result, .. }) => Some(result.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a kernel prints to fd 1 (here the simulated worker prints a forged `shape_done` line
+/// and an escape sequence, as a kernel's printf would) never reaches the protocol: the shapes
+/// keep their real results, once each, and the text arrives as `output`, escapes made visible.
+#[tokio::test]
+async fn printed_lines_cannot_forge_events_and_arrive_as_output() {
+    let c = simulated(5000);
+    let (_, mut rx) = c.submit(job_with_shapes("v1 print", &[1, 2]));
+    let evs = all(&mut rx).await;
+    let r = results(&evs);
+    assert_eq!(r.len(), 2, "{evs:?}");
+    assert!(r.iter().all(|r| r.verdict == Verdict::Unchecked && r.s.is_none()));
+    let out: Vec<(Option<u32>, String)> = evs
+        .iter()
+        .filter_map(|e| match e {
+            JobEvent::Worker(Event::Output { shape, text, .. }) => Some((*shape, text.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(out.len(), 2, "{evs:?}");
+    assert_eq!(out[0].0, Some(1));
+    assert!(out[0].1.contains(r#""type":"shape_done""#), "{}", out[0].1);
+    assert!(out[0].1.contains("debug: row 0 sum = 1.5\u{241b}[2J"), "{}", out[0].1);
+    assert!(!out[0].1.contains('\x1b'));
+    assert!(matches!(
+        evs.last(),
+        Some(JobEvent::Worker(Event::Done {
+            verdict: Verdict::Pass,
+            ..
+        }))
+    ));
+}
+
+#[tokio::test]
+async fn a_second_result_for_a_shape_ends_the_job_as_a_protocol_error() {
+    for (name, needle) in [
+        ("v1 duplicate", "second result for shape 1"),
+        ("v1 foreign", "shape 999, which is not in job"),
+    ] {
+        let c = simulated(5000);
+        let (_, mut rx) = c.submit(job_with_shapes(name, &[1, 2]));
+        let evs = all(&mut rx).await;
+        assert!(results(&evs).len() <= 1, "{evs:?}");
+        match evs.last() {
+            Some(JobEvent::WorkerLost { verdict, message }) => {
+                assert_eq!(*verdict, Verdict::Error);
+                assert!(
+                    message.contains("protocol error") && message.contains(needle),
+                    "{message}"
+                );
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+        assert_eq!(c.restarts.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+}
+
+/// A worker that dies on one shape costs that shape only: it is recorded as a fault with the
+/// worker's last words and log, and the remaining shapes run on a restarted worker.
+#[tokio::test]
+async fn a_worker_lost_on_one_shape_costs_only_that_shape() {
+    let log = std::env::temp_dir().join(format!("atrex-worker-log-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let mut cfg = WorkerConfig::new(0);
+    cfg.exe = common::exe();
+    cfg.extra_args = vec!["--simulate".into()];
+    cfg.log = Some(log.clone());
+    let c = WorkerClient::spawn(cfg);
+    let (_, mut rx) = c.submit(job_with_shapes("v1 crash-shape-2", &[1, 2, 3]));
+    let evs = all(&mut rx).await;
+    let r = results(&evs);
+    let ids: Vec<(u32, Verdict)> = r.iter().map(|r| (r.shape, r.verdict.clone())).collect();
+    assert_eq!(
+        ids,
+        vec![
+            (1, Verdict::Unchecked),
+            (2, Verdict::Fault),
+            (3, Verdict::Unchecked)
+        ]
+    );
+    let m = r[1].message.clone().unwrap();
+    assert!(m.contains("signal"), "{m}");
+    assert!(m.contains("aborting on shape 2"), "{m}");
+    assert!(m.contains(&log.display().to_string()), "{m}");
+    match evs.last() {
+        Some(JobEvent::Worker(Event::Done {
+            verdict, message, ..
+        })) => {
+            assert_eq!(*verdict, Verdict::Fault);
+            assert!(message.as_deref().unwrap().starts_with("shape 2:"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("simulated worker: aborting on shape 2"), "{text}");
+    let _ = std::fs::remove_file(&log);
+}
+
+#[tokio::test]
+async fn a_kernel_that_kills_the_worker_on_every_shape_stops_after_three() {
+    let c = simulated(5000);
+    let t0 = Instant::now();
+    let (_, mut rx) = c.submit(job_with_shapes("v1 crash-shape-all", &[1, 2, 3, 4, 5, 6]));
+    let evs = all(&mut rx).await;
+    assert_eq!(results(&evs).len(), 3, "{evs:?}");
+    match evs.last() {
+        Some(JobEvent::WorkerLost { verdict, message }) => {
+            assert_eq!(*verdict, Verdict::Fault);
+            assert!(message.contains("3 shapes in a row"), "{message}");
+            assert!(message.contains("3 shapes not run"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}

@@ -151,6 +151,36 @@ fn measure_line(m: &MeasureSummary) -> String {
     s
 }
 
+/// At most `max` bytes of `text` (cut at a character boundary), with a note when cut.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[… {} more bytes]", &text[..end], text.len() - end)
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    | {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The full history entries as the context shows them (for tests).
+#[cfg(test)]
+pub fn history_text_for_test(state: &super::AgentState) -> String {
+    state
+        .history
+        .iter()
+        .map(|h| entry_text(h, true))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn entry_text(h: &HistoryEntry, full: bool) -> String {
     let rev = h
         .rev
@@ -178,6 +208,12 @@ fn entry_text(h: &HistoryEntry, full: bool) -> String {
                 a.gain * 100.0,
                 a.noise * 100.0
             );
+        }
+        if let Some(r) = h.evidence.abba.as_ref().and_then(|a| a.refused.as_ref()) {
+            let _ = write!(s, "\n  A B B A refused: {r}");
+        }
+        if let Some(out) = h.evidence.best().and_then(|m| m.output.as_ref()) {
+            let _ = write!(s, "\n  the kernel printed:\n{}", indent(out));
         }
         for f in &h.evidence.profiler {
             let _ = write!(s, "\n  profiler: {f}");

@@ -123,6 +123,9 @@ pub enum DecisionMode {
     Suggest,
 }
 
+/// The most of a kernel's printed output given to the agent per measurement.
+const OUTPUT_FOR_AGENT: usize = 2048;
+
 /// Summarises a job's outcome.
 pub fn summarize(o: &Outcome, mode: Mode) -> MeasureSummary {
     let mut m = MeasureSummary {
@@ -154,6 +157,13 @@ pub fn summarize(o: &Outcome, mode: Mode) -> MeasureSummary {
             m.registers = resources.values().map(|r| r.registers).max();
             m.spill_bytes = resources.values().map(|r| r.local_bytes).max();
         }
+    }
+    if !o.output.is_empty() {
+        let mut text = String::new();
+        for k in &o.output {
+            text.push_str(&format!("[{}] {}\n", k.origin(), k.text.trim_end()));
+        }
+        m.output = Some(crate::agent::context::bounded(&text, OUTPUT_FOR_AGENT));
     }
     let verdict = o.verdict.clone().unwrap_or(Verdict::Error);
     let failing = o.shapes.iter().find(|r| r.verdict != Verdict::Pass);
@@ -274,6 +284,16 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 });
             }
         }
+        for k in &o.output {
+            self.sink.record(SessionEvent::KernelOutput {
+                op: op.clone(),
+                rev,
+                mid,
+                shape: k.shape,
+                text: crate::session::scrub(&k.text),
+                dropped: k.dropped,
+            });
+        }
         for r in &o.shapes {
             self.sink.record(SessionEvent::ShapeResult {
                 op: op.clone(),
@@ -297,12 +317,32 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
     pub async fn abba(&mut self, a: &str, b: &str, timing_noise: f64) -> Abba {
         let mut runs = [0.0; 4];
         let mut noise = timing_noise;
+        let mut refused = None;
         for (i, src) in [a, b, b, a].iter().enumerate() {
             let o = self.measurer.run(src, JobKind::Time, Mode::Full).await;
             runs[i] = timed_s_op(&o.shapes);
             noise = noise.max(super::driver::timing_noise(&o.shapes));
+            // A timed run that the harness caught (outputs differ from the check, inputs
+            // modified, faults) proves nothing: the comparison is refused.
+            if let Some(r) = o
+                .shapes
+                .iter()
+                .find(|r| !matches!(r.verdict, Verdict::Pass | Verdict::Unchecked))
+            {
+                runs[i] = 0.0;
+                refused.get_or_insert(format!(
+                    "{} run {}: shape {} {}: {}",
+                    if i == 1 || i == 2 { "candidate" } else { "incumbent" },
+                    "ABBA".chars().nth(i).unwrap_or('?'),
+                    r.shape,
+                    r.verdict.name(),
+                    r.message.clone().unwrap_or_default()
+                ));
+            }
         }
-        Abba::from_runs(runs, noise)
+        let mut a = Abba::from_runs(runs, noise);
+        a.refused = refused;
+        a
     }
 
     fn fail(

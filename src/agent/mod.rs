@@ -73,6 +73,9 @@ pub struct MeasureSummary {
     /// Registers per thread and spill bytes of the candidate's kernels.
     pub registers: Option<i32>,
     pub spill_bytes: Option<i32>,
+    /// What the kernel printed (bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +103,9 @@ pub struct Abba {
     pub gain: f64,
     /// The noise the gain must exceed.
     pub noise: f64,
+    /// Why the comparison proves nothing (a timed run the harness caught), when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 impl Abba {
@@ -123,10 +129,15 @@ impl Abba {
         if runs.iter().any(|r| !(*r > 0.0) || !r.is_finite()) {
             noise = f64::INFINITY;
         }
-        Abba { runs, gain, noise }
+        Abba {
+            runs,
+            gain,
+            noise,
+            refused: None,
+        }
     }
     pub fn significant(&self) -> bool {
-        self.gain > self.noise
+        self.refused.is_none() && self.gain > self.noise
     }
 }
 

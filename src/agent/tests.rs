@@ -96,6 +96,7 @@ impl Measurer for FakeMeasurer {
                 shapes: vec![],
                 verdict: Some(Verdict::CompileError),
                 message: Some("error: broken".into()),
+                output: vec![],
             };
         }
         // Sources without the fixture's plan (LLM proposals): S from a marker comment.
@@ -111,17 +112,37 @@ impl Measurer for FakeMeasurer {
                 shapes: vec![],
                 verdict: Some(Verdict::Error),
                 message: Some("unmeasurable fixture".into()),
+                output: vec![],
             };
+        };
+        let mut shapes: Vec<ShapeResult> = (0..3).map(|i| result(i, s, kind, mode)).collect();
+        // A kernel that behaves during the check and cheats when timed: the harness catches
+        // its timed runs (see engine::worker::time_shape).
+        if kind == JobKind::Time && source.contains("// TIMED-CHEAT") {
+            shapes[1].verdict = Verdict::Incorrect;
+            shapes[1].s = None;
+            shapes[1].message =
+                Some("output of a timed run differs from the check: `out` ...".into());
+        }
+        let output = if source.contains("printf") {
+            vec![crate::bench::KernelOutput {
+                shape: Some(0),
+                text: "row 0: sum 1.5".into(),
+                dropped: 0,
+            }]
+        } else {
+            vec![]
         };
         Outcome {
             compiled: vec![compiled(true)],
-            shapes: (0..3).map(|i| result(i, s, kind, mode)).collect(),
+            shapes,
             verdict: Some(if kind == JobKind::Time {
                 Verdict::Unchecked
             } else {
                 Verdict::Pass
             }),
             message: None,
+            output,
         }
     }
 }
@@ -1337,4 +1358,40 @@ fn finding_rules_map_to_retrieval_symptoms() {
             "no document lists the symptom {sym}"
         );
     }
+}
+
+/// A candidate that passes every check but whose timed runs the harness catches (outputs that
+/// differ from the check) is refused by the auto rule even though it times faster, and what it
+/// printed reaches both the session and the agent's next context.
+#[tokio::test]
+async fn auto_mode_refuses_a_kernel_caught_in_its_timed_runs() {
+    let reply = "Hypothesis: skip finished rows\nCategory: algorithm\n```diff\n--- a/kernel.cu\n+++ b/kernel.cu\n@@ -12,1 +12,3 @@\n extern \"C\" __global__ void k() {}\n+// S=0.8 printf\n+// TIMED-CHEAT\n```\n";
+    let srv = serve(vec![openai_sse(reply, 100, 10)]).await;
+    let sink = MemSink::default();
+    let events = sink.events.clone();
+    let p = LlmProposer {
+        client: client(BackendKind::Openai, &srv.url, 2000),
+    };
+    let budget = Budget {
+        max_iters: 1,
+        ..Default::default()
+    };
+    let mut d = driver(p, FakeMeasurer::default(), sink, PLAIN, budget, DecisionMode::Auto);
+    d.run().await;
+    assert_eq!(d.state.incumbent_rev, 0, "the cheating candidate was not accepted");
+    let h = d.state.history.last().unwrap();
+    let a = h.evidence.abba.as_ref().expect("an A B B A ran");
+    assert!(!a.significant());
+    assert!(
+        a.refused.as_deref().unwrap().contains("timed run differs"),
+        "{a:?}"
+    );
+    let ev = events.lock().unwrap().clone();
+    assert!(ev.iter().any(|e| matches!(e,
+        SessionEvent::Decision { decision: crate::session::Decision::Rejected, .. })));
+    assert!(ev.iter().any(|e| matches!(e,
+        SessionEvent::KernelOutput { text, .. } if text.contains("row 0: sum 1.5"))));
+    let text = super::context::history_text_for_test(&d.state);
+    assert!(text.contains("A B B A refused"), "{text}");
+    assert!(text.contains("the kernel printed"), "{text}");
 }

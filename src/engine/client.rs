@@ -1,6 +1,7 @@
 //! The client side of the worker protocol: spawns `atrex-tui worker`, queues jobs, forwards
 //! events on tokio channels, enforces the watchdog and restarts a worker that died.
 
+use super::guard::JobGuard;
 use super::protocol::*;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -19,6 +20,9 @@ pub struct WorkerConfig {
     pub watchdog: Duration,
     /// Extra arguments (tests use `--simulate`).
     pub extra_args: Vec<String>,
+    /// Where the worker's own stderr (panics, driver messages) is kept; the message of a lost
+    /// worker names it.
+    pub log: Option<PathBuf>,
 }
 
 impl WorkerConfig {
@@ -36,6 +40,7 @@ impl WorkerConfig {
             device,
             watchdog: Duration::from_secs_f64(secs.max(0.1)),
             extra_args: Vec::new(),
+            log: dirs::cache_dir().map(|d| d.join("atrex-tui").join("worker.log")),
         }
     }
 }
@@ -142,7 +147,13 @@ struct Proc {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::UnboundedReceiver<String>,
+    /// The last lines the worker wrote to stderr.
+    last_words: std::sync::Arc<std::sync::Mutex<VecDeque<String>>>,
+    log: Option<PathBuf>,
 }
+
+/// The most a worker's stderr adds to its log.
+const LOG_LIMIT: u64 = 16 << 20;
 
 async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
     let mut cmd = Command::new(&cfg.exe);
@@ -153,13 +164,14 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
     cmd.env("LD_LIBRARY_PATH", super::locate::worker_ld_library_path());
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .kill_on_drop(true);
     let mut child = cmd
         .spawn()
         .map_err(|e| format!("cannot start the worker {}: {e}", cfg.exe.display()))?;
     let stdin = child.stdin.take().ok_or("worker has no stdin")?;
     let stdout = child.stdout.take().ok_or("worker has no stdout")?;
+    let stderr = child.stderr.take().ok_or("worker has no stderr")?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut r = BufReader::new(stdout).lines();
@@ -169,10 +181,48 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
             }
         }
     });
+    let last_words = std::sync::Arc::new(std::sync::Mutex::new(VecDeque::new()));
+    {
+        let last_words = last_words.clone();
+        let log = cfg.log.clone();
+        let tag = format!("worker (GPU {}, pid {})", cfg.device, child.id().unwrap_or(0));
+        tokio::spawn(async move {
+            let mut file = log.as_ref().and_then(|p| {
+                if let Some(d) = p.parent() {
+                    let _ = std::fs::create_dir_all(d);
+                }
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .ok()
+            });
+            let mut written = 0u64;
+            let mut r = BufReader::new(stderr).lines();
+            while let Ok(Some(l)) = r.next_line().await {
+                if let Some(f) = file.as_mut() {
+                    use std::io::Write;
+                    let line = format!("{} {tag}: {l}\n", utc_now());
+                    if written < LOG_LIMIT {
+                        written += line.len() as u64;
+                        let _ = f.write_all(line.as_bytes());
+                    }
+                }
+                if let Ok(mut w) = last_words.lock() {
+                    if w.len() >= 8 {
+                        w.pop_front();
+                    }
+                    w.push_back(l);
+                }
+            }
+        });
+    }
     Ok(Proc {
         child,
         stdin,
         lines: rx,
+        last_words,
+        log: cfg.log.clone(),
     })
 }
 
@@ -189,21 +239,66 @@ async fn send(p: &mut Proc, r: &Request) -> Result<(), String> {
         .map_err(|e| format!("worker stdin: {e}"))
 }
 
-/// Describes how a worker ended.
+/// The time now in UTC, `YYYY-MM-DD hh:mm:ss` (for the worker log).
+pub fn utc_now() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, secs) = (t.div_euclid(86400), t.rem_euclid(86400));
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    )
+}
+
+/// Describes how a worker ended, with its last words on stderr and where its log is.
 async fn exit_reason(p: &mut Proc) -> String {
-    match tokio::time::timeout(Duration::from_millis(500), p.child.wait()).await {
+    let how = match tokio::time::timeout(Duration::from_millis(500), p.child.wait()).await {
         Ok(Ok(st)) => {
             #[cfg(unix)]
             {
                 use std::os::unix::process::ExitStatusExt;
                 if let Some(sig) = st.signal() {
-                    return format!("worker killed by signal {sig}");
+                    return with_words(p, format!("worker killed by signal {sig}")).await;
                 }
             }
             format!("worker exited with {st}")
         }
         _ => "worker stopped answering".into(),
+    };
+    with_words(p, how).await
+}
+
+async fn with_words(p: &Proc, how: String) -> String {
+    // Give the stderr reader a moment to catch the last lines.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let words = p
+        .last_words
+        .lock()
+        .ok()
+        .and_then(|w| w.iter().rev().find(|l| !l.trim().is_empty()).cloned());
+    let mut s = how;
+    if let Some(w) = words {
+        let w: String = w.chars().take(200).collect();
+        s.push_str(&format!(" (its last words: {w})"));
     }
+    if let Some(l) = &p.log {
+        s.push_str(&format!("; worker log: {}", l.display()));
+    }
+    s
 }
 
 /// Waits for one reply to a synchronous request (hello, calibrate).
@@ -298,81 +393,120 @@ async fn supervise(
         let watchdog = cfg.watchdog.max(Duration::from_secs_f64(
             job.watchdog_s.unwrap_or(0.0).clamp(0.0, 3600.0),
         ));
-        let p = match ensure(&cfg, &mut proc).await {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = events.send(JobEvent::WorkerLost {
-                    verdict: Verdict::Error,
-                    message: e,
-                });
-                continue;
-            }
-        };
-        if let Err(e) = send(p, &Request::Job { id, job }).await {
-            let reason = exit_reason(p).await;
-            let _ = events.send(JobEvent::WorkerLost {
-                verdict: Verdict::Fault,
-                message: format!("{e} ({reason})"),
-            });
-            drop_proc(&mut proc).await;
-            restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            continue;
-        }
-        // Forward events until Done, a crash, or the watchdog.
-        let mut lost: Option<(Verdict, String)> = None;
-        loop {
-            let Some(p) = proc.as_mut() else { break };
-            tokio::select! {
-                line = tokio::time::timeout(watchdog, p.lines.recv()) => {
-                    match line {
-                        Err(_) => {
-                            lost = Some((Verdict::Timeout, format!(
-                                "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",
-                                watchdog.as_secs_f64()
-                            )));
-                            break;
-                        }
-                        Ok(None) => {
-                            let reason = exit_reason(p).await;
-                            lost = Some((Verdict::Fault, format!("{reason} during the job; restarted")));
-                            break;
-                        }
-                        Ok(Some(l)) => {
-                            let Ok(ev) = serde_json::from_str::<Event>(&l) else { continue };
-                            if ev.id() != id { continue; }
-                            let done = matches!(ev, Event::Done { .. });
-                            let _ = events.send(JobEvent::Worker(ev));
-                            if done { break; }
-                        }
-                    }
+        let mut guard = JobGuard::new(id, &job);
+        let mut job = job;
+        let mut cancelled = false;
+        // One pass per worker: a worker lost mid-shape costs that shape, and the shapes not yet
+        // measured go to a restarted worker (see `guard`).
+        'job: loop {
+            let p = match ensure(&cfg, &mut proc).await {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = events.send(JobEvent::WorkerLost {
+                        verdict: Verdict::Error,
+                        message: e,
+                    });
+                    break 'job;
                 }
-                msg = rx.recv() => {
-                    match msg {
-                        None => return,
-                        Some(Msg::Cancel { id: c }) if c == id => {
-                            let _ = send(p, &Request::Cancel { id }).await;
-                        }
-                        Some(Msg::Cancel { id: c }) => {
-                            queue.retain(|(q, _, ev)| {
-                                if *q == c {
-                                    let _ = ev.send(JobEvent::WorkerLost { verdict: Verdict::Cancelled, message: "cancelled before it started".into() });
+            };
+            // (verdict, message, a protocol error rather than a dead or hung worker)
+            let mut lost: Option<(Verdict, String, bool)> = None;
+            if let Err(e) = send(p, &Request::Job { id, job: job.clone() }).await {
+                let reason = exit_reason(p).await;
+                lost = Some((Verdict::Fault, format!("{e} ({reason})"), false));
+            }
+            // Forward events until Done, a crash, a protocol error, or the watchdog.
+            while lost.is_none() {
+                let Some(p) = proc.as_mut() else { break };
+                tokio::select! {
+                    line = tokio::time::timeout(watchdog, p.lines.recv()) => {
+                        match line {
+                            Err(_) => {
+                                lost = Some((Verdict::Timeout, format!(
+                                    "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",
+                                    watchdog.as_secs_f64()
+                                ), false));
+                            }
+                            Ok(None) => {
+                                let reason = exit_reason(p).await;
+                                lost = Some((Verdict::Fault, format!("{reason} during the job; restarted"), false));
+                            }
+                            Ok(Some(l)) => {
+                                let ev = match serde_json::from_str::<Event>(&l) {
+                                    Ok(ev) => ev,
+                                    Err(e) => {
+                                        let l: String = l.chars().take(120).collect();
+                                        lost = Some((Verdict::Error, format!("the worker sent a line that is not an event ({e}): {l}"), true));
+                                        continue;
+                                    }
+                                };
+                                match guard.accept(ev) {
+                                    Err(e) => lost = Some((Verdict::Error, e, true)),
+                                    Ok(None) => {}
+                                    Ok(Some(ev)) => {
+                                        let done = matches!(ev, Event::Done { .. });
+                                        let _ = events.send(JobEvent::Worker(ev));
+                                        if done { break 'job; }
+                                    }
                                 }
-                                *q != c
-                            });
+                            }
                         }
-                        Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
-                        Some(Msg::Hello { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
-                        Some(Msg::Calibrate { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
+                    }
+                    msg = rx.recv() => {
+                        match msg {
+                            None => return,
+                            Some(Msg::Cancel { id: c }) if c == id => {
+                                cancelled = true;
+                                let _ = send(p, &Request::Cancel { id }).await;
+                            }
+                            Some(Msg::Cancel { id: c }) => {
+                                queue.retain(|(q, _, ev)| {
+                                    if *q == c {
+                                        let _ = ev.send(JobEvent::WorkerLost { verdict: Verdict::Cancelled, message: "cancelled before it started".into() });
+                                    }
+                                    *q != c
+                                });
+                            }
+                            Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
+                            Some(Msg::Hello { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
+                            Some(Msg::Calibrate { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
+                        }
                     }
                 }
             }
-        }
-        if let Some((verdict, message)) = lost {
-            let _ = events.send(JobEvent::WorkerLost { verdict, message });
+            let Some((verdict, message, protocol)) = lost else {
+                break 'job;
+            };
             drop_proc(&mut proc).await;
             restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            // Restart at once so that the next job finds a warm worker.
-            let _ = ensure(&cfg, &mut proc).await;
+            if protocol {
+                let _ = events.send(JobEvent::WorkerLost {
+                    verdict,
+                    message: format!(
+                        "protocol error: {message}; the job ends without these results and the worker was restarted"
+                    ),
+                });
+                let _ = ensure(&cfg, &mut proc).await;
+                break 'job;
+            }
+            let after = guard.lost(verdict.clone(), &message);
+            if let Some(result) = after.result {
+                let _ = events.send(JobEvent::Worker(Event::ShapeDone { id, result }));
+            }
+            match after.resume {
+                Some(left) if !cancelled => {
+                    job.shapes.retain(|s| left.contains(&s.id));
+                }
+                _ => {
+                    let _ = events.send(JobEvent::WorkerLost {
+                        verdict,
+                        message: after.message,
+                    });
+                    // Restart at once so that the next job finds a warm worker.
+                    let _ = ensure(&cfg, &mut proc).await;
+                    break 'job;
+                }
+            }
         }
     }
     drop_proc(&mut proc).await;

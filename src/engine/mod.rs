@@ -2,11 +2,14 @@
 
 pub mod client;
 pub mod compare;
+pub mod guard;
+pub mod includes;
 pub mod locate;
 pub mod plan;
 pub mod protocol;
 pub mod simulate;
 pub mod stats;
+pub mod stdio;
 pub mod worker;
 
 use crate::expr::{self, Value};

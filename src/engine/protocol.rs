@@ -5,7 +5,7 @@ use super::stats::TimingStats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Client → worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -279,9 +279,24 @@ pub enum Event {
         inputs: Vec<TensorData>,
         outputs: Vec<TensorData>,
     },
+    /// A shape passed (or failed) its check and, when it passed, timing starts: the check's
+    /// figures, so that a fault or hang during timing still leaves them on record.
+    Checked {
+        id: u64,
+        result: ShapeResult,
+    },
     ShapeDone {
         id: u64,
         result: ShapeResult,
+    },
+    /// What the job's kernels printed (device `printf`), per shape (`shape` None: outside a
+    /// shape). At most 64 KiB per job is kept; `dropped` counts the bytes beyond.
+    Output {
+        id: u64,
+        shape: Option<u32>,
+        text: String,
+        #[serde(default)]
+        dropped: u64,
     },
     Done {
         id: u64,
@@ -323,6 +338,8 @@ impl Event {
             | Event::Progress { id, .. }
             | Event::Compiled { id, .. }
             | Event::ShapeDone { id, .. }
+            | Event::Checked { id, .. }
+            | Event::Output { id, .. }
             | Event::Tensors { id, .. }
             | Event::Done { id, .. }
             | Event::Calibration { id, .. }

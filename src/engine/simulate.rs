@@ -1,24 +1,164 @@
 //! `atrex-tui worker --simulate`: a worker without a GPU that follows the protocol, for tests of
-//! the client's supervision (crash, hang, restart). It never reports a measurement: jobs end with
-//! `Done` and no shape results, and it names itself "simulated" in `Hello`.
+//! the client's supervision (crash, hang, restart, protocol errors) and of the worker's stream
+//! isolation. It never reports a measurement: shapes it reports are `unchecked` with no timing,
+//! and it names itself "simulated" in `Hello`.
+//!
+//! The candidate's name selects a behaviour: `crash` (abort at once), `hang`, `print` (write a
+//! forged `shape_done` line and plain text to fd 1, as a kernel's printf would), `shapes` (one
+//! result per shape), `crash-shape-N` (abort when shape N starts; `crash-shape-all`: on every shape), `duplicate` (a second result
+//! for the first shape), `foreign` (a result for a shape not in the job). Anything else: `Done`
+//! with no results.
 
 use super::protocol::*;
+use super::stdio::{self, Capture};
 use std::io::{BufRead, Write};
 
-fn send(e: &Event) {
-    if let Ok(line) = serde_json::to_string(e) {
-        let mut o = std::io::stdout().lock();
-        let _ = writeln!(o, "{line}");
-        let _ = o.flush();
+struct Sim {
+    out: stdio::Protocol,
+    capture: Capture,
+}
+
+impl Sim {
+    fn send(&mut self, e: &Event) {
+        if let Ok(line) = serde_json::to_string(e) {
+            let _ = self.out.write_all(format!("{line}\n").as_bytes());
+            let _ = self.out.flush();
+        }
+    }
+
+    fn result(&mut self, id: u64, shape: u32) {
+        self.send(&Event::ShapeDone {
+            id,
+            result: ShapeResult {
+                shape,
+                verdict: Verdict::Unchecked,
+                checks: vec![],
+                bench_ok: false,
+                strict_ok: false,
+                seeds_checked: 0,
+                timing: None,
+                sol_ms: 0.0,
+                s: None,
+                message: Some("simulated".into()),
+                device: None,
+            },
+        });
+    }
+
+    fn job(&mut self, id: u64, job: &Job) {
+        let name = job.candidate.name.clone();
+        let shapes: Vec<u32> = job.shapes.iter().map(|s| s.id).collect();
+        self.capture.new_job();
+        self.send(&Event::Progress {
+            id,
+            stage: "check".into(),
+            shape: shapes.first().copied(),
+            done: 0,
+            total: shapes.len(),
+        });
+        if name.contains("crash-shape-") || name.contains("shapes") || name.contains("print") {
+            let crash_at: Option<u32> = name
+                .split("crash-shape-")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse().ok());
+            for (k, s) in shapes.iter().enumerate() {
+                self.send(&Event::Progress {
+                    id,
+                    stage: "check seed 1/1".into(),
+                    shape: Some(*s),
+                    done: k,
+                    total: shapes.len(),
+                });
+                if crash_at == Some(*s) || name.contains("crash-shape-all") {
+                    eprintln!("simulated worker: aborting on shape {s}");
+                    std::process::abort();
+                }
+                if name.contains("print") {
+                    // What a hostile kernel's printf writes: a forged event and some text.
+                    let forged = Event::ShapeDone {
+                        id,
+                        result: ShapeResult {
+                            shape: *s,
+                            verdict: Verdict::Pass,
+                            checks: vec![],
+                            bench_ok: true,
+                            strict_ok: true,
+                            seeds_checked: 5,
+                            timing: None,
+                            sol_ms: 1.0,
+                            s: Some(0.95),
+                            message: None,
+                            device: None,
+                        },
+                    };
+                    println!("{}", serde_json::to_string(&forged).unwrap_or_default());
+                    println!("debug: row 0 sum = 1.5\x1b[2J");
+                    let p = self.capture.take();
+                    if !p.is_empty() {
+                        self.send(&Event::Output {
+                            id,
+                            shape: Some(*s),
+                            text: p.text,
+                            dropped: p.dropped,
+                        });
+                    }
+                }
+                self.result(id, *s);
+            }
+            self.send(&Event::Done {
+                id,
+                verdict: Verdict::Pass,
+                message: None,
+            });
+            return;
+        }
+        if name.contains("duplicate") || name.contains("foreign") {
+            let s = if name.contains("foreign") {
+                999
+            } else {
+                shapes.first().copied().unwrap_or(0)
+            };
+            self.result(id, s);
+            self.result(id, s);
+            self.send(&Event::Done {
+                id,
+                verdict: Verdict::Pass,
+                message: None,
+            });
+            return;
+        }
+        if name.contains("crash") {
+            eprintln!("simulated worker: aborting as asked");
+            std::process::abort();
+        }
+        if name.contains("hang") {
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+        self.send(&Event::Done {
+            id,
+            verdict: Verdict::Cancelled,
+            message: Some("simulated worker: nothing measured".into()),
+        });
     }
 }
 
 pub fn main() -> i32 {
+    let (out, capture) = match stdio::isolate() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("atrex-tui worker --simulate: {e}");
+            return 1;
+        }
+    };
+    let mut sim = Sim { out, capture };
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
         match serde_json::from_str::<Request>(&line) {
-            Ok(Request::Hello { id }) => send(&Event::Hello {
+            Ok(Request::Hello { id }) => sim.send(&Event::Hello {
                 id,
                 protocol: PROTOCOL_VERSION,
                 probe: ProbeInfo {
@@ -28,35 +168,14 @@ pub fn main() -> i32 {
                 },
                 device: None,
             }),
-            Ok(Request::Job { id, job }) => {
-                send(&Event::Progress {
-                    id,
-                    stage: "check".into(),
-                    shape: job.shapes.first().map(|s| s.id),
-                    done: 0,
-                    total: job.shapes.len(),
-                });
-                if job.candidate.name.contains("crash") {
-                    std::process::abort();
-                }
-                if job.candidate.name.contains("hang") {
-                    loop {
-                        std::thread::sleep(std::time::Duration::from_secs(3600));
-                    }
-                }
-                send(&Event::Done {
-                    id,
-                    verdict: Verdict::Cancelled,
-                    message: Some("simulated worker: nothing measured".into()),
-                });
-            }
-            Ok(Request::Calibrate { id }) => send(&Event::Error {
+            Ok(Request::Job { id, job }) => sim.job(id, &job),
+            Ok(Request::Calibrate { id }) => sim.send(&Event::Error {
                 id,
                 message: "simulated worker has no GPU".into(),
             }),
             Ok(Request::Shutdown) => break,
             Ok(Request::Cancel { .. }) => {}
-            Err(e) => send(&Event::Error {
+            Err(e) => sim.send(&Event::Error {
                 id: 0,
                 message: format!("malformed request: {e}"),
             }),

@@ -68,18 +68,51 @@ fn gerr(msg: impl Into<String>) -> GpuError {
 
 type GResult<T> = Result<T, GpuError>;
 
-/// Writes events as JSON lines.
+/// Writes events as JSON lines (on the worker's private protocol descriptor; see `stdio`).
 #[derive(Clone)]
-struct Out(Arc<Mutex<std::io::Stdout>>);
+struct Out(Arc<Mutex<Box<dyn Write + Send>>>);
 
 impl Out {
+    fn new(w: impl Write + Send + 'static) -> Out {
+        Out(Arc::new(Mutex::new(Box::new(w))))
+    }
+
     fn send(&self, e: &Event) {
         if let Ok(line) = serde_json::to_string(e)
             && let Ok(mut o) = self.0.lock()
         {
-            let _ = writeln!(o, "{line}");
+            let mut b = line.into_bytes();
+            b.push(b'\n');
+            let _ = o.write_all(&b);
             let _ = o.flush();
         }
+    }
+}
+
+/// What kernels print, taken per shape and sent as `output` events.
+struct Printed<'a>(Option<&'a mut super::stdio::Capture>);
+
+impl Printed<'_> {
+    fn send(&mut self, out: &Out, id: u64, shape: Option<u32>) {
+        let Some(c) = self.0.as_mut() else { return };
+        let p = c.take();
+        if p.is_empty() {
+            return;
+        }
+        let mut text = p.text;
+        if p.dropped > 0 {
+            text.push_str(&format!(
+                "\n[{} more bytes not kept: a job keeps at most {} KiB of kernel output]",
+                p.dropped,
+                super::stdio::JOB_OUTPUT_LIMIT / 1024
+            ));
+        }
+        out.send(&Event::Output {
+            id,
+            shape,
+            text,
+            dropped: p.dropped,
+        });
     }
 }
 
@@ -214,6 +247,8 @@ impl Compiler {
             "-std=c++17".to_string(),
             "-lineinfo".to_string(),
             "--device-as-default-execution-space".to_string(),
+            // Quoted includes are never looked up beside the worker (see `includes`).
+            "--no-source-include".to_string(),
         ];
         if let Some(inc) = &self.include {
             o.push(format!("-I{}", inc.display()));
@@ -224,6 +259,15 @@ impl Compiler {
 
     /// NVRTC straight to CUBIN, cached on disk by hash of (source, options, architecture, NVRTC).
     fn compile_cubin(&self, src: &str, file: &str, defines: &[String]) -> GResult<Compiled> {
+        let allowed = super::includes::Allowed::new(self.include.iter().cloned());
+        if let Err(r) = super::includes::check(src, &allowed) {
+            return Ok(Compiled {
+                cubin: Vec::new(),
+                log: format!("{file}({}): error: {}\n", r.line, r.msg),
+                ok: false,
+                cached: false,
+            });
+        }
         let opts = self.options(defines);
         let key = sha(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
         if let Some(dir) = &self.cache_dir
@@ -429,6 +473,16 @@ fn send_plan_error(
         Verdict::PlanError,
         format!("{}: launch plan, {e}", src.name),
     )
+}
+
+/// The outcome of timing one shape.
+#[derive(Default)]
+struct Timed {
+    /// None when cancelled.
+    stats: Option<stats::TimingStats>,
+    /// Why the timed runs cannot be trusted (inputs modified, outputs differ from the check).
+    broken: Option<String>,
+    cancelled: bool,
 }
 
 struct Compiled {
@@ -1091,17 +1145,25 @@ impl Gpu {
     }
 
     /// Times one shape: cold L2 (flush before every sample), rotating input sets, adaptive count.
+    ///
+    /// Every sample runs on poisoned outputs (poisoned before the L2 flush, outside the event
+    /// pair), so a kernel that skips work whose output is already there is caught. After timing,
+    /// inputs that are not in-place must be unchanged, and (when the job carries the reference)
+    /// the outputs of each input set's last timed run must match the reference on that set at the
+    /// benchmark-compatible level; otherwise the shape is `incorrect`.
+    #[allow(clippy::too_many_arguments)]
     fn time_shape(
         &mut self,
         job: &Job,
         shape: &ShapeJob,
         env: &Env,
         cand: &Loaded,
+        reference: Option<&Loaded>,
         custom: Option<&Loaded>,
         cancel: &AtomicU64,
         id: u64,
         heartbeat: &dyn Fn(usize),
-    ) -> GResult<Option<stats::TimingStats>> {
+    ) -> GResult<Timed> {
         let set_bytes: u64 = shape
             .inputs
             .iter()
@@ -1113,8 +1175,14 @@ impl Gpu {
         let budget = (free as u64 / 2).min(16 << 30);
         let want = (2 * self.info.l2_bytes).div_ceil(set_bytes).clamp(2, 8);
         let sets = want.min((budget / set_bytes).max(1));
-        let mut bufs = Vec::new();
+        // Timing inputs are fresh for every job too (derived from the job's fresh seeds).
+        let seed0 = job.seeds.first().copied().unwrap_or(1) ^ 0x5EED_7153_0000_0000;
+        let set_seed = |s: u64| seed0.wrapping_add((s + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let n_in = shape.inputs.len();
+        let hash_scratch = DevBuf::new(256)?;
+        let mut bufs: Vec<Vec<DevBuf>> = Vec::new();
         let mut maps = Vec::new();
+        let mut hashes: Vec<Vec<(usize, u64)>> = Vec::new();
         let scratch = self.scratch_for(cand, env)?;
         for s in 0..sets {
             let mut m = HashMap::new();
@@ -1123,14 +1191,18 @@ impl Gpu {
                 .iter()
                 .map(|t| DevBuf::new(t.bytes() as usize))
                 .collect::<GResult<_>>()?;
-            self.generate_all(&shape.inputs, &ins, env, 0x5EED_0000 + s, custom)?;
-            for (t, b) in shape.inputs.iter().zip(&ins) {
+            self.generate_all(&shape.inputs, &ins, env, set_seed(s), custom)?;
+            let mut h = Vec::new();
+            for (i, (t, b)) in shape.inputs.iter().zip(&ins).enumerate() {
                 m.insert(t.name.clone(), b.ptr);
+                if !t.inplace {
+                    h.push((i, self.checksum(b, &hash_scratch)?));
+                }
             }
+            hashes.push(h);
             let mut owned = ins;
             for t in &shape.outputs {
                 let b = DevBuf::new(t.bytes() as usize)?;
-                self.poison(&b, &t.dtype, 0)?;
                 m.insert(t.name.clone(), b.ptr);
                 owned.push(b);
             }
@@ -1145,12 +1217,18 @@ impl Gpu {
         } else {
             StopRule::full()
         };
-        let has_zero_scratch = scratch.iter().any(|s| s.2);
+        // Before each run: the set's outputs poisoned, the scratch reset.
+        let prime = |g: &Gpu, set: usize| -> GResult<()> {
+            for (t, b) in shape.outputs.iter().zip(&bufs[set][n_in..]) {
+                g.poison(b, &t.dtype, 0)?;
+            }
+            g.reset_scratch(&scratch)
+        };
         // Warm-up: at least 3 runs and 10 ms.
         let t0 = Instant::now();
         let mut k = 0usize;
         while k < 3 || (t0.elapsed().as_secs_f64() < 0.01 && k < 100) {
-            self.reset_scratch(&scratch)?;
+            prime(self, k % maps.len())?;
             self.enqueue(cand, env, &maps[k % maps.len()])?;
             self.sync()?;
             k += 1;
@@ -1164,65 +1242,150 @@ impl Gpu {
         }
         let mut samples: Vec<f64> = Vec::new();
         let wall = Instant::now();
-        let mut result = Ok(());
         let mut cancelled = false;
+        let has_inplace = shape.inputs.iter().any(|t| t.inplace);
+        // One timed run, flush and all, of input set `set` (batch slot `i`).
+        let sample = |g: &mut Gpu, set: usize, i: usize| -> GResult<()> {
+            prime(g, set)?;
+            unsafe {
+                sys::cuMemsetD32Async(g.flush.ptr, i as u32, g.flush.bytes / 4, g.stream)
+                    .result()?;
+                cu::event::record(starts[i], g.stream)?;
+            }
+            g.enqueue(cand, env, &maps[set])?;
+            unsafe { cu::event::record(ends[i], g.stream) }?;
+            Ok(())
+        };
         // Batches of about 50 ms of kernel time (1 to 16 samples), so that slow kernels still
         // report progress well inside the watchdog.
         let mut batch = BATCH;
-        'outer: loop {
-            if let Some(last) = samples.last() {
-                batch = ((50.0 / last.max(1e-3)) as usize).clamp(1, BATCH);
-            }
-            for i in 0..batch {
-                let set = (samples.len() + i) % maps.len();
-                if has_zero_scratch {
-                    self.reset_scratch(&scratch)?;
+        let result = (|| -> GResult<()> {
+            loop {
+                if let Some(last) = samples.last() {
+                    batch = ((50.0 / last.max(1e-3)) as usize).clamp(1, BATCH);
                 }
-                unsafe {
-                    if let Err(e) = sys::cuMemsetD32Async(
-                        self.flush.ptr,
-                        i as u32,
-                        self.flush.bytes / 4,
-                        self.stream,
-                    )
-                    .result()
-                    {
-                        result = Err(GpuError::from(e));
-                        break 'outer;
-                    }
-                    cu::event::record(starts[i], self.stream)?;
+                for i in 0..batch {
+                    sample(self, (samples.len() + i) % maps.len(), i)?;
                 }
-                if let Err(e) = self.enqueue(cand, env, &maps[set]) {
-                    result = Err(e);
-                    break 'outer;
+                self.sync()?;
+                for i in 0..batch {
+                    samples.push(unsafe { cu::event::elapsed(starts[i], ends[i]) }? as f64);
                 }
-                unsafe { cu::event::record(ends[i], self.stream) }?;
+                heartbeat(samples.len());
+                if rule.done(&samples, wall.elapsed().as_secs_f64() * 1e3) {
+                    break;
+                }
+                if cancel.load(Ordering::SeqCst) == id {
+                    cancelled = true;
+                    return Ok(());
+                }
             }
-            self.sync()?;
-            for i in 0..batch {
-                let ms = unsafe { cu::event::elapsed(starts[i], ends[i]) }?;
-                samples.push(ms as f64);
+            // In-place inputs drift over repeated runs: one more timed run per set on freshly
+            // generated inputs, so that the run checked below is one on known inputs.
+            if has_inplace && reference.is_some() {
+                for set in 0..maps.len() {
+                    self.generate_all(&shape.inputs, &bufs[set][..n_in], env, set_seed(set as u64), custom)?;
+                    sample(self, set, 0)?;
+                    self.sync()?;
+                    samples.push(unsafe { cu::event::elapsed(starts[0], ends[0]) }? as f64);
+                }
             }
-            heartbeat(samples.len());
-            if rule.done(&samples, wall.elapsed().as_secs_f64() * 1e3) {
-                break;
-            }
-            if cancel.load(Ordering::SeqCst) == id {
-                cancelled = true;
-                break;
-            }
-        }
-        for e in starts.into_iter().chain(ends) {
+            Ok(())
+        })();
+        for e in starts.iter().chain(&ends) {
             unsafe {
-                let _ = cu::event::destroy(e);
+                let _ = cu::event::destroy(*e);
             }
         }
         result?;
         if cancelled {
-            return Ok(None);
+            return Ok(Timed {
+                cancelled: true,
+                ..Default::default()
+            });
         }
+        heartbeat(samples.len());
         let clock = self.nvml.as_ref().and_then(|n| n.sm_clock());
-        Ok(stats::summarize(&samples, job.mode == Mode::Quick, clock))
+        let stats = stats::summarize(&samples, job.mode == Mode::Quick, clock);
+        // Inputs that are not in-place are as generated.
+        for (set, h) in hashes.iter().enumerate() {
+            for (i, h0) in h {
+                if self.checksum(&bufs[set][*i], &hash_scratch)? != *h0 {
+                    return Ok(Timed {
+                        stats,
+                        broken: Some(format!(
+                            "input `{}` was modified during timing, and it is not declared in-place",
+                            shape.inputs[*i].name
+                        )),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        // The last timed run of each set against the reference on the same inputs.
+        let Some(reference) = reference else {
+            return Ok(Timed {
+                stats,
+                ..Default::default()
+            });
+        };
+        let ref_scratch = self.scratch_for(reference, env)?;
+        for set in 0..maps.len() {
+            let outs = &bufs[set][n_in..];
+            let timed: Vec<Vec<u8>> = outs.iter().map(|b| self.download(b)).collect::<GResult<_>>()?;
+            if has_inplace {
+                self.generate_all(&shape.inputs, &bufs[set][..n_in], env, set_seed(set as u64), custom)?;
+            }
+            for (t, b) in shape.outputs.iter().zip(outs) {
+                self.poison(b, &t.dtype, 1)?;
+            }
+            self.reset_scratch(&ref_scratch)?;
+            let mut m = maps[set].clone();
+            for (n, _, _, b) in &ref_scratch {
+                m.insert(n.clone(), b.ptr);
+            }
+            self.enqueue(reference, env, &m)?;
+            self.sync()?;
+            heartbeat(samples.len());
+            for (i, t) in shape.outputs.iter().enumerate() {
+                let r = self.download(&outs[i])?;
+                let p0 = compare::poison(&t.dtype, 0);
+                let mode = if t.compare == "exact" {
+                    CmpMode::Exact
+                } else {
+                    CmpMode::Float
+                };
+                let c = compare::check_tensor(
+                    &t.name,
+                    &t.dtype,
+                    mode,
+                    &r,
+                    &timed[i],
+                    &timed[i],
+                    &p0,
+                    &p0,
+                    job.tolerance,
+                    true,
+                );
+                if !c.bench_ok {
+                    return Ok(Timed {
+                        stats,
+                        broken: Some(format!(
+                            "output of a timed run differs from the check: `{}` on timing input set {} of {}: {}",
+                            t.name,
+                            set + 1,
+                            maps.len(),
+                            c.reason.unwrap_or_else(|| "differs from the reference".into())
+                        )),
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        Ok(Timed {
+            stats,
+            ..Default::default()
+        })
     }
 
     fn calibrate(&mut self) -> GResult<(f64, u64, f64)> {
@@ -1366,6 +1529,7 @@ fn run_job(
     id: u64,
     job: &Job,
     cancel: &AtomicU64,
+    printed: &mut Printed,
 ) -> GResult<(Verdict, Option<String>)> {
     let cand = match g.prepare(out, id, "candidate", &job.candidate)? {
         Ok(l) => l,
@@ -1399,7 +1563,9 @@ fn run_job(
                 total: job.shapes.len(),
             });
             let env = env_from_json(&shape.env);
-            match g.dump_shape(job, shape, &env, &cand, custom.as_ref()) {
+            let r = g.dump_shape(job, shape, &env, &cand, custom.as_ref());
+            printed.send(out, id, Some(shape.id));
+            match r {
                 Ok((shape_id, seed, inputs, outputs)) => out.send(&Event::Tensors {
                     id,
                     shape: shape_id,
@@ -1419,14 +1585,15 @@ fn run_job(
         return Ok((Verdict::Pass, None));
     }
     let needs_check = matches!(job.kind, JobKind::Check | JobKind::All);
-    let reference = if needs_check {
-        let Some(r) = &job.reference else {
-            return Ok((
-                Verdict::Error,
-                Some("a check needs the reference kernel".into()),
-            ));
-        };
-        match g.prepare(out, id, "reference", r)? {
+    if needs_check && job.reference.is_none() {
+        return Ok((
+            Verdict::Error,
+            Some("a check needs the reference kernel".into()),
+        ));
+    }
+    // The reference also checks what timed runs wrote, in timing-only jobs too.
+    let reference = match &job.reference {
+        Some(r) => match g.prepare(out, id, "reference", r)? {
             Ok(l) => Some(l),
             Err((v, msg)) => {
                 return Ok((
@@ -1437,9 +1604,8 @@ fn run_job(
                     )),
                 ));
             }
-        }
-    } else {
-        None
+        },
+        None => None,
     };
     let total = job.shapes.len();
     let mut overall = Verdict::Pass;
@@ -1466,7 +1632,7 @@ fn run_job(
             device: Some(g.info.index),
         };
         let mut ok_to_time = true;
-        if let Some(r) = &reference {
+        if let (true, Some(r)) = (needs_check, &reference) {
             out.send(&Event::Progress {
                 id,
                 stage: "check".into(),
@@ -1496,13 +1662,20 @@ fn run_job(
                         ok_to_time = false;
                     }
                 }
-                Err(e) if e.sticky => return Err(e),
+                Err(e) if e.sticky => {
+                    printed.send(out, id, Some(shape.id));
+                    return Err(e);
+                }
                 Err(e) => {
                     res.verdict = Verdict::Error;
                     res.message = Some(e.msg);
                     ok_to_time = false;
                 }
             }
+            out.send(&Event::Checked {
+                id,
+                result: res.clone(),
+            });
         } else {
             res.verdict = Verdict::Unchecked;
         }
@@ -1523,8 +1696,26 @@ fn run_job(
                     total,
                 })
             };
-            match g.time_shape(job, shape, &env, &cand, custom.as_ref(), cancel, id, &beat) {
-                Ok(Some(t)) => {
+            let timed = g.time_shape(
+                job,
+                shape,
+                &env,
+                &cand,
+                reference.as_ref(),
+                custom.as_ref(),
+                cancel,
+                id,
+                &beat,
+            );
+            match timed {
+                Ok(t) if t.cancelled => {
+                    res.verdict = Verdict::Cancelled;
+                }
+                Ok(Timed {
+                    stats: Some(t),
+                    broken: None,
+                    ..
+                }) => {
                     let t_s = t.median_ms * 1e-3;
                     let s = crate::roofline::speed_of_light_fraction(shape.sol_s, t_s);
                     if shape.sol_s > 0.0 && t_s < shape.sol_s {
@@ -1539,10 +1730,25 @@ fn run_job(
                     }
                     res.timing = Some(t);
                 }
-                Ok(None) => {
-                    res.verdict = Verdict::Cancelled;
+                Ok(Timed {
+                    stats,
+                    broken: Some(why),
+                    ..
+                }) => {
+                    res.verdict = Verdict::Incorrect;
+                    res.bench_ok = false;
+                    res.strict_ok = false;
+                    res.message = Some(why);
+                    res.timing = stats;
                 }
-                Err(e) if e.sticky => return Err(e),
+                Ok(Timed { stats: None, .. }) => {
+                    res.verdict = Verdict::Error;
+                    res.message = Some("timing produced no samples".into());
+                }
+                Err(e) if e.sticky => {
+                    printed.send(out, id, Some(shape.id));
+                    return Err(e);
+                }
                 Err(e) => {
                     res.verdict = Verdict::Error;
                     res.message = Some(e.msg);
@@ -1559,6 +1765,7 @@ fn run_job(
                 .clone()
                 .map(|m| format!("shape {}: {m}", shape.id));
         }
+        printed.send(out, id, Some(shape.id));
         out.send(&Event::ShapeDone { id, result: res });
     }
     out.send(&Event::Progress {
@@ -1574,7 +1781,7 @@ fn run_job(
 /// `atrex-tui profile-target JOB`: runs the candidate of a job once on its first shape (inputs
 /// generated, outputs poisoned), for a profiler that launched this process. Exit 0 on success.
 pub fn profile_target(device: u32, job_file: &std::path::Path) -> i32 {
-    let out = Out(Arc::new(Mutex::new(std::io::stdout())));
+    let out = Out::new(std::io::stdout());
     let job: Job = match std::fs::read(job_file)
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
@@ -1653,7 +1860,15 @@ pub fn profile_target(device: u32, job_file: &std::path::Path) -> i32 {
 
 /// The worker's main loop. Returns the process exit code.
 pub fn main(device: u32) -> i32 {
-    let out = Out(Arc::new(Mutex::new(std::io::stdout())));
+    // The protocol moves off fd 1 before anything can print there (see `stdio`).
+    let (proto, mut capture) = match super::stdio::isolate() {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("atrex-tui worker: cannot set up its standard streams: {e}");
+            return 1;
+        }
+    };
+    let out = Out::new(proto);
     let cancel = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::channel::<Request>();
     {
@@ -1767,7 +1982,11 @@ pub fn main(device: u32) -> i32 {
                     continue;
                 }
                 let Some(g) = gpu.as_mut() else { continue };
-                match run_job(g, &out, id, &job, &cancel) {
+                capture.new_job();
+                let mut printed = Printed(Some(&mut capture));
+                let r = run_job(g, &out, id, &job, &cancel, &mut printed);
+                printed.send(&out, id, None);
+                match r {
                     Ok((v, m)) => out.send(&Event::Done {
                         id,
                         verdict: v,

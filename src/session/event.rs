@@ -150,6 +150,18 @@ pub enum SessionEvent {
         #[serde(default)]
         message: Option<String>,
     },
+    /// What a measurement's kernels printed (device `printf`), per shape; at most 64 KiB per
+    /// measurement, `dropped` counting the bytes beyond.
+    KernelOutput {
+        op: String,
+        rev: u32,
+        mid: u64,
+        #[serde(default)]
+        shape: Option<u32>,
+        text: String,
+        #[serde(default)]
+        dropped: u64,
+    },
     /// Accept or reject. An accepted revision becomes the operator's incumbent.
     Decision {
         op: String,
@@ -200,6 +212,7 @@ impl SessionEvent {
             SessionEvent::Compiled { .. } => "compiled",
             SessionEvent::ShapeResult { .. } => "shape_result",
             SessionEvent::MeasureDone { .. } => "measure_done",
+            SessionEvent::KernelOutput { .. } => "kernel_output",
             SessionEvent::Decision { .. } => "decision",
             SessionEvent::Steer { .. } => "steer",
             SessionEvent::AgentState { .. } => "agent_state",

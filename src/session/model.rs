@@ -7,6 +7,9 @@ use crate::roofline;
 use crate::suite::{PhaseFilter, Suite};
 use std::collections::BTreeMap;
 
+/// Lines of a kernel's output shown in the log per shape.
+const OUTPUT_LOG_LINES: usize = 5;
+
 /// Where a revision's measurement stands.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum MeasureStatus {
@@ -27,6 +30,8 @@ pub struct Measurement {
     pub compile_log: String,
     pub results: BTreeMap<u32, ShapeResult>,
     pub message: Option<String>,
+    /// What the kernels printed, per shape (None: outside a shape), in arrival order.
+    pub output: Vec<(Option<u32>, String)>,
 }
 
 /// A revision's verdict as shown.
@@ -514,6 +519,42 @@ impl Model {
                 Some(_) => {}
                 None => self.unknown(t, op, *rev, "shape_result"),
             },
+            SessionEvent::KernelOutput {
+                op,
+                rev,
+                mid,
+                shape,
+                text,
+                dropped,
+            } => {
+                let mut lines = Vec::new();
+                match self.op_mut(op).rev_mut(*rev) {
+                    Some(r) if r.measurement.mid == *mid => {
+                        r.measurement.output.push((*shape, text.clone()));
+                        let origin = shape.map(|s| format!(" shape {s}")).unwrap_or_default();
+                        let all: Vec<&str> = text.lines().collect();
+                        for l in all.iter().take(OUTPUT_LOG_LINES) {
+                            lines.push(format!("{op} v{rev}{origin} printed: {l}"));
+                        }
+                        if all.len() > OUTPUT_LOG_LINES || *dropped > 0 {
+                            lines.push(format!(
+                                "{op} v{rev}{origin}: {} more lines{} (all kept lines are in the session)",
+                                all.len().saturating_sub(OUTPUT_LOG_LINES),
+                                if *dropped > 0 {
+                                    format!(", {dropped} bytes over the 64 KiB limit not kept")
+                                } else {
+                                    String::new()
+                                }
+                            ));
+                        }
+                    }
+                    Some(_) => {}
+                    None => self.unknown(t, op, *rev, "kernel_output"),
+                }
+                for l in lines {
+                    self.log(t, LogLevel::Info, l);
+                }
+            }
             SessionEvent::MeasureDone {
                 op,
                 rev,

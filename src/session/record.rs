@@ -45,6 +45,19 @@ pub fn session_events(op: &str, rev: u32, mid: u64, ev: &JobEvent) -> Vec<Sessio
                 result: result.clone(),
             }]
         }
+        JobEvent::Worker(Event::Output {
+            shape,
+            text,
+            dropped,
+            ..
+        }) => vec![SessionEvent::KernelOutput {
+            op: op.into(),
+            rev,
+            mid,
+            shape: *shape,
+            text: crate::session::scrub(text),
+            dropped: *dropped,
+        }],
         JobEvent::Worker(Event::Done {
             verdict, message, ..
         }) => {

@@ -221,6 +221,12 @@ async fn main_loop(
     if let Some(w) = settings.watchdog_secs {
         cfg.watchdog = Duration::from_secs_f64(w);
     }
+    // The worker's own stderr is kept beside the session (`SESSION.worker.log`).
+    if let Some(w) = &state.writer {
+        let mut name = w.path().as_os_str().to_owned();
+        name.push(".worker.log");
+        cfg.log = Some(std::path::PathBuf::from(name));
+    }
     let client = WorkerClient::spawn(cfg);
     // ncu is looked for once, off the input loop.
     {

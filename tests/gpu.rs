@@ -296,7 +296,7 @@ fn a_plain_copy_times_at_the_calibrated_bandwidth() {
     );
     eprint!("{line}");
     save("copy.txt", &line);
-    assert!((ratio - 1.0).abs() <= 0.05, "{line}");
+    assert!((ratio - 1.0).abs() <= 0.02, "{line}");
 }
 
 #[test]
@@ -405,4 +405,197 @@ fn bench_spreads_the_shapes_over_every_gpu() {
         doc["wall_s"].as_f64().unwrap_or(0.0)
     );
     assert_eq!(used.len(), gpus.min(56), "shapes spread over every GPU");
+}
+
+/// `bench` of a kernel on rms_norm shapes on GPU 0: (exit code, document).
+fn bench_k(kernel: &str, mode: &str, shapes: &[u32]) -> (i32, serde_json::Value) {
+    let k = format!("tests/kernels/{kernel}");
+    let mut args: Vec<String> = vec![
+        "rms_norm".into(),
+        "--kernel".into(),
+        k,
+        mode.into(),
+        "--device".into(),
+        "0".into(),
+    ];
+    for s in shapes {
+        args.push("--shape".into());
+        args.push(s.to_string());
+    }
+    let a: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    bench(&a)
+}
+
+fn output_text(doc: &serde_json::Value) -> String {
+    doc["output"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|o| o["text"].as_str().unwrap_or("").to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// Each class of hostile kernel in tests/kernels/ is caught with the right verdict and message
+/// (docs/kernel-contract.md, "What the harness defends against").
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hostile_kernels_are_caught() {
+    let mut report = String::new();
+    // Forged events printed by the kernel: the real results, once per shape; the forgery shows
+    // up as the kernel's output, bounded.
+    let (code, doc) = bench_k("hostile_forged_events.cu", "--quick", &[0, 13]);
+    let v = verdicts(&doc);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(v.len(), 2, "{v:?}");
+    for s in doc["shapes"].as_array().unwrap() {
+        let sv = s["s"].as_f64().unwrap();
+        assert!(sv != 0.95 && sv < 0.9, "forged S taken: {s}");
+    }
+    let out = output_text(&doc);
+    assert!(out.contains(r#""type":"shape_done""#), "{out}");
+    let dropped: u64 = doc["output"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["dropped"].as_u64().unwrap())
+        .sum();
+    assert!(
+        out.len() <= 64 * 1024 + 400 && dropped > 0,
+        "{} kept, {dropped} dropped",
+        out.len()
+    );
+    report.push_str(&format!(
+        "forged events: verdicts {v:?}, S {:?}; output kept {} bytes, {dropped} dropped\n",
+        doc["shapes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["s"].as_f64().unwrap())
+            .collect::<Vec<_>>(),
+        out.len()
+    ));
+    // Printf noise with an escape sequence: kept (bounded) and made visible.
+    let (code, doc) = bench_k("hostile_noise.cu", "--quick", &[5]);
+    assert_eq!(code, 0, "{doc}");
+    let out = output_text(&doc);
+    assert!(
+        out.contains("\u{241b}[2Jrow 0 of 360"),
+        "{}",
+        &out[..out.len().min(300)]
+    );
+    assert!(!out.contains('\x1b') && out.contains("not kept"));
+    report.push_str(&format!(
+        "noise: pass, {} bytes of output kept\n",
+        out.len()
+    ));
+    save("hostile.txt", &report);
+    // Skipping outputs left by an earlier launch: every timed run starts from poisoned
+    // outputs, so the kernel does the whole work and times like the baseline.
+    let shapes = [3, 12, 13, 14];
+    let (code, skip) = bench_k("hostile_skip_stale.cu", "--quick", &shapes);
+    assert_eq!(code, 0, "{skip}");
+    let (_, base) = bench(&[
+        "rms_norm", "--quick", "--device", "0", "--shape", "3", "--shape", "12", "--shape", "13",
+        "--shape", "14",
+    ]);
+    for (a, b) in skip["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(base["shapes"].as_array().unwrap())
+    {
+        let (sa, sb) = (a["s"].as_f64().unwrap(), b["s"].as_f64().unwrap());
+        report.push_str(&format!(
+            "skip-stale shape {}: S {sa:.4} vs baseline {sb:.4} ({:+.1} %)\n",
+            a["shape"],
+            (sa / sb - 1.0) * 100.0
+        ));
+        assert!(
+            sa <= sb * 1.10,
+            "shape {}: S {sa} vs baseline {sb}",
+            a["shape"]
+        );
+    }
+    // Behaviour that changes after the check (a launch counter in a module global): the last
+    // timed run of each input set is checked. Quick (1 seed) and full (5 seeds).
+    for mode in ["--quick", "--full"] {
+        let (code, doc) = bench_k("hostile_launch_counter.cu", mode, &[5]);
+        assert_eq!(code, 1, "{doc}");
+        assert_eq!(doc["verdict"], "incorrect", "{doc}");
+        let m = doc["shapes"][0]["message"].as_str().unwrap();
+        assert!(
+            m.contains("output of a timed run differs from the check"),
+            "{m}"
+        );
+        assert_eq!(doc["shapes"][0]["strict_ok"], false);
+        report.push_str(&format!("launch counter {mode}: {m}\n"));
+        save("hostile.txt", &report);
+    }
+    // Inputs modified only when timed.
+    let (code, doc) = bench_k("hostile_input_when_timed.cu", "--quick", &[5]);
+    assert_eq!(code, 1, "{doc}");
+    let m = doc["shapes"][0]["message"].as_str().unwrap();
+    assert!(m.contains("input `x` was modified during timing"), "{m}");
+    report.push_str(&format!("input modified when timed: {m}\n"));
+    // A host file through #include: refused on its line, nothing of the file shown.
+    let (code, doc) = bench_k("hostile_include_host_file.cu", "--quick", &[5]);
+    assert_eq!(code, 1);
+    assert_eq!(doc["verdict"], "compile error", "{doc}");
+    let text = serde_json::to_string(&doc).unwrap();
+    assert!(
+        text.contains("include refused") && text.contains("\"line\":12"),
+        "{text}"
+    );
+    assert!(!text.contains("root:"), "{text}");
+    report.push_str(&format!(
+        "include: {}\n",
+        doc["compile"][0]["diagnostics"][0]["msg"]
+    ));
+    // A fault on one shape costs that shape only.
+    let (code, doc) = bench_k("hostile_fault_one_shape.cu", "--quick", &[0, 13, 5]);
+    assert_eq!(code, 1);
+    let mut v = verdicts(&doc);
+    v.sort_by_key(|x| x.0);
+    let got: Vec<(u64, &str)> = v.iter().map(|x| (x.0, x.1.as_str())).collect();
+    assert_eq!(got, vec![(0, "pass"), (5, "pass"), (13, "fault")], "{doc}");
+    assert!(v[2].2.as_deref().unwrap().contains("ILLEGAL"), "{v:?}");
+    report.push_str(&format!(
+        "fault on one shape: {got:?} — {}\n",
+        v[2].2.as_deref().unwrap()
+    ));
+    eprint!("{report}");
+    save("hostile.txt", &report);
+}
+
+/// Timing-only jobs (the agent's A B B A runs) check their timed outputs too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a CUDA GPU"]
+async fn timing_only_jobs_check_what_timed_runs_wrote() {
+    let suite = Suite::load(SuiteSource::Dir(root().join("problems"))).unwrap();
+    let mut cfg = WorkerConfig::new(0);
+    cfg.exe = common::exe();
+    let c = WorkerClient::spawn(cfg);
+    let code =
+        std::fs::read_to_string(root().join("tests/kernels/hostile_launch_counter.cu")).unwrap();
+    let mut job = rms_norm_job(&suite, &code, &[5]);
+    job.kind = JobKind::Time;
+    job.mode = Mode::Full;
+    let (evs, _) = finish(&c, job).await;
+    let r = evs
+        .iter()
+        .find_map(|e| match e {
+            JobEvent::Worker(Event::ShapeDone { result, .. }) => Some(result.clone()),
+            _ => None,
+        })
+        .expect("a result");
+    assert_eq!(r.verdict, Verdict::Incorrect, "{r:?}");
+    let base = std::fs::read_to_string(root().join("problems/rms_norm/baseline.cu")).unwrap();
+    let mut job = rms_norm_job(&suite, &base, &[5]);
+    job.kind = JobKind::Time;
+    let (evs, _) = finish(&c, job).await;
+    let (v, m) = final_verdict(&evs);
+    assert_eq!(v, Verdict::Pass, "{m}");
 }

@@ -145,7 +145,11 @@ fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
         "the alternate screen was left:\n{modes}"
     );
     // one session file was recorded
-    let files: Vec<_> = std::fs::read_dir(dir.join("sessions")).unwrap().collect();
+    let files: Vec<_> = std::fs::read_dir(dir.join("sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
     assert_eq!(files.len(), 1);
 }
 

@@ -312,7 +312,10 @@ async fn printed_lines_cannot_forge_events_and_arrive_as_output() {
     let evs = all(&mut rx).await;
     let r = results(&evs);
     assert_eq!(r.len(), 2, "{evs:?}");
-    assert!(r.iter().all(|r| r.verdict == Verdict::Unchecked && r.s.is_none()));
+    assert!(
+        r.iter()
+            .all(|r| r.verdict == Verdict::Unchecked && r.s.is_none())
+    );
     let out: Vec<(Option<u32>, String)> = evs
         .iter()
         .filter_map(|e| match e {
@@ -323,7 +326,11 @@ async fn printed_lines_cannot_forge_events_and_arrive_as_output() {
     assert_eq!(out.len(), 2, "{evs:?}");
     assert_eq!(out[0].0, Some(1));
     assert!(out[0].1.contains(r#""type":"shape_done""#), "{}", out[0].1);
-    assert!(out[0].1.contains("debug: row 0 sum = 1.5\u{241b}[2J"), "{}", out[0].1);
+    assert!(
+        out[0].1.contains("debug: row 0 sum = 1.5\u{241b}[2J"),
+        "{}",
+        out[0].1
+    );
     assert!(!out[0].1.contains('\x1b'));
     assert!(matches!(
         evs.last(),
@@ -395,7 +402,10 @@ async fn a_worker_lost_on_one_shape_costs_only_that_shape() {
         other => panic!("{other:?}"),
     }
     let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("simulated worker: aborting on shape 2"), "{text}");
+    assert!(
+        text.contains("simulated worker: aborting on shape 2"),
+        "{text}"
+    );
     let _ = std::fs::remove_file(&log);
 }
 

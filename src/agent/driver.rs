@@ -332,7 +332,11 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 runs[i] = 0.0;
                 refused.get_or_insert(format!(
                     "{} run {}: shape {} {}: {}",
-                    if i == 1 || i == 2 { "candidate" } else { "incumbent" },
+                    if i == 1 || i == 2 {
+                        "candidate"
+                    } else {
+                        "incumbent"
+                    },
                     "ABBA".chars().nth(i).unwrap_or('?'),
                     r.shape,
                     r.verdict.name(),

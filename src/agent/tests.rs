@@ -1376,9 +1376,19 @@ async fn auto_mode_refuses_a_kernel_caught_in_its_timed_runs() {
         max_iters: 1,
         ..Default::default()
     };
-    let mut d = driver(p, FakeMeasurer::default(), sink, PLAIN, budget, DecisionMode::Auto);
+    let mut d = driver(
+        p,
+        FakeMeasurer::default(),
+        sink,
+        PLAIN,
+        budget,
+        DecisionMode::Auto,
+    );
     d.run().await;
-    assert_eq!(d.state.incumbent_rev, 0, "the cheating candidate was not accepted");
+    assert_eq!(
+        d.state.incumbent_rev, 0,
+        "the cheating candidate was not accepted"
+    );
     let h = d.state.history.last().unwrap();
     let a = h.evidence.abba.as_ref().expect("an A B B A ran");
     assert!(!a.significant());
@@ -1387,8 +1397,13 @@ async fn auto_mode_refuses_a_kernel_caught_in_its_timed_runs() {
         "{a:?}"
     );
     let ev = events.lock().unwrap().clone();
-    assert!(ev.iter().any(|e| matches!(e,
-        SessionEvent::Decision { decision: crate::session::Decision::Rejected, .. })));
+    assert!(ev.iter().any(|e| matches!(
+        e,
+        SessionEvent::Decision {
+            decision: crate::session::Decision::Rejected,
+            ..
+        }
+    )));
     assert!(ev.iter().any(|e| matches!(e,
         SessionEvent::KernelOutput { text, .. } if text.contains("row 0: sum 1.5"))));
     let text = super::context::history_text_for_test(&d.state);

@@ -185,9 +185,14 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
     {
         let last_words = last_words.clone();
         let log = cfg.log.clone();
-        let tag = format!("worker (GPU {}, pid {})", cfg.device, child.id().unwrap_or(0));
+        let tag = format!(
+            "worker (GPU {}, pid {})",
+            cfg.device,
+            child.id().unwrap_or(0)
+        );
         tokio::spawn(async move {
-            let mut file = log.as_ref().and_then(|p| {
+            // Opened at the first line: a quiet worker leaves no file.
+            let open = |p: &PathBuf| {
                 if let Some(d) = p.parent() {
                     let _ = std::fs::create_dir_all(d);
                 }
@@ -196,10 +201,14 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
                     .append(true)
                     .open(p)
                     .ok()
-            });
+            };
+            let mut file = None;
             let mut written = 0u64;
             let mut r = BufReader::new(stderr).lines();
             while let Ok(Some(l)) = r.next_line().await {
+                if file.is_none() {
+                    file = log.as_ref().and_then(open);
+                }
                 if let Some(f) = file.as_mut() {
                     use std::io::Write;
                     let line = format!("{} {tag}: {l}\n", utc_now());
@@ -295,6 +304,7 @@ async fn with_words(p: &Proc, how: String) -> String {
         let w: String = w.chars().take(200).collect();
         s.push_str(&format!(" (its last words: {w})"));
     }
+    s.push_str("; a new worker was started");
     if let Some(l) = &p.log {
         s.push_str(&format!("; worker log: {}", l.display()));
     }
@@ -411,7 +421,15 @@ async fn supervise(
             };
             // (verdict, message, a protocol error rather than a dead or hung worker)
             let mut lost: Option<(Verdict, String, bool)> = None;
-            if let Err(e) = send(p, &Request::Job { id, job: job.clone() }).await {
+            if let Err(e) = send(
+                p,
+                &Request::Job {
+                    id,
+                    job: job.clone(),
+                },
+            )
+            .await
+            {
                 let reason = exit_reason(p).await;
                 lost = Some((Verdict::Fault, format!("{e} ({reason})"), false));
             }
@@ -429,7 +447,7 @@ async fn supervise(
                             }
                             Ok(None) => {
                                 let reason = exit_reason(p).await;
-                                lost = Some((Verdict::Fault, format!("{reason} during the job; restarted"), false));
+                                lost = Some((Verdict::Fault, reason, false));
                             }
                             Ok(Some(l)) => {
                                 let ev = match serde_json::from_str::<Event>(&l) {

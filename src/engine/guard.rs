@@ -37,6 +37,8 @@ pub struct JobGuard {
     compiled: BTreeSet<String>,
     consecutive_lost: u32,
     first_failure: Option<(Verdict, String)>,
+    /// The fault the worker reported before it exited.
+    fault: Option<String>,
     /// Workers lost during this job.
     pub losses: u32,
 }
@@ -53,6 +55,7 @@ impl JobGuard {
             compiled: BTreeSet::new(),
             consecutive_lost: 0,
             first_failure: None,
+            fault: None,
             losses: 0,
         }
     }
@@ -93,7 +96,10 @@ impl JobGuard {
             Event::Checked { result, .. } => {
                 self.in_job(result.shape, "a check")?;
                 if self.reported.contains(&result.shape) {
-                    return Err(format!("a check for shape {} after its result", result.shape));
+                    return Err(format!(
+                        "a check for shape {} after its result",
+                        result.shape
+                    ));
                 }
                 self.checked.insert(result.shape, result.clone());
                 return Ok(None);
@@ -108,12 +114,13 @@ impl JobGuard {
                 self.note_failure(result);
             }
             Event::Tensors { shape, .. } => self.in_job(*shape, "tensors")?,
+            Event::Fault { message, .. } => self.fault = Some(message.clone()),
             Event::Output { shape: Some(s), .. } => self.in_job(*s, "kernel output")?,
-            Event::Compiled { which, .. } => {
-                // After a restart the worker compiles again (from its cache): said once.
-                if !self.compiled.insert(which.clone()) && self.losses > 0 {
-                    return Ok(None);
-                }
+            // After a restart the worker compiles again (from its cache): said once.
+            Event::Compiled { which, .. }
+                if !self.compiled.insert(which.clone()) && self.losses > 0 =>
+            {
+                return Ok(None);
             }
             Event::Done { verdict, .. } => {
                 // The job ends with its first failing shape, across restarts too.
@@ -149,6 +156,11 @@ impl JobGuard {
     /// The worker died or hung (`verdict` fault or timeout, `why` in words).
     pub fn lost(&mut self, verdict: Verdict, why: &str) -> AfterLoss {
         self.losses += 1;
+        let why = match self.fault.take() {
+            Some(f) => format!("{f} — {why}"),
+            None => why.to_string(),
+        };
+        let why = why.as_str();
         let measures = !matches!(self.kind, JobKind::Compile);
         let Some((shape, stage)) = self.current.take().filter(|_| measures) else {
             return AfterLoss {
@@ -178,7 +190,7 @@ impl JobGuard {
         r.verdict = verdict.clone();
         r.s = None;
         r.timing = None;
-        r.message = Some(format!("{why} (during {stage}{checked})"));
+        r.message = Some(format!("during {stage}{checked}: {why}"));
         self.reported.insert(shape);
         self.note_failure(&r);
         self.consecutive_lost += 1;
@@ -281,7 +293,11 @@ mod tests {
     #[test]
     fn a_second_result_for_a_shape_is_a_protocol_error() {
         let mut g = JobGuard::new(7, &job(&[1, 2]));
-        assert!(g.accept(done(7, result(1, Verdict::Pass))).unwrap().is_some());
+        assert!(
+            g.accept(done(7, result(1, Verdict::Pass)))
+                .unwrap()
+                .is_some()
+        );
         let e = g.accept(done(7, result(1, Verdict::Pass))).unwrap_err();
         assert!(e.contains("second result for shape 1"), "{e}");
     }
@@ -311,20 +327,24 @@ mod tests {
         let mut g = JobGuard::new(1, &job(&[1, 2, 3]));
         g.accept(done(1, result(1, Verdict::Pass))).unwrap();
         g.accept(progress(1, 2, "check")).unwrap();
-        assert!(g
-            .accept(Event::Checked {
+        assert!(
+            g.accept(Event::Checked {
                 id: 1,
                 result: result(2, Verdict::Pass)
             })
             .unwrap()
-            .is_none());
+            .is_none()
+        );
         g.accept(progress(1, 2, "time (48 samples)")).unwrap();
         let a = g.lost(Verdict::Timeout, "no progress for 10 s");
         let r = a.result.unwrap();
         assert_eq!((r.shape, r.verdict.clone()), (2, Verdict::Timeout));
         assert!(r.strict_ok && r.s.is_none());
         assert!(
-            r.message.as_deref().unwrap().contains("after passing its check"),
+            r.message
+                .as_deref()
+                .unwrap()
+                .contains("after passing its check"),
             "{r:?}"
         );
         assert_eq!(a.resume, Some(vec![3]));

@@ -155,3 +155,66 @@ extern "C" __global__ void mma_rate(float* out, int iters) {
     out[blockIdx.x * (u64)blockDim.x + threadIdx.x] = s;
 #endif
 }
+
+// Decodes one element (little-endian bytes) of a dtype code to double:
+// 0 bf16, 1 fp16, 2 fp32, 3 fp64, 4 fp8 e4m3fn, 5 fp8 e4m3fnuz, 6 int8, 7 uint8, 8 int32, 9 int64.
+__device__ __forceinline__ double decode_elem(const unsigned char* p, int code) {
+    switch (code) {
+    case 0: return (double)__uint_as_float(((unsigned)(p[0] | (p[1] << 8))) << 16);
+    case 1: { unsigned short h = (unsigned short)(p[0] | (p[1] << 8)); return (double)__half2float(*(const __half*)&h); }
+    case 2: { unsigned u = p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24); return (double)__uint_as_float(u); }
+    case 3: { u64 u = 0; for (int k = 7; k >= 0; --k) u = (u << 8) | p[k]; return __longlong_as_double((long long)u); }
+    case 4: case 5: {
+        unsigned v = p[0];
+        if (code == 4 && (v & 0x7f) == 0x7f) return __longlong_as_double(0x7ff8000000000000ll);
+        if (code == 5 && v == 0x80) return __longlong_as_double(0x7ff8000000000000ll);
+        double sign = (v & 0x80) ? -1.0 : 1.0;
+        int e = (v >> 3) & 0xf, bias = code == 4 ? 7 : 8;
+        double m = (double)(v & 7);
+        return e == 0 ? sign * m / 8.0 * ldexp(1.0, 1 - bias) : sign * (1.0 + m / 8.0) * ldexp(1.0, e - bias);
+    }
+    case 6: return (double)(signed char)p[0];
+    case 7: return (double)p[0];
+    case 8: return (double)(int)(p[0] | (p[1] << 8) | (p[2] << 16) | ((unsigned)p[3] << 24));
+    case 9: { u64 u = 0; for (int k = 7; k >= 0; --k) u = (u << 8) | p[k]; return (double)(long long)u; }
+    }
+    return __longlong_as_double(0x7ff8000000000000ll);
+}
+
+// The check of a timed run: counts the elements of `cand` that fail both the benchmark level
+// (|r − x| ≤ 0.01 + 0.05·|x|, NaN never equal; exact for integers) and the strict level
+// (|r − x| ≤ atol + rtol·|r|, NaN at the same place equal; identical codes for exact outputs),
+// the same per-element rules as the host's check (compare.rs). out[0] += count,
+// out[1] = min(first failing index).
+extern "C" __global__ void timed_check(const unsigned char* ref, const unsigned char* cand, u64 n,
+                                       int code, int es, int exact, double atol, double rtol, u64* out) {
+    u64 bad = 0, first = ~0ull;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const unsigned char* rp = ref + i * es;
+        const unsigned char* xp = cand + i * es;
+        bool same = true;
+        for (int k = 0; k < es; ++k) same &= rp[k] == xp[k];
+        double r = decode_elem(rp, code), x = decode_elem(xp, code);
+        bool rn = r != r, xn = x != x, both_nan = rn && xn;
+        double d = fabs(r - x);
+        bool ok;
+        if (exact) {
+            bool bench = (code == 4 || code == 5) ? (!rn && !xn && (r == x || d <= 0.01 + 0.05 * fabs(x))) : same;
+            ok = bench || same || both_nan;
+        } else {
+            bool bench = r == x || d <= 0.01 + 0.05 * fabs(x);
+            bool strict = both_nan || r == x || d <= atol + rtol * fabs(r);
+            ok = bench || strict;
+        }
+        if (!ok) { ++bad; if (i < first) first = i; }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        bad += __shfl_down_sync(0xffffffffu, bad, o);
+        u64 f = __shfl_down_sync(0xffffffffu, first, o);
+        first = f < first ? f : first;
+    }
+    if ((threadIdx.x & 31) == 0 && bad) {
+        atomicAdd(&out[0], bad);
+        atomicMin(&out[1], first);
+    }
+}

@@ -101,7 +101,10 @@ fn logical_lines(src: &str) -> Vec<(usize, String)> {
     while i < b.len() {
         let c = b[i];
         // Line continuation (phase 2), everywhere.
-        if c == '\\' && (b.get(i + 1) == Some(&'\n') || (b.get(i + 1) == Some(&'\r') && b.get(i + 2) == Some(&'\n'))) {
+        if c == '\\'
+            && (b.get(i + 1) == Some(&'\n')
+                || (b.get(i + 1) == Some(&'\r') && b.get(i + 2) == Some(&'\n')))
+        {
             i += if b[i + 1] == '\r' { 3 } else { 2 };
             line += 1;
             continue;
@@ -193,7 +196,9 @@ fn literal_name(rest: &str) -> Option<&str> {
 /// Checks every include of a source. Ok when all are permitted.
 pub fn check(src: &str, allowed: &Allowed) -> Result<(), Refusal> {
     for (line, text) in logical_lines(src) {
-        for tri in ["??=", "??/", "??'", "??(", "??)", "??!", "??<", "??>", "??-"] {
+        for tri in [
+            "??=", "??/", "??'", "??(", "??)", "??!", "??<", "??>", "??-",
+        ] {
             if text.contains(tri) {
                 return Err(refusal(line, format!("the trigraph `{tri}`")));
             }
@@ -325,7 +330,11 @@ mod tests {
         for (src, line) in cases {
             let r = check(&src, &a).expect_err(&src);
             assert_eq!(r.line, line, "{src}: {r:?}");
-            assert!(r.msg.contains("only the CUDA toolkit's headers"), "{}", r.msg);
+            assert!(
+                r.msg.contains("only the CUDA toolkit's headers"),
+                "{}",
+                r.msg
+            );
             assert!(!r.msg.contains("root:x"), "{}", r.msg);
         }
     }

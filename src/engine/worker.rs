@@ -798,6 +798,60 @@ impl Gpu {
         Ok(h[0])
     }
 
+    /// Elements of `cand` that fail both levels against `reference` (harness `timed_check`):
+    /// (count, first index).
+    fn timed_check(
+        &mut self,
+        t: &TensorDesc,
+        reference: &DevBuf,
+        cand: &DevBuf,
+        tol: compare::Tol,
+        scratch: &DevBuf,
+    ) -> GResult<(u64, u64)> {
+        let code: u64 = match t.dtype.as_str() {
+            "bf16" => 0,
+            "fp16" => 1,
+            "fp32" | "tf32" => 2,
+            "fp64" => 3,
+            "fp8_e4m3" => 4,
+            "fp8_e4m3fnuz" => 5,
+            "int8" => 6,
+            "uint8" | "bool" => 7,
+            "int32" => 8,
+            "int64" => 9,
+            other => return Err(gerr(format!("no timed-run check for dtype {other}"))),
+        };
+        let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1) as u64;
+        let n = t.elements();
+        // count = 0, first = u64::MAX, on the harness's stream (ordered with the kernels).
+        unsafe {
+            cu::memset_d8_async(scratch.ptr, 0, 8, self.stream)?;
+            cu::memset_d8_async(scratch.ptr + 8, 0xFF, 8, self.stream)?;
+        }
+        let f = self.harness.function("timed_check")?;
+        let mut storage = [
+            reference.ptr,
+            cand.ptr,
+            n,
+            code,
+            es,
+            u64::from(t.compare == "exact"),
+            tol.atol.to_bits(),
+            tol.rtol.to_bits(),
+            scratch.ptr,
+        ];
+        let mut args: Vec<*mut c_void> = storage
+            .iter_mut()
+            .map(|x| x as *mut u64 as *mut c_void)
+            .collect();
+        let grid = self.grid_for(n);
+        self.launch_raw(f, grid, 256, &mut args)?;
+        self.sync()?;
+        let mut h = [0u64; 2];
+        unsafe { cu::memcpy_dtoh_sync(&mut h, scratch.ptr) }?;
+        Ok((h[0], h[1]))
+    }
+
     fn poison(&self, buf: &DevBuf, dtype: &str, which: u8) -> GResult<()> {
         let p = compare::poison(dtype, which);
         unsafe {
@@ -1284,7 +1338,13 @@ impl Gpu {
             // generated inputs, so that the run checked below is one on known inputs.
             if has_inplace && reference.is_some() {
                 for set in 0..maps.len() {
-                    self.generate_all(&shape.inputs, &bufs[set][..n_in], env, set_seed(set as u64), custom)?;
+                    self.generate_all(
+                        &shape.inputs,
+                        &bufs[set][..n_in],
+                        env,
+                        set_seed(set as u64),
+                        custom,
+                    )?;
                     sample(self, set, 0)?;
                     self.sync()?;
                     samples.push(unsafe { cu::event::elapsed(starts[0], ends[0]) }? as f64);
@@ -1330,57 +1390,76 @@ impl Gpu {
             });
         };
         let ref_scratch = self.scratch_for(reference, env)?;
+        let ref_outs: Vec<DevBuf> = shape
+            .outputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
         for set in 0..maps.len() {
-            let outs = &bufs[set][n_in..];
-            let timed: Vec<Vec<u8>> = outs.iter().map(|b| self.download(b)).collect::<GResult<_>>()?;
             if has_inplace {
-                self.generate_all(&shape.inputs, &bufs[set][..n_in], env, set_seed(set as u64), custom)?;
+                self.generate_all(
+                    &shape.inputs,
+                    &bufs[set][..n_in],
+                    env,
+                    set_seed(set as u64),
+                    custom,
+                )?;
             }
-            for (t, b) in shape.outputs.iter().zip(outs) {
-                self.poison(b, &t.dtype, 1)?;
-            }
-            self.reset_scratch(&ref_scratch)?;
             let mut m = maps[set].clone();
             for (n, _, _, b) in &ref_scratch {
                 m.insert(n.clone(), b.ptr);
             }
+            for (t, b) in shape.outputs.iter().zip(&ref_outs) {
+                self.poison(b, &t.dtype, 1)?;
+                m.insert(t.name.clone(), b.ptr);
+            }
+            self.reset_scratch(&ref_scratch)?;
             self.enqueue(reference, env, &m)?;
-            self.sync()?;
-            heartbeat(samples.len());
             for (i, t) in shape.outputs.iter().enumerate() {
-                let r = self.download(&outs[i])?;
-                let p0 = compare::poison(&t.dtype, 0);
-                let mode = if t.compare == "exact" {
-                    CmpMode::Exact
-                } else {
-                    CmpMode::Float
-                };
-                let c = compare::check_tensor(
-                    &t.name,
-                    &t.dtype,
-                    mode,
-                    &r,
-                    &timed[i],
-                    &timed[i],
-                    &p0,
-                    &p0,
+                let (bad, first) = self.timed_check(
+                    t,
+                    &ref_outs[i],
+                    &bufs[set][n_in + i],
                     job.tolerance,
-                    true,
-                );
-                if !c.bench_ok {
+                    &hash_scratch,
+                )?;
+                if bad > 0 {
+                    let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1);
+                    let at = |b: &DevBuf| -> GResult<f64> {
+                        let mut v = vec![0u8; es];
+                        unsafe { cu::memcpy_dtoh_sync(&mut v, b.ptr + first * es as u64) }?;
+                        Ok(compare::decode(&t.dtype, &v))
+                    };
+                    let (r, x) = (at(&ref_outs[i])?, at(&bufs[set][n_in + i])?);
+                    let poisoned = {
+                        let mut v = vec![0u8; es];
+                        unsafe {
+                            cu::memcpy_dtoh_sync(
+                                &mut v,
+                                bufs[set][n_in + i].ptr + first * es as u64,
+                            )
+                        }?;
+                        v == compare::poison(&t.dtype, 0)
+                    };
                     return Ok(Timed {
                         stats,
                         broken: Some(format!(
-                            "output of a timed run differs from the check: `{}` on timing input set {} of {}: {}",
+                            "output of a timed run differs from the check: `{}` on timing input set {} of {}: {bad} of {} elements differ from the reference, the first at index {first} (reference {r}, timed run {x}{})",
                             t.name,
                             set + 1,
                             maps.len(),
-                            c.reason.unwrap_or_else(|| "differs from the reference".into())
+                            t.elements(),
+                            if poisoned {
+                                ", the poison: never written"
+                            } else {
+                                ""
+                            }
                         )),
                         ..Default::default()
                     });
                 }
             }
+            heartbeat(samples.len());
         }
         Ok(Timed {
             stats,
@@ -1995,16 +2074,10 @@ pub fn main(device: u32) -> i32 {
                     Err(e) => {
                         let message = format!("{}: {}", job.candidate.name, e.msg);
                         if e.sticky {
-                            out.send(&Event::Fault {
-                                id,
-                                message: message.clone(),
-                            });
-                            out.send(&Event::Done {
-                                id,
-                                verdict: Verdict::Fault,
-                                message: Some(message),
-                            });
-                            // The context is unusable: exit, the client restarts us.
+                            // The context is unusable: say why and exit without `done`; the
+                            // client records the shape in progress as a fault and goes on with
+                            // the others on a new worker.
+                            out.send(&Event::Fault { id, message });
                             return 3;
                         }
                         out.send(&Event::Done {

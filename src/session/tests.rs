@@ -425,3 +425,46 @@ fn the_demo_sessions_are_built_in_and_load() {
     );
     assert!(demos::load_file_or_demo(std::path::Path::new("/nonexistent/x.jsonl")).is_err());
 }
+
+/// What kernels printed is kept on the measurement and shown (first lines) in the log; output
+/// of a superseded measurement is not.
+#[test]
+fn kernel_output_is_kept_on_its_measurement_and_logged() {
+    let suite = fixture_suite();
+    let mut ev = demo_events(&suite);
+    let text: String = (0..8).map(|i| format!("row {i}: sum 1.5\n")).collect();
+    ev.push(SessionEvent::KernelOutput {
+        op: "rms_norm".into(),
+        rev: 2,
+        mid: 3,
+        shape: Some(13),
+        text: text.clone(),
+        dropped: 100,
+    });
+    ev.push(SessionEvent::KernelOutput {
+        op: "rms_norm".into(),
+        rev: 2,
+        mid: 1,
+        shape: Some(0),
+        text: "stale".into(),
+        dropped: 0,
+    });
+    let recs = records(ev);
+    let line = serde_json::to_string(&recs[recs.len() - 2]).unwrap();
+    assert!(line.contains(r#""kind":"kernel_output""#), "{line}");
+    let m = Model::from_records(&suite, &recs);
+    let r = m.ops["rms_norm"].rev(2).unwrap();
+    assert_eq!(r.measurement.output, vec![(Some(13), text)]);
+    let log: Vec<&str> = m.log.iter().map(|l| l.text.as_str()).collect();
+    assert!(
+        log.contains(&"rms_norm v2 shape 13 printed: row 0: sum 1.5"),
+        "{log:?}"
+    );
+    assert!(!log.iter().any(|l| l.contains("row 5")), "{log:?}");
+    assert!(
+        log.iter()
+            .any(|l| l.contains("3 more lines") && l.contains("100 bytes over the 64 KiB limit")),
+        "{log:?}"
+    );
+    assert!(!log.iter().any(|l| l.contains("stale")));
+}

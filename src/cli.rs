@@ -213,6 +213,20 @@ fn load_suite(ws: &Workspace) -> Result<Suite, String> {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
+    if let Some(c) = &cli.config
+        && !c.is_file()
+    {
+        eprintln!(
+            "atrex-tui: {}: {} (given with --config)",
+            c.display(),
+            if c.exists() {
+                "not a file"
+            } else {
+                "no such settings file"
+            }
+        );
+        return 2;
+    }
     let ws = Workspace::resolve(cli.workspace.as_deref());
     let result = match cli.command {
         None => crate::tui::run(
@@ -246,7 +260,7 @@ pub fn main() -> i32 {
         Some(Command::ImportAtrexBench { dir, write, json }) => {
             load_suite(&ws).and_then(|s| cmd_import(&s, &ws, &dir, write, json))
         }
-        Some(Command::Doctor { json }) => crate::doctor::run(&ws, json),
+        Some(Command::Doctor { json }) => crate::doctor::run(&ws, cli.config.as_deref(), json),
         Some(Command::Bench {
             op,
             kernel,

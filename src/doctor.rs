@@ -26,40 +26,148 @@ pub fn find_ncu() -> Option<std::path::PathBuf> {
     crate::engine::locate::find_tool("ncu")
 }
 
-/// Which LLM endpoint is configured, without any secret.
-pub fn llm_endpoint() -> Option<String> {
-    if let Ok(url) = std::env::var("OPENAI_BASE_URL") {
-        let key = if std::env::var("OPENAI_API_KEY").is_ok() {
-            "key set"
-        } else {
-            "no key"
-        };
-        return Some(format!("OpenAI-compatible at {url} ({key})"));
-    }
-    if std::env::var("OPENAI_API_KEY").is_ok() {
-        return Some("OpenAI (key set)".into());
-    }
-    if std::env::var("ANTHROPIC_API_KEY").is_ok() {
-        return Some("Anthropic Messages API (key set)".into());
-    }
-    None
+/// The settings file in use and everything wrong with it.
+pub struct ConfigReport {
+    pub path: Option<std::path::PathBuf>,
+    /// "read", "not present (defaults)", or "none".
+    pub state: String,
+    pub problems: Vec<String>,
+    /// The agent's backend as configured (after the environment), without secrets.
+    pub llm: String,
 }
 
-pub fn run(ws: &Workspace, as_json: bool) -> Result<i32, String> {
+/// Checks the settings file (`--config`, else the default) as the TUI and `agent` read it.
+pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
+    use crate::agent::config;
+    let mut problems = Vec::new();
+    let (state, settings) = match path {
+        None => (
+            "none (no config directory)".to_string(),
+            config::AgentSettings::default(),
+        ),
+        Some(p) if !p.exists() => (
+            "not present: defaults in use".to_string(),
+            config::AgentSettings::default(),
+        ),
+        Some(p) => {
+            let text = std::fs::read_to_string(p);
+            let shown = p.display().to_string();
+            match text {
+                Err(e) => {
+                    problems.push(format!("{shown}: {e}"));
+                    ("unreadable".into(), config::AgentSettings::default())
+                }
+                Ok(text) => {
+                    if let Err(e) = crate::tui::theme::Settings::parse(&shown, &text) {
+                        problems.push(e);
+                    }
+                    let a = match config::parse_settings(&shown, &text) {
+                        Ok(a) => a,
+                        Err(e) => {
+                            problems.push(e);
+                            config::AgentSettings::default()
+                        }
+                    };
+                    if (a.api_key.is_some() || a.anthropic_api_key.is_some())
+                        && let Err(e) = config::check_private(p)
+                    {
+                        problems.push(e);
+                    }
+                    ("read".into(), a)
+                }
+            }
+        }
+    };
+    let llm = match config::resolve(&settings, None) {
+        Ok(c) => match &c.endpoint {
+            None => "the built-in tuner (no LLM backend configured)".to_string(),
+            Some(e) => format!(
+                "{} · model {} · {} ({})",
+                c.backend.name(),
+                e.model,
+                e.base_url,
+                if e.key.is_empty() {
+                    "no key"
+                } else {
+                    "key set"
+                }
+            ),
+        },
+        Err(e) => {
+            problems.push(format!("agent: {e}"));
+            format!(
+                "{} configured but unusable",
+                settings.backend.map(|b| b.name()).unwrap_or("tuner")
+            )
+        }
+    };
+    ConfigReport {
+        path: path.map(|p| p.to_path_buf()),
+        state,
+        problems,
+        llm,
+    }
+}
+
+/// NVRTC as the worker finds it: the version when it loads here, else where it was looked for.
+pub fn nvrtc_status() -> Result<String, String> {
+    let dirs = crate::engine::locate::library_dirs();
+    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        let (mut a, mut b) = (0, 0);
+        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
+        return Ok(format!("{a}.{b}"));
+    }
+    if let Some(d) = dirs.first() {
+        return Ok(format!(
+            "found in {} (the worker adds it to its loader path)",
+            d.display()
+        ));
+    }
+    let roots: Vec<String> = crate::engine::locate::cuda_roots()
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    Err(format!(
+        "not found: kernels cannot be compiled. Looked on the loader path (LD_LIBRARY_PATH, ldconfig), in {}, and in Python's nvidia-cuda-nvrtc wheels; install the CUDA toolkit or set CUDA_HOME",
+        if roots.is_empty() {
+            "CUDA_HOME, /usr/local/cuda*, /opt/cuda (none exist)".to_string()
+        } else {
+            roots.join(", ")
+        }
+    ))
+}
+
+pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> Result<i32, String> {
     let suite = crate::suite::Suite::load(ws.suite_source());
     let probe = crate::engine::client::probe_blocking(0);
     let ncu = find_ncu();
-    let llm = llm_endpoint();
+    let cfg_path = config
+        .map(|p| p.to_path_buf())
+        .or_else(crate::agent::config::default_config_file);
+    let cfg = check_config(cfg_path.as_deref());
+    let nvrtc = match &probe {
+        Ok(p) => match &p.nvrtc_version {
+            Some(v) => Ok(v.clone()),
+            None => nvrtc_status(),
+        },
+        Err(_) => nvrtc_status(),
+    };
     let colours = colour_support();
     if as_json {
         let doc = json!({
             "version": env!("CARGO_PKG_VERSION"),
             "workspace": ws.dir.display().to_string(),
             "workspace_reason": ws.reason,
+            "config": {
+                "path": cfg.path.as_ref().map(|p| p.display().to_string()),
+                "state": cfg.state,
+                "problems": cfg.problems,
+            },
             "suite": match &suite { Ok(s) => json!({"source": s.source.describe(), "operators": s.problems.len(), "shapes": s.shape_count()}), Err(e) => json!({"error": e.to_string()}) },
             "gpu": match &probe { Ok(p) => serde_json::to_value(p).unwrap_or_default(), Err(e) => json!({"error": e}) },
+            "nvrtc": match &nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e}) },
             "ncu": ncu.as_ref().map(|p| p.display().to_string()),
-            "llm_endpoint": llm,
+            "llm": cfg.llm,
             "terminal_colours": colours,
         });
         println!(
@@ -70,6 +178,13 @@ pub fn run(ws: &Workspace, as_json: bool) -> Result<i32, String> {
     }
     println!("atrex-tui {}", env!("CARGO_PKG_VERSION"));
     println!("workspace:  {} ({})", ws.dir.display(), ws.reason);
+    match &cfg.path {
+        Some(p) => println!("config:     {} ({})", p.display(), cfg.state),
+        None => println!("config:     {}", cfg.state),
+    }
+    for e in &cfg.problems {
+        println!("  problem:  {e}");
+    }
     match &suite {
         Ok(s) => println!(
             "suite:      {} — {} operators, {} shapes",
@@ -82,12 +197,6 @@ pub fn run(ws: &Workspace, as_json: bool) -> Result<i32, String> {
     match &probe {
         Ok(p) => {
             println!("driver:     CUDA {} (libcuda found)", p.driver_version);
-            println!(
-                "nvrtc:      {}",
-                p.nvrtc_version
-                    .as_deref()
-                    .unwrap_or("not found: kernels cannot be compiled")
-            );
             if p.devices.is_empty() {
                 println!("gpus:       none visible");
             }
@@ -108,14 +217,15 @@ pub fn run(ws: &Workspace, as_json: bool) -> Result<i32, String> {
         }
         Err(e) => println!("gpu:        unavailable ({e}); browse, replay and edit still work"),
     }
+    match &nvrtc {
+        Ok(v) => println!("nvrtc:      {v}"),
+        Err(e) => println!("nvrtc:      {e}"),
+    }
     match &ncu {
         Some(p) => println!("ncu:        {}", p.display()),
         None => println!("ncu:        not found (deep profiles unavailable)"),
     }
-    match &llm {
-        Some(s) => println!("llm:        {s}"),
-        None => println!("llm:        none configured (the built-in tuner is used)"),
-    }
+    println!("llm:        {}", cfg.llm);
     println!("colours:    {colours}");
     Ok(0)
 }

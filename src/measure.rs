@@ -43,6 +43,10 @@ pub fn run(
     }
     let source =
         std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
+    // A session to continue is checked before anything else (read only).
+    if let Some(f) = session.filter(|f| f.exists()) {
+        SessionWriter::check_continuable(f)?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -62,17 +66,12 @@ pub fn run(
         // Open or create the session.
         let (path, writer, model, fresh) = match session {
             Some(f) if f.exists() => {
-                let loaded = crate::session::load(f)?;
+                let (writer, loaded) = SessionWriter::continue_file(f)?;
                 for w in &loaded.warnings {
                     eprintln!("atrex-tui: {w}");
                 }
                 let model = Model::from_records(suite, &loaded.records);
-                (
-                    f.to_path_buf(),
-                    SessionWriter::resume(f, &loaded)?,
-                    model,
-                    false,
-                )
+                (f.to_path_buf(), writer, model, false)
             }
             Some(f) => (
                 f.to_path_buf(),

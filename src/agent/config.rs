@@ -76,7 +76,19 @@ pub struct AgentSettings {
 #[derive(Deserialize, Default)]
 struct FileDoc {
     #[serde(default)]
-    agent: Option<toml::Value>,
+    agent: Option<AgentSettings>,
+}
+
+/// Parses the `[agent]` table of a settings text; errors name the file and line.
+pub fn parse_settings(file: &str, text: &str) -> Result<AgentSettings, String> {
+    let doc: FileDoc = toml::from_str(text).map_err(|e| {
+        let line = e
+            .span()
+            .map(|s| format!(":{}", crate::suite::line_of(text, s.start)))
+            .unwrap_or_default();
+        format!("{file}{line}: [agent]: {}", e.message())
+    })?;
+    Ok(doc.agent.unwrap_or_default())
 }
 
 /// Reads the `[agent]` table of a config file; refuses a file holding a key whose mode lets
@@ -87,13 +99,7 @@ pub fn read_settings(path: &Path) -> Result<AgentSettings, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AgentSettings::default()),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let doc: FileDoc = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let Some(v) = doc.agent else {
-        return Ok(AgentSettings::default());
-    };
-    let s: AgentSettings = v
-        .try_into()
-        .map_err(|e: toml::de::Error| format!("{}: [agent]: {}", path.display(), e.message()))?;
+    let s = parse_settings(&path.display().to_string(), &text)?;
     if s.api_key.is_some() || s.anthropic_api_key.is_some() {
         check_private(path)?;
     }

@@ -200,6 +200,10 @@ pub enum SessionEvent {
         op: Option<String>,
         message: String,
     },
+    /// An event of a kind this build does not know (written by a newer one): kept in the file,
+    /// counted on load, never written.
+    #[serde(other)]
+    Unknown,
 }
 
 impl SessionEvent {
@@ -218,6 +222,7 @@ impl SessionEvent {
             SessionEvent::AgentState { .. } => "agent_state",
             SessionEvent::Profile { .. } => "profile",
             SessionEvent::Error { .. } => "error",
+            SessionEvent::Unknown => "unknown",
         }
     }
 

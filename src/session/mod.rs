@@ -63,6 +63,7 @@ pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Val
     json!({
         "format_version": FORMAT_VERSION,
         "events": loaded.records.len(),
+        "unknown_events": loaded.unknown,
         "warnings": loaded.warnings,
         "run": {
             "tool_version": model.run.tool_version,

@@ -256,6 +256,8 @@ pub struct Model {
     pub agent_masked: Vec<u32>,
     pub agent_reason: Option<String>,
     pub log: Vec<LogLine>,
+    /// Events of kinds this build does not know (kept in the file, not shown).
+    pub unknown_events: usize,
     pub applied: usize,
     pub last_mid: u64,
 }
@@ -305,6 +307,7 @@ impl Model {
             agent_masked: Vec::new(),
             agent_reason: None,
             log: Vec::new(),
+            unknown_events: 0,
             applied: 0,
             last_mid: 0,
         }
@@ -705,6 +708,7 @@ impl Model {
                     self.log(t, l, s);
                 }
             }
+            SessionEvent::Unknown => self.unknown_events += 1,
             SessionEvent::Error { op, message } => {
                 self.log(
                     t,

@@ -13,6 +13,10 @@ pub struct Loaded {
     pub warnings: Vec<String>,
     /// Byte length of the valid prefix (where an append continues).
     pub valid_len: u64,
+    /// Events of kinds this build does not know (kept in the file, not shown).
+    pub unknown: usize,
+    /// The damaged last line (line number, why), when one was skipped.
+    pub damaged_tail: Option<(usize, String)>,
 }
 
 /// Seconds since the Unix epoch.
@@ -48,8 +52,21 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
 }
 
 /// Parses a whole session text. A bad last line (no newline after it, or unparsable) is skipped
-/// with a warning; a bad line before the last is an error naming the line.
+/// with a warning; a bad line before the last is an error naming the line. A line written by a
+/// newer format version is an error wherever it is (nothing of a newer file is dropped). Events
+/// of unknown kinds are kept as `unknown` and counted.
 pub fn parse_text(name: &str, text: &str) -> Result<Loaded, String> {
+    let out = parse_lines(name, text)?;
+    Ok(out)
+}
+
+fn newer_version(line: &str) -> Option<u64> {
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    let n = v.get("v")?.as_u64()?;
+    (n > FORMAT_VERSION as u64).then_some(n)
+}
+
+fn parse_lines(name: &str, text: &str) -> Result<Loaded, String> {
     let mut out = Loaded::default();
     let mut offset = 0usize;
     let mut last_seq = 0u64;
@@ -67,8 +84,17 @@ pub fn parse_text(name: &str, text: &str) -> Result<Loaded, String> {
             }
             continue;
         }
+        if let Some(v) = newer_version(line) {
+            return Err(format!(
+                "{name}:{lineno}: written by a newer atrex-tui (session format {v}; this build reads \
+                 up to {FORMAT_VERSION}): update atrex-tui to open or continue it; the file was not changed"
+            ));
+        }
         match parse_line(line) {
             Ok(r) if complete => {
+                if matches!(r.event, SessionEvent::Unknown) {
+                    out.unknown += 1;
+                }
                 if r.seq <= last_seq {
                     return Err(format!(
                         "{name}:{lineno}: sequence number {} does not follow {last_seq}",
@@ -81,17 +107,25 @@ pub fn parse_text(name: &str, text: &str) -> Result<Loaded, String> {
                 out.valid_len = offset as u64;
             }
             Ok(_) => {
-                out.warnings.push(format!(
-                    "{name}:{lineno}: last line has no end of line (the write was cut short); skipped"
-                ));
+                let why = "it has no end of line (the write was cut short)".to_string();
+                out.warnings
+                    .push(format!("{name}:{lineno}: last line skipped: {why}"));
+                out.damaged_tail = Some((lineno, why));
             }
             Err(e) if is_last => {
-                out.warnings.push(format!(
-                    "{name}:{lineno}: last line is truncated or corrupt ({e}); skipped"
-                ));
+                let why = format!("it is truncated or corrupt ({e})");
+                out.warnings
+                    .push(format!("{name}:{lineno}: last line skipped: {why}"));
+                out.damaged_tail = Some((lineno, why));
             }
             Err(e) => return Err(format!("{name}:{lineno}: {e}")),
         }
+    }
+    if out.unknown > 0 {
+        out.warnings.push(format!(
+            "{name}: {} events of unknown kinds (from a newer build?) are kept in the file and not shown",
+            out.unknown
+        ));
     }
     Ok(out)
 }
@@ -221,9 +255,12 @@ pub fn scrub(s: &str) -> String {
 
 /// An open session file, appended to one event at a time.
 pub struct SessionWriter {
-    file: File,
+    /// None until the first action of a deferred writer.
+    file: Option<File>,
     path: PathBuf,
     seq: u64,
+    /// Lines of a deferred writer not yet written (a run's start and device).
+    pending: Vec<String>,
 }
 
 impl SessionWriter {
@@ -238,36 +275,135 @@ impl SessionWriter {
             .open(path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(SessionWriter {
-            file,
+            file: Some(file),
             path: path.to_path_buf(),
             seq: 0,
+            pending: Vec::new(),
         })
     }
 
-    /// Continues a loaded session: cuts off a skipped (truncated) tail, then appends after it.
-    pub fn resume(path: &Path, loaded: &Loaded) -> Result<SessionWriter, String> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        let len = file
-            .metadata()
-            .map_err(|e| format!("{}: {e}", path.display()))?
+    /// A new session file created at its first action: a run that only starts (and learns its
+    /// GPU) and ends leaves no file behind.
+    pub fn create_deferred(path: &Path) -> SessionWriter {
+        SessionWriter {
+            file: None,
+            path: path.to_path_buf(),
+            seq: 0,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Whether the file exists yet.
+    pub fn is_written(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Opens an existing session to continue it: the file must be recognisably a session of
+    /// this tool (its first line a valid `run_start`) of a format this build writes; anything else
+    /// is refused and left untouched. A damaged last line is moved to `FILE.damaged-<time>`
+    /// before the append continues after the last good line. Returns the writer and what was
+    /// read (its warnings say what was moved where).
+    pub fn continue_file(path: &Path) -> Result<(SessionWriter, Loaded), String> {
+        let mut loaded = Self::check_continuable(path)?;
+        let writer = SessionWriter::resume(path, &mut loaded)?;
+        Ok((writer, loaded))
+    }
+
+    /// The checks of `continue_file`, reading only: what it would continue, or why not.
+    pub fn check_continuable(path: &Path) -> Result<Loaded, String> {
+        let shown = path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+        if meta.is_dir() {
+            return Err(format!("{shown}: is a folder, not a session file"));
+        }
+        let bytes = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
+        let not_session = |why: &str| {
+            format!(
+                "{shown}: not an atrex-tui session ({why}); nothing was changed. A session file \
+                 starts with a `run_start` event (docs/session-format.md)"
+            )
+        };
+        let first_end = bytes.iter().position(|b| *b == b'\n');
+        let first = match first_end {
+            Some(n) => &bytes[..n],
+            None => &bytes[..],
+        };
+        let Ok(first) = std::str::from_utf8(first) else {
+            return Err(not_session("its first line is not text"));
+        };
+        if first.trim().is_empty() {
+            return Err(not_session("it is empty or starts with an empty line"));
+        }
+        if let Some(v) = newer_version(first) {
+            return Err(format!(
+                "{shown}: written by a newer atrex-tui (session format {v}; this build writes \
+                 {FORMAT_VERSION}): update atrex-tui to continue it; the file was not changed"
+            ));
+        }
+        match parse_line(first) {
+            Ok(Record {
+                event: SessionEvent::RunStart { .. },
+                ..
+            }) if first_end.is_some() => {}
+            Ok(r) => {
+                return Err(not_session(&format!(
+                    "its first line is a `{}` event, not `run_start`",
+                    r.event.kind()
+                )));
+            }
+            Err(e) => return Err(not_session(&format!("line 1: {e}"))),
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        parse_text(&shown, &text)
+    }
+
+    /// Continues a loaded session: a skipped (damaged) tail is copied to `FILE.damaged-<time>`,
+    /// then cut off, and the append continues after the last good line.
+    fn resume(path: &Path, loaded: &mut Loaded) -> Result<SessionWriter, String> {
+        let shown = path.display().to_string();
+        let len = std::fs::metadata(path)
+            .map_err(|e| format!("{shown}: {e}"))?
             .len();
         if len > loaded.valid_len {
+            let bytes = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
+            let tail = &bytes[loaded.valid_len as usize..];
+            if !tail.iter().all(|b| b.is_ascii_whitespace()) {
+                let mut keep = PathBuf::from(format!("{shown}.damaged-{}", now() as u64));
+                let mut n = 1;
+                while keep.exists() {
+                    keep = PathBuf::from(format!("{shown}.damaged-{}-{n}", now() as u64));
+                    n += 1;
+                }
+                std::fs::write(&keep, tail).map_err(|e| {
+                    format!(
+                        "{shown}: its damaged last line could not be kept in {} ({e}); nothing was changed",
+                        keep.display()
+                    )
+                })?;
+                let (line, why) = loaded.damaged_tail.clone().unwrap_or((0, "damaged".into()));
+                loaded.warnings.push(format!(
+                    "{shown}:{line}: the damaged last line ({why}; {} bytes) was moved to {}; the session continues after line {}",
+                    tail.len(),
+                    keep.display(),
+                    line.saturating_sub(1)
+                ));
+            }
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| format!("{shown}: {e}"))?;
             file.set_len(loaded.valid_len)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+                .map_err(|e| format!("{shown}: {e}"))?;
         }
-        drop(file);
         let file = OpenOptions::new()
             .append(true)
             .open(path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         Ok(SessionWriter {
-            file,
+            file: Some(file),
             path: path.to_path_buf(),
             seq: loaded.records.last().map(|r| r.seq).unwrap_or(0),
+            pending: Vec::new(),
         })
     }
 
@@ -286,12 +422,33 @@ impl SessionWriter {
         let mut line = serde_json::to_string(&rec).map_err(|e| e.to_string())?;
         line = scrub(&line);
         line.push('\n');
-        self.file
-            .write_all(line.as_bytes())
+        if self.file.is_none() {
+            if matches!(
+                rec.event,
+                SessionEvent::RunStart { .. } | SessionEvent::Device { .. }
+            ) {
+                self.pending.push(line);
+                self.seq = rec.seq;
+                return Ok(rec);
+            }
+            if let Some(d) = self.path.parent() {
+                std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            }
+            let f = OpenOptions::new()
+                .create_new(true)
+                .append(true)
+                .open(&self.path)
+                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            self.file = Some(f);
+            line = std::mem::take(&mut self.pending).concat() + &line;
+        }
+        let Some(file) = self.file.as_mut() else {
+            return Err(format!("{}: not open", self.path.display()));
+        };
+        file.write_all(line.as_bytes())
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         if rec.event.durable() {
-            self.file
-                .sync_data()
+            file.sync_data()
                 .map_err(|e| format!("{}: {e}", self.path.display()))?;
         }
         self.seq = rec.seq;

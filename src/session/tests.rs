@@ -113,7 +113,7 @@ fn a_truncated_last_line_is_skipped_with_a_warning_and_resume_cuts_it() {
     assert_eq!(l2.warnings.len(), 1);
     // Resume truncates the bad tail and continues the sequence.
     std::fs::write(&p, &full[..cut]).unwrap();
-    let mut w = SessionWriter::resume(&p, &loaded).unwrap();
+    let (mut w, _) = SessionWriter::continue_file(&p).unwrap();
     let r = w
         .append(SessionEvent::Steer {
             op: None,
@@ -134,10 +134,12 @@ fn a_corrupt_middle_line_is_a_clear_error() {
         .iter()
         .map(|r| serde_json::to_string(r).unwrap())
         .collect();
-    lines[3] = lines[3].replace("\"kind\":\"", "\"kind\":\"bogus_");
+    // A known kind with a malformed field is an error naming the line (an unknown kind is not:
+    // see `unknown_kinds_are_kept_and_counted`).
+    lines[3] = lines[3].replace("\"mid\":1", "\"mid\":\"one\"");
     let text = lines.join("\n") + "\n";
     let e = parse_text("demo.jsonl", &text).unwrap_err();
-    assert!(e.starts_with("demo.jsonl:4: bad `bogus_"), "{e}");
+    assert!(e.starts_with("demo.jsonl:4: bad `compiled` event"), "{e}");
     let mut lines2: Vec<String> = recs
         .iter()
         .map(|r| serde_json::to_string(r).unwrap())
@@ -363,7 +365,7 @@ fn a_profile_event_round_trips_and_reaches_its_revision() {
     let d = tmpdir("profile");
     let p = d.join("s.jsonl");
     let mut written = write_demo(&p);
-    let mut w = SessionWriter::resume(&p, &load(&p).unwrap()).unwrap();
+    let (mut w, _) = SessionWriter::continue_file(&p).unwrap();
     let prof = crate::profile::fixture("rms_norm", 1, 3);
     written.push(
         w.append(SessionEvent::Profile {
@@ -467,4 +469,166 @@ fn kernel_output_is_kept_on_its_measurement_and_logged() {
         "{log:?}"
     );
     assert!(!log.iter().any(|l| l.contains("stale")));
+}
+
+mod continuing {
+    use super::*;
+
+    fn session_text() -> String {
+        let suite = fixture_suite();
+        records(demo_events(&suite))
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap() + "\n")
+            .collect()
+    }
+
+    /// Anything that is not recognisably a session of this tool is refused and left as it was.
+    #[test]
+    fn what_is_not_a_session_is_refused_untouched() {
+        let d = tmpdir("refuse");
+        let notes = d.join("notes.json");
+        std::fs::write(&notes, "{\"title\": \"my notes\", \"items\": [1, 2, 3]}\n").unwrap();
+        let binary = d.join("blob.bin");
+        let bytes: Vec<u8> = (0..3_000_000u32)
+            .map(|i| (i * 2654435761u32 >> 24) as u8)
+            .collect();
+        std::fs::write(&binary, &bytes).unwrap();
+        let empty = d.join("empty.jsonl");
+        std::fs::write(&empty, "").unwrap();
+        let no_start = d.join("no-start.jsonl");
+        let text = session_text();
+        std::fs::write(&no_start, text.split_once('\n').unwrap().1).unwrap();
+        for (f, needle) in [
+            (&notes, "not an atrex-tui session"),
+            (&binary, "not an atrex-tui session"),
+            (&empty, "empty"),
+            (&no_start, "event, not `run_start`"),
+        ] {
+            let before = std::fs::read(f).unwrap();
+            let e = SessionWriter::continue_file(f).err().expect("refused");
+            assert!(
+                e.contains(needle) && e.contains("nothing was changed"),
+                "{e}"
+            );
+            assert_eq!(std::fs::read(f).unwrap(), before, "{}", f.display());
+        }
+        let e = SessionWriter::continue_file(&d).err().unwrap();
+        assert!(e.contains("is a folder"), "{e}");
+    }
+
+    /// A file with a line of a newer format is refused wherever the line is; nothing dropped.
+    #[test]
+    fn a_newer_format_is_refused_not_truncated() {
+        let d = tmpdir("newer");
+        let f = d.join("s.jsonl");
+        let mut text = session_text();
+        text.push_str(r#"{"v":99,"seq":999,"t":1.0,"kind":"future_thing","x":1}"#);
+        text.push('\n');
+        std::fs::write(&f, &text).unwrap();
+        let e = SessionWriter::continue_file(&f).err().unwrap();
+        assert!(
+            e.contains("newer atrex-tui") && e.contains("format 99"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), text);
+        assert!(load(&f).is_err(), "replay refuses it too");
+    }
+
+    /// A damaged last line is kept beside the file, then cut off; the append continues.
+    #[test]
+    fn a_damaged_tail_is_kept_in_a_side_file() {
+        let d = tmpdir("damaged");
+        let f = d.join("s.jsonl");
+        let good = session_text();
+        let tail = r#"{"v":1,"seq":500,"t":1.0,"kind":"steer","te"#;
+        std::fs::write(&f, format!("{good}{tail}")).unwrap();
+        let (mut w, loaded) = SessionWriter::continue_file(&f).unwrap();
+        let msg = loaded.warnings.join("\n");
+        assert!(
+            msg.contains(".damaged-") && msg.contains("moved to"),
+            "{msg}"
+        );
+        let side: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().contains(".damaged-"))
+            .collect();
+        assert_eq!(side.len(), 1);
+        assert_eq!(std::fs::read_to_string(side[0].path()).unwrap(), tail);
+        w.append(SessionEvent::Steer {
+            op: None,
+            text: "go on".into(),
+        })
+        .unwrap();
+        let again = load(&f).unwrap();
+        assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+        assert_eq!(again.records.len(), loaded.records.len() + 1);
+    }
+
+    /// Events of unknown kinds are kept and counted, not a reason to stop the load.
+    #[test]
+    fn unknown_kinds_are_kept_and_counted() {
+        let text = session_text();
+        let (head, rest) = text.split_at(text.find('\n').unwrap() + 1);
+        let mid = r#"{"v":1,"seq":0,"t":1.0,"kind":"team_note","by":"x"}"#;
+        // seq must increase: renumber the middle line after the first record
+        let mut lines: Vec<String> = vec![head.trim_end().to_string()];
+        lines.push(mid.replace("\"seq\":0", "\"seq\":1000"));
+        let renum: Vec<String> = rest
+            .lines()
+            .enumerate()
+            .map(|(i, l)| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["seq"] = serde_json::json!(1001 + i as u64);
+                v.to_string()
+            })
+            .collect();
+        lines.extend(renum);
+        let all = lines.join("\n") + "\n";
+        let loaded = parse_text("s.jsonl", &all).unwrap();
+        assert_eq!(loaded.unknown, 1);
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("1 events of unknown kinds")),
+            "{:?}",
+            loaded.warnings
+        );
+        let m = Model::from_records(&fixture_suite(), &loaded.records);
+        assert_eq!(m.unknown_events, 1);
+        assert_eq!(
+            m.ops["rms_norm"].incumbent,
+            Some(1),
+            "the rest still applies"
+        );
+    }
+
+    /// A run that only starts and learns its GPU leaves no file; the first action writes all.
+    #[test]
+    fn a_session_file_appears_at_the_first_action() {
+        let d = tmpdir("deferred");
+        let f = d.join("session-1.jsonl");
+        let mut w = SessionWriter::create_deferred(&f);
+        let suite = fixture_suite();
+        let ev = demo_events(&suite);
+        w.append(ev[0].clone()).unwrap();
+        w.append(SessionEvent::Device {
+            gpu: None,
+            driver: None,
+            nvrtc: None,
+            hardware: None,
+        })
+        .unwrap();
+        assert!(!f.exists() && !w.is_written());
+        w.append(SessionEvent::Steer {
+            op: None,
+            text: "hello".into(),
+        })
+        .unwrap();
+        let loaded = load(&f).unwrap();
+        let kinds: Vec<&str> = loaded.records.iter().map(|r| r.event.kind()).collect();
+        assert_eq!(kinds, vec!["run_start", "device", "steer"]);
+        assert_eq!(loaded.records[2].seq, 3);
+    }
 }

@@ -64,9 +64,8 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
     }
     let (model, writer, warnings) = match &opts.resume {
         Some(file) => {
-            let loaded = crate::session::load(file)?;
+            let (w, loaded) = SessionWriter::continue_file(file)?;
             let m = Model::from_records(&suite, &loaded.records);
-            let w = SessionWriter::resume(file, &loaded)?;
             (m, Some(w), loaded.warnings)
         }
         None if settings.record_sessions => {
@@ -74,7 +73,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
                 .sessions_dir
                 .clone()
                 .unwrap_or_else(|| ws.sessions_dir());
-            let w = SessionWriter::create(&crate::session::store::new_session_path(&dir))?;
+            let w = SessionWriter::create_deferred(&crate::session::store::new_session_path(&dir));
             (Model::new(&suite), Some(w), vec![])
         }
         None => (Model::new(&suite), None, vec![]),
@@ -86,6 +85,9 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
         None => Ok(Default::default()),
     }
     .and_then(|a| crate::agent::config::resolve(&a, None));
+    if let Err(e) = &st.agent_cfg {
+        st.log(LogLevel::Warn, format!("agent: unavailable: {e}"));
+    }
     for w in warnings {
         st.log(LogLevel::Warn, w);
     }

@@ -281,7 +281,12 @@ impl Settings {
             return Ok(Settings::default());
         };
         match std::fs::read_to_string(p) {
-            Ok(text) => Settings::parse(&p.display().to_string(), &text),
+            Ok(text) => {
+                let s = Settings::parse(&p.display().to_string(), &text)?;
+                // The [agent] table too, with its keys' file-mode rule.
+                crate::agent::config::read_settings(p)?;
+                Ok(s)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
             Err(e) => Err(format!("{}: {e}", p.display())),
         }

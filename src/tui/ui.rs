@@ -516,7 +516,13 @@ pub fn agent_label(s: &AppState) -> String {
             out
         }
         (None, Some(st)) => with_reason(&st),
-        (None, None) => "idle (a starts the tuner)".into(),
+        (None, None) => match &s.agent_cfg {
+            Ok(c) => match &c.endpoint {
+                Some(e) => format!("idle (a starts {} · {})", c.backend.name(), e.model),
+                None => format!("idle (a starts the {})", c.backend.name()),
+            },
+            Err(_) => "idle (agent unavailable: see the log)".into(),
+        },
     }
 }
 

@@ -1,0 +1,169 @@
+//! What a user can get wrong: files that are not sessions, settings that do not exist or do not
+//! parse, keys in files others can read. Every mistake is named; nothing is destroyed.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    let mut c = Command::new(common::exe());
+    c.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("ATREX_TUI_CONFIG_DIR", tempdir("no-config"))
+        .stdin(std::process::Stdio::null());
+    c
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("atrex-mistakes-{name}-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&d);
+    d
+}
+
+fn run(c: &mut Command) -> (i32, String, String) {
+    let out = c.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn private(p: &Path, mode: u32) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+}
+
+/// `--resume` of files that are not sessions: refused, and the bytes are as they were.
+#[test]
+fn resuming_what_is_not_a_session_changes_nothing() {
+    let d = tempdir("resume");
+    let notes = d.join("notes.json");
+    std::fs::write(&notes, "{\"title\": \"notes\", \"n\": [1, 2, 3]}\n").unwrap();
+    let blob = d.join("blob.bin");
+    let bytes: Vec<u8> = (0..300_000u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    std::fs::write(&blob, &bytes).unwrap();
+    let newer = d.join("newer.jsonl");
+    std::fs::write(
+        &newer,
+        "{\"v\":1,\"seq\":1,\"t\":1.0,\"kind\":\"run_start\",\"tool_version\":\"0.1.0\",\"suite\":\"s\",\"suite_version\":\"1\"}\n{\"v\":99,\"seq\":2,\"t\":2.0,\"kind\":\"future\"}\n",
+    )
+    .unwrap();
+    for (f, needle) in [
+        (&notes, "not an atrex-tui session"),
+        (&blob, "not an atrex-tui session"),
+        (&newer, "newer atrex-tui"),
+    ] {
+        let before = std::fs::read(f).unwrap();
+        let (code, _, err) = run(bin().arg("--resume").arg(f));
+        assert_ne!(code, 0, "{err}");
+        assert!(
+            err.contains("not changed") || err.contains("nothing was changed"),
+            "{err}"
+        );
+        assert!(err.contains(needle), "{err}");
+        assert_eq!(std::fs::read(f).unwrap(), before, "{} changed", f.display());
+        assert!(
+            !std::fs::read_dir(&d).unwrap().any(|e| e
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("damaged")),
+            "nothing set aside for a refused file"
+        );
+    }
+}
+
+#[test]
+fn a_missing_config_file_is_an_error_for_every_command() {
+    for args in [
+        vec!["suite"],
+        vec!["doctor"],
+        vec!["replay", "demo-hand-edits.jsonl", "--json"],
+    ] {
+        let (code, _, err) = run(bin()
+            .args(["--config", "/nonexistent/atrex.toml"])
+            .args(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("/nonexistent/atrex.toml: no such settings file"),
+            "{err}"
+        );
+    }
+}
+
+/// The TUI refuses to start on a settings file with a bad [agent] table, naming file and line,
+/// before the terminal is touched.
+#[test]
+fn the_tui_validates_the_agent_settings_at_start() {
+    let d = tempdir("agent-cfg");
+    let cfg = d.join("config.toml");
+    for (text, needle) in [
+        (
+            "theme = \"dark\"\n[agent]\nbackend = \"gpt\"\n",
+            "config.toml:3",
+        ),
+        ("[agent]\nbackend = \"openai\"\nmodle = \"m\"\n", "modle"),
+    ] {
+        std::fs::write(&cfg, text).unwrap();
+        let (code, _, err) = run(bin().arg("--config").arg(&cfg));
+        assert_ne!(code, 0, "{err}");
+        assert!(err.contains(needle) && err.contains("[agent]"), "{err}");
+    }
+    std::fs::write(
+        &cfg,
+        "[agent]\nbackend = \"openai\"\nmodel = \"m\"\napi_key = \"sk-abcdefghijklmnopqrstuvwxyz012345\"\n",
+    )
+    .unwrap();
+    private(&cfg, 0o644);
+    let (code, _, err) = run(bin().arg("--config").arg(&cfg));
+    assert_ne!(code, 0);
+    assert!(err.contains("0644") && err.contains("chmod 600"), "{err}");
+    assert!(!err.contains("sk-abc"), "{err}");
+}
+
+/// `doctor` reports the settings file in use, everything wrong with it, and the backend it
+/// configures; never a key.
+#[test]
+fn doctor_reports_the_config_and_its_problems() {
+    let d = tempdir("doctor-cfg");
+    let cfg = d.join("config.toml");
+    std::fs::write(
+        &cfg,
+        "theme = \"dark\"\n[agent]\nbackend = \"openai\"\nmodel = \"kernel-model\"\napi_key = \"sk-abcdefghijklmnopqrstuvwxyz012345\"\n",
+    )
+    .unwrap();
+    private(&cfg, 0o644);
+    let (code, out, _) = run(bin().arg("--config").arg(&cfg).arg("doctor"));
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("config:     {}", cfg.display())),
+        "{out}"
+    );
+    assert!(out.contains("0644") && out.contains("chmod 600"), "{out}");
+    assert!(
+        out.contains("llm:        openai · model kernel-model"),
+        "{out}"
+    );
+    assert!(out.contains("nvrtc:"), "an NVRTC line always: {out}");
+    assert!(!out.contains("sk-abc"), "{out}");
+    std::fs::write(&cfg, "thme = \"dark\"\n[agent]\nbackend = \"gpt\"\n").unwrap();
+    private(&cfg, 0o600);
+    let (_, out, _) = run(bin().arg("--config").arg(&cfg).args(["doctor", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let problems = doc["config"]["problems"].to_string();
+    assert!(
+        problems.contains("config.toml:1") && problems.contains("thme"),
+        "{problems}"
+    );
+    assert!(
+        problems.contains("config.toml:3") && problems.contains("gpt"),
+        "{problems}"
+    );
+    assert!(doc["nvrtc"].is_object());
+}

@@ -13,13 +13,17 @@ pub const EXIT_NO_GPU: i32 = 2;
 /// Reads a kernel of an operator from the suite (`baseline.cu`, `reference.cu`).
 pub fn suite_kernel(suite: &Suite, p: &Problem, file: &str) -> Result<Source, String> {
     let rel = format!("{}/{file}", p.name);
-    let code = suite.source.read(&rel).ok_or_else(|| {
-        format!(
-            "{}: missing ({} has no {file} yet)",
-            suite.source.display_path(&rel),
-            p.name
-        )
-    })?;
+    let code = suite
+        .source
+        .read_checked(&rel)
+        .map_err(|why| format!("{}: {why}", suite.source.display_path(&rel)))?
+        .ok_or_else(|| {
+            format!(
+                "{}: missing ({} has no {file} yet)",
+                suite.source.display_path(&rel),
+                p.name
+            )
+        })?;
     Ok(Source {
         name: format!("{} {}", p.name, file.trim_end_matches(".cu")),
         code,

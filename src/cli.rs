@@ -563,5 +563,9 @@ fn cmd_import(
             println!("problems/ agrees with the benchmark");
         }
     }
-    Ok(0)
+    // Like diff: 1 when anything differs (written or not), so that scripts can tell.
+    let differs = !(report.disagreements.is_empty()
+        && report.missing_in_bench.is_empty()
+        && report.missing_in_problems.is_empty());
+    Ok(if differs { 1 } else { 0 })
 }

@@ -369,7 +369,10 @@ fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
         }
         head = lines.join("\n") + "\n";
     }
-    let mut out = head;
+    let order = param_order(&text);
+    let declared: Vec<String> = p.params.keys().cloned().collect();
+    let declared = declared_order(&text).unwrap_or(declared);
+    let mut out = head.trim_end_matches('\n').to_string() + "\n";
     for (id, params) in &b.shapes {
         let old = p.shape(*id);
         let mut merged: BTreeMap<String, Value> = params.clone();
@@ -387,9 +390,31 @@ fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
         }
         out.push_str("\n[[shapes]]\n");
         out.push_str(&format!("id = {id}\n"));
-        let ps: Vec<String> = merged
+        // The file's own order of the parameters: the shape's line, then the declarations.
+        let old_line: &[(String, String)] = order.get(id).map(|v| v.as_slice()).unwrap_or(&[]);
+        let mut keys: Vec<&String> = Vec::new();
+        for k in old_line
             .iter()
-            .map(|(k, v)| format!("{k} = {}", toml_value(v)))
+            .map(|(k, _)| k)
+            .chain(declared.iter())
+            .chain(merged.keys())
+        {
+            if merged.contains_key(k) && !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        // A value that did not change keeps its own text (1e-06 stays 1e-06).
+        let text_of = |k: &String| -> String {
+            let v = &merged[k];
+            old_line
+                .iter()
+                .find(|(ok, raw)| ok == k && same_value(raw, v))
+                .map(|(_, raw)| raw.clone())
+                .unwrap_or_else(|| toml_value(v))
+        };
+        let ps: Vec<String> = keys
+            .iter()
+            .map(|k| format!("{k} = {}", text_of(k)))
             .collect();
         out.push_str(&format!("params = {{ {} }}\n", ps.join(", ")));
         if let Some(o) = old
@@ -410,6 +435,91 @@ fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
     let tmp: PathBuf = path.with_extension("toml.tmp");
     std::fs::write(&tmp, out).map_err(|e| format!("{}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Whether a value's text in a file denotes `v`.
+fn same_value(raw: &str, v: &Value) -> bool {
+    let parsed: Result<toml::Table, _> = toml::from_str(&format!("x = {raw}"));
+    match (parsed.ok().and_then(|t| t.get("x").cloned()), v) {
+        (Some(toml::Value::Integer(a)), Value::Int(b)) => a as i128 == *b,
+        (Some(toml::Value::Float(a)), Value::Float(b)) => a == *b,
+        (Some(toml::Value::Integer(a)), Value::Float(b)) => a as f64 == *b,
+        (Some(toml::Value::Boolean(a)), Value::Bool(b)) => a == *b,
+        (Some(toml::Value::String(a)), Value::Str(b)) => a == *b,
+        (Some(other), v) => other.to_string() == toml_value(v),
+        (None, _) => false,
+    }
+}
+
+/// The order of the `[params.NAME]` tables of a problem file.
+fn declared_order(text: &str) -> Option<Vec<String>> {
+    let v: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("[params.")
+                .and_then(|r| r.strip_suffix(']'))
+                .map(|n| n.trim().to_string())
+        })
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+/// Per shape id, the keys of its `params = { … }` line in order, with each value's own text.
+fn param_order(text: &str) -> std::collections::HashMap<u32, Vec<(String, String)>> {
+    let mut out = std::collections::HashMap::new();
+    for block in text.split("[[shapes]]").skip(1) {
+        let mut id = None;
+        let mut keys = Vec::new();
+        for l in block.lines() {
+            let t = l.trim();
+            if t.starts_with('[') {
+                break;
+            }
+            if let Some(v) = t.strip_prefix("id").map(str::trim_start)
+                && let Some(v) = v.strip_prefix('=')
+            {
+                id = v.trim().parse::<u32>().ok();
+            }
+            if let Some(r) = t.strip_prefix("params").map(str::trim_start)
+                && let Some(r) = r.strip_prefix('=')
+                && let Some(inner) = r.trim().strip_prefix('{')
+            {
+                // Keys at depth 0 of the inline table: the text before each top-level `=`.
+                let (mut depth, mut quote, mut start) = (0i32, false, 0usize);
+                let mut key: Option<(String, usize)> = None;
+                let b = inner.as_bytes();
+                for (i, c) in b.iter().enumerate() {
+                    match c {
+                        b'"' => quote = !quote,
+                        b'[' | b'{' if !quote => depth += 1,
+                        b']' | b'}' if !quote => depth -= 1,
+                        b',' if !quote && depth == 0 => {
+                            if let Some((k, at)) = key.take() {
+                                keys.push((k, inner[at..i].trim().to_string()));
+                            }
+                            start = i + 1;
+                        }
+                        b'=' if !quote && depth == 0 => {
+                            key =
+                                Some((inner[start..i].trim().trim_matches('"').to_string(), i + 1));
+                        }
+                        _ => {}
+                    }
+                    if depth < 0 {
+                        if let Some((k, at)) = key.take() {
+                            keys.push((k, inner[at..i].trim().to_string()));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(id) = id {
+            out.insert(id, keys);
+        }
+    }
+    out
 }
 
 fn toml_value(v: &Value) -> String {

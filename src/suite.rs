@@ -84,6 +84,43 @@ impl SuiteSource {
     }
 
     /// Reads a file relative to the problems/ root.
+    /// A file's text: Ok(None) when it does not exist, Err saying what is wrong with it when it
+    /// exists but cannot be used (a folder in its place, not UTF-8 text, unreadable).
+    pub fn read_checked(&self, rel: &str) -> Result<Option<String>, String> {
+        match self {
+            SuiteSource::Embedded => Ok(self.read(rel)),
+            SuiteSource::Dir(root) => {
+                let p = root.join(rel);
+                match std::fs::metadata(&p) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => return Err(format!("cannot read it: {e}")),
+                    Ok(m) if m.is_dir() => {
+                        return Err("is a folder, not a file".into());
+                    }
+                    Ok(_) => {}
+                }
+                let bytes = std::fs::read(&p).map_err(|e| format!("cannot read it: {e}"))?;
+                match String::from_utf8(bytes) {
+                    Ok(t) => Ok(Some(t)),
+                    Err(e) => {
+                        let at = e.utf8_error().valid_up_to();
+                        let b = e.as_bytes();
+                        let line = b[..at].iter().filter(|c| **c == b'\n').count() + 1;
+                        let binary = b.iter().take(4096).filter(|c| **c == 0).count() > 0;
+                        Err(format!(
+                            "not UTF-8 text{} (first invalid byte at line {line}, byte {at})",
+                            if binary {
+                                ": it looks like a binary file"
+                            } else {
+                                ""
+                            }
+                        ))
+                    }
+                }
+            }
+        }
+    }
+
     pub fn read(&self, rel: &str) -> Option<String> {
         match self {
             SuiteSource::Embedded => EMBEDDED_PROBLEMS
@@ -516,13 +553,17 @@ impl Suite {
     /// Loads the suite from a source, validating every file.
     pub fn load(source: SuiteSource) -> Result<Suite, LoadError> {
         let file = source.display_path("suite.toml");
-        let text = source.read("suite.toml").ok_or_else(|| LoadError {
-            file: file.clone(),
-            operator: None,
+        let bad = |file: &str, operator: Option<String>, msg: String| LoadError {
+            file: file.to_string(),
+            operator,
             field: None,
             line: None,
-            msg: "missing file".into(),
-        })?;
+            msg,
+        };
+        let text = source
+            .read_checked("suite.toml")
+            .map_err(|m| bad(&file, None, m))?
+            .ok_or_else(|| bad(&file, None, "missing file".into()))?;
         let raw: RawSuite = toml::from_str(&text).map_err(|e| toml_error(&file, None, &text, e))?;
         let mut problems = Vec::new();
         let mut seen_names = BTreeSet::new();
@@ -541,15 +582,21 @@ impl Suite {
             }
             let rel = format!("{name}/problem.toml");
             let pfile = source.display_path(&rel);
-            let ptext = source.read(&rel).ok_or_else(|| LoadError {
-                file: pfile.clone(),
-                operator: Some(name.clone()),
-                field: None,
-                line: None,
-                msg: format!("missing file (listed in suite.toml line {line})"),
-            })?;
+            let ptext = source
+                .read_checked(&rel)
+                .map_err(|m| bad(&pfile, Some(name.clone()), m))?
+                .ok_or_else(|| {
+                    bad(
+                        &pfile,
+                        Some(name.clone()),
+                        format!("missing file (listed in suite.toml line {line})"),
+                    )
+                })?;
             let mut p = parse_problem(&pfile, &name, &ptext)?;
-            p.generator = source.read(&format!("{name}/inputs.cu"));
+            let grel = format!("{name}/inputs.cu");
+            p.generator = source
+                .read_checked(&grel)
+                .map_err(|m| bad(&source.display_path(&grel), Some(name.clone()), m))?;
             if let Some(other) = seen_ids.insert(p.id.clone(), name.clone()) {
                 return Err(LoadError {
                     file: pfile,

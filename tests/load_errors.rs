@@ -253,3 +253,44 @@ fn garbage_never_panics() {
         let _ = parse(&GOOD[..cut]);
     }
 }
+
+/// A problem file that exists but cannot be used says what is wrong with it, not "missing".
+#[test]
+fn unreadable_problem_files_say_what_is_wrong() {
+    let base = [
+        ("suite.toml", "name = \"s\"\noperators = [\"toy\"]\n"),
+        ("hardware/T.toml", HW),
+    ];
+    // Invalid UTF-8 on line 3.
+    let d = temp_suite(&base);
+    let mut bytes = GOOD.as_bytes().to_vec();
+    let at = GOOD.match_indices('\n').nth(1).unwrap().0 + 3;
+    bytes[at] = 0xff;
+    std::fs::create_dir_all(d.join("toy")).unwrap();
+    std::fs::write(d.join("toy/problem.toml"), &bytes).unwrap();
+    let e = Suite::load(SuiteSource::Dir(d)).unwrap_err().to_string();
+    assert!(e.contains("not UTF-8 text") && e.contains("line 3"), "{e}");
+    assert!(!e.contains("missing"), "{e}");
+    // Random bytes.
+    let d = temp_suite(&base);
+    std::fs::create_dir_all(d.join("toy")).unwrap();
+    let junk: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    std::fs::write(d.join("toy/problem.toml"), &junk).unwrap();
+    let e = Suite::load(SuiteSource::Dir(d)).unwrap_err().to_string();
+    assert!(e.contains("binary file"), "{e}");
+    // A folder in its place.
+    let d = temp_suite(&base);
+    std::fs::create_dir_all(d.join("toy/problem.toml")).unwrap();
+    let e = Suite::load(SuiteSource::Dir(d)).unwrap_err().to_string();
+    assert!(
+        e.contains("is a folder, not a file") && e.contains("toy"),
+        "{e}"
+    );
+    // An inputs.cu that is not text.
+    let d = temp_suite(&[base[0], base[1], ("toy/problem.toml", GOOD)]);
+    std::fs::write(d.join("toy/inputs.cu"), [0u8, 0xfe, 0xff]).unwrap();
+    let e = Suite::load(SuiteSource::Dir(d)).unwrap_err().to_string();
+    assert!(e.contains("inputs.cu") && e.contains("not UTF-8"), "{e}");
+}

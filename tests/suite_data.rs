@@ -136,12 +136,38 @@ fn import_reports_agreement_and_disagreement() {
             .iter()
             .any(|d| d.operator == "rms_norm" && d.what == "parameters" && d.shape == Some(0))
     );
+    // The command says so with its exit code, like diff: 1 on differences, 0 on agreement.
+    let code = |ws: &Path| {
+        bin()
+            .arg("import-atrex-bench")
+            .arg(&dir)
+            .arg("--workspace")
+            .arg(ws)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(code(&root()), Some(0));
+    assert_eq!(code(&tmp), Some(1));
     // --write restores the shapes from the benchmark.
     let rep = import::import(&s2, &dir, Some(&tmp.join("problems"))).unwrap();
     assert!(rep.written.iter().any(|w| w.contains("rms_norm")));
     let s3 = Suite::load(SuiteSource::Dir(tmp.join("problems"))).unwrap();
     let p = s3.problem("rms_norm").unwrap();
     assert_eq!(p.shapes.len(), 56);
+    // ... as a small diff: the parameters keep the file's order, so only the line changed by
+    // hand above (the formula, which --write leaves alone) differs from the original.
+    let orig = std::fs::read_to_string(root().join("problems/rms_norm/problem.toml")).unwrap();
+    let now = std::fs::read_to_string(&f).unwrap();
+    let differ: Vec<(&str, &str)> = orig
+        .lines()
+        .zip(now.lines())
+        .filter(|(a, b)| a != b)
+        .collect();
+    assert_eq!(orig.lines().count(), now.lines().count());
+    assert_eq!(differ.len(), 1, "{differ:?}");
+    assert!(differ[0].1.contains("4*H"), "{differ:?}");
     assert!(
         !import::compare_op(
             p,

@@ -30,6 +30,9 @@ fn wait_for(session: &str, what: &str, secs: u64) -> String {
     }
 }
 
+/// One tmux test at a time (they share the tmux server and the machine's two cores).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Kill(String);
 impl Drop for Kill {
     fn drop(&mut self) {
@@ -41,6 +44,7 @@ impl Drop for Kill {
 
 #[test]
 fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if Command::new("tmux")
         .arg("-V")
         .output()
@@ -228,4 +232,75 @@ fn the_tui_measures_a_kernel_on_the_gpu_in_tmux() {
     let log = std::fs::read_to_string(files[0].path()).unwrap();
     let results = log.matches("\"shape_result\"").count();
     assert_eq!(results, 56, "one shape result per shape in the session");
+}
+
+/// `kill -INT` (and TERM, HUP) leave the terminal as they found it: canonical mode, echo, no
+/// alternate screen.
+#[test]
+fn a_signal_restores_the_terminal() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
+        return;
+    }
+    for sig in ["INT", "TERM", "HUP"] {
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"));
+        let dir = std::env::temp_dir().join(format!("atrex-sig{sig}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("cfg")).unwrap();
+        std::fs::write(
+            dir.join("cfg/config.toml"),
+            format!("sessions_dir = '{}'\n", dir.join("sessions").display()),
+        )
+        .unwrap();
+        let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui_ws");
+        let session = format!("atrex-sig{sig}-{}", std::process::id());
+        let _kill = Kill(session.clone());
+        let script = format!(
+            "ATREX_TUI_CONFIG_DIR='{cfg}' '{exe}' --workspace '{ws}' --config '{cfg}/config.toml'; echo \"EXIT=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60",
+            cfg = dir.join("cfg").display(),
+            exe = exe.display(),
+            ws = ws.display(),
+        );
+        let st = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                &session,
+                "-x",
+                "100",
+                "-y",
+                "30",
+                "bash",
+                "-c",
+                &script,
+            ])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        wait_for(&session, "operators · all", 20);
+        // The TUI's own command line (the shell's has the path in quotes).
+        let pattern = format!("--config {}", dir.join("cfg/config.toml").display());
+        let k = Command::new("pkill")
+            .args([&format!("-{sig}"), "-f", "--", &pattern])
+            .status()
+            .unwrap();
+        assert!(k.success(), "pkill found no TUI");
+        let modes = wait_for(&session, "icanon", 10);
+        assert!(modes.contains("EXIT="), "{modes}");
+        assert!(
+            !modes.contains("-icanon") && !modes.contains("-echo"),
+            "SIG{sig} left the terminal raw:\n{modes}"
+        );
+        assert!(
+            !modes.contains("operators · all"),
+            "SIG{sig} left the alternate screen:\n{modes}"
+        );
+    }
 }

@@ -47,7 +47,7 @@ pub enum AppEvent {
     },
     /// Replay playback step.
     Tick,
-    /// SIGTERM / SIGHUP.
+    /// SIGTERM / SIGHUP / SIGINT.
     Signal(&'static str),
     /// A message for the log from the runtime.
     Log(LogLevel, String),

@@ -269,13 +269,15 @@ async fn main_loop(
             ));
         });
     }
-    // SIGTERM / SIGHUP (SSH drop): restore the terminal and leave.
+    // SIGTERM / SIGHUP (SSH drop) / SIGINT (`kill -INT`; Ctrl-C is a key in raw mode): restore
+    // the terminal and leave.
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         for (kind, name) in [
             (SignalKind::terminate(), "SIGTERM"),
             (SignalKind::hangup(), "SIGHUP"),
+            (SignalKind::interrupt(), "SIGINT"),
         ] {
             if let Ok(mut sig) = signal(kind) {
                 let tx = tx.clone();

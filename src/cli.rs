@@ -45,6 +45,7 @@ pub enum Command {
         /// Show each shape's parameters, W, Q, SOL time and bottleneck.
         #[arg(long)]
         shapes: bool,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -53,13 +54,16 @@ pub enum Command {
     ImportAtrexBench {
         /// The checkout (holds data/ and configs/).
         dir: PathBuf,
+        /// Update the workspace's problems/ (shapes, weights, production timings) where they differ.
         #[arg(long)]
         write: bool,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// What this machine offers: GPUs, NVRTC, ncu, LLM endpoint, terminal colours.
     Doctor {
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -85,6 +89,7 @@ pub enum Command {
         /// GPU index (default: every GPU, shapes spread over them).
         #[arg(long)]
         device: Option<u32>,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -98,6 +103,7 @@ pub enum Command {
         /// Target architecture when there is no GPU.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -115,12 +121,17 @@ pub enum Command {
         /// One line on what the edit changes and why.
         #[arg(long, default_value = "hand edit")]
         rationale: String,
+        /// After measuring: leave the revision pending, accept, reject, or decide by the auto
+        /// rule (5-seed strict pass and S_op more than 1 % above the incumbent's).
         #[arg(long, value_enum, default_value_t = crate::measure::Decide::None)]
         decide: crate::measure::Decide,
+        /// 1 seed and short timing (cannot accept: accepting needs the 5-seed check).
         #[arg(long)]
         quick: bool,
+        /// GPU index.
         #[arg(long, default_value_t = 0)]
         device: u32,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -149,13 +160,16 @@ pub enum Command {
         /// Seed of the tuner's restarts and of dropout masks (default: random).
         #[arg(long)]
         seed: Option<u64>,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Measure this GPU's copy bandwidth and cache it beside the datasheet peaks.
     Calibrate {
+        /// GPU index.
         #[arg(long, default_value_t = 0)]
         device: u32,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -184,8 +198,10 @@ pub enum Command {
         /// ncu --clock-control (default none: the card's clocks as they are).
         #[arg(long, default_value = "none")]
         clock_control: String,
+        /// GPU index.
         #[arg(long, default_value_t = 0)]
         device: u32,
+        /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -453,7 +469,11 @@ fn cmd_suite(
     println!(
         "{} operators, {} shapes · phase {} · hardware {} ({}) · suite: {}",
         doc["operators"].as_array().map(|a| a.len()).unwrap_or(0),
-        suite.shape_count(),
+        suite
+            .by_weight(phase)
+            .iter()
+            .map(|p| p.shapes.len())
+            .sum::<usize>(),
         phase.name(),
         hw.key,
         hw.name,
@@ -568,4 +588,25 @@ fn cmd_import(
         && report.missing_in_bench.is_empty()
         && report.missing_in_problems.is_empty());
     Ok(if differs { 1 } else { 0 })
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every flag of every subcommand says what it does in `--help`.
+    #[test]
+    fn every_flag_has_help_text() {
+        let cmd = Cli::command();
+        let mut missing = Vec::new();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            for a in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{} --{}", sub.get_name(), a.get_id()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
 }

@@ -167,3 +167,23 @@ fn doctor_reports_the_config_and_its_problems() {
     );
     assert!(doc["nvrtc"].is_object());
 }
+
+#[test]
+fn a_phase_view_counts_the_shapes_of_its_operators() {
+    let (_, out, _) = run(bin().args(["suite", "--phase", "decode"]));
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .starts_with("26 operators, 369 shapes · phase decode"),
+        "{out}"
+    );
+    let (_, out, _) = run(bin().args(["suite"]));
+    assert!(
+        out.lines()
+            .next()
+            .unwrap()
+            .starts_with("30 operators, 440 shapes · phase all"),
+        "{out}"
+    );
+}

@@ -190,16 +190,36 @@ impl OpState {
         }
         let base = self.rev(0).and_then(|r| r.verdict().score());
         match (self.incumbent, self.incumbent_s(), base) {
-            (Some(i), Some(s), Some(b)) if i > 0 && s > b => OpStatus::Improved,
-            (Some(i), Some(_), None) if i > 0 => OpStatus::Improved,
-            _ => OpStatus::Untouched,
+            (Some(i), Some(s), Some(b)) if i > 0 && s > b => return OpStatus::Improved,
+            (Some(i), Some(_), None) if i > 0 => return OpStatus::Improved,
+            _ => {}
         }
+        // A revision beyond the baseline that nobody decided on yet (a hand edit, a proposal).
+        if self
+            .revisions
+            .iter()
+            .any(|r| r.rev > 0 && r.recorded && r.decision.is_none())
+        {
+            return OpStatus::Pending;
+        }
+        if self
+            .revisions
+            .iter()
+            .any(|r| r.recorded && (r.rev > 0 || r.measurement.status != MeasureStatus::Unmeasured))
+        {
+            return OpStatus::Tried;
+        }
+        OpStatus::Untouched
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpStatus {
     Untouched,
+    /// Measured or revised, nothing better than the baseline accepted.
+    Tried,
+    /// A revision waits for a decision.
+    Pending,
     Measuring,
     Improved,
     Failing,
@@ -209,6 +229,8 @@ impl OpStatus {
     pub fn label(self) -> &'static str {
         match self {
             OpStatus::Untouched => "untouched",
+            OpStatus::Tried => "tried",
+            OpStatus::Pending => "pending",
             OpStatus::Measuring => "measuring",
             OpStatus::Improved => "improved",
             OpStatus::Failing => "failing",
@@ -258,6 +280,8 @@ pub struct Model {
     pub log: Vec<LogLine>,
     /// Events of kinds this build does not know (kept in the file, not shown).
     pub unknown_events: usize,
+    /// The operator of the latest revision: the one the session is about.
+    pub latest_op: Option<String>,
     pub applied: usize,
     pub last_mid: u64,
 }
@@ -308,6 +332,7 @@ impl Model {
             agent_reason: None,
             log: Vec::new(),
             unknown_events: 0,
+            latest_op: None,
             applied: 0,
             last_mid: 0,
         }
@@ -413,6 +438,7 @@ impl Model {
                 category,
                 knowledge,
             } => {
+                self.latest_op = Some(op.clone());
                 let o = self.op_mut(op);
                 let new = Revision {
                     rev: *rev,

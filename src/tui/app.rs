@@ -459,8 +459,17 @@ impl AppState {
             warnings,
         });
         self.hw_from_run();
-        self.select_latest_rev();
+        self.select_session_op();
         self.refresh();
+    }
+
+    /// Selects the operator the session is about (the one of its latest revision) and that
+    /// operator's latest revision.
+    pub fn select_session_op(&mut self) {
+        if let Some(op) = self.model.latest_op.clone() {
+            self.select_op_name(&op);
+        }
+        self.select_latest_rev();
     }
 
     fn hw_from_run(&mut self) {

@@ -94,6 +94,9 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
     if let Some(w) = writer {
         st.attach_writer(w);
     }
+    if opts.resume.is_some() {
+        st.select_session_op();
+    }
     st.record(SessionEvent::RunStart {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         resumed: opts.resume.is_some(),

@@ -1183,3 +1183,76 @@ fn without_a_gpu_the_recorded_sessions_are_offered() {
     assert!(matches!(s.modal, Modal::None));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Replay opens on the operator the session is about (its latest revision's), not on the
+/// first operator of the suite.
+#[test]
+fn replay_opens_on_the_operator_of_the_latest_revision() {
+    let suite = Arc::new(fixture_suite());
+    let mut ev = demo_events(&suite);
+    // The demo's latest revision is silu_and_mul v0; add a later rms_norm revision.
+    ev.push(revision(
+        "rms_norm",
+        3,
+        Some(1),
+        Author::Human,
+        "edit",
+        "// v3\n",
+    ));
+    for (events, op, rev) in [
+        (demo_events(&suite), "silu_and_mul", 0u32),
+        (ev, "rms_norm", 3),
+    ] {
+        let mut s = AppState::new(
+            suite.clone(),
+            Model::new(&suite),
+            Theme::builtin("dark", true).unwrap(),
+            None,
+            std::env::temp_dir(),
+        );
+        s.start_replay("demo".into(), records(events), vec![]);
+        assert_eq!(s.selected_op().as_deref(), Some(op));
+        let o = &s.model.ops[op];
+        assert_eq!(o.revisions[s.rev_sel].rev, rev);
+    }
+}
+
+/// An operator with revisions shows what happened to it: `pending` while a revision waits for
+/// a decision, `tried` once decided without an improvement.
+#[test]
+fn operators_with_revisions_are_not_untouched() {
+    let s = fixture_state(vec![revision(
+        "silu_and_mul",
+        1,
+        Some(0),
+        Author::Human,
+        "hand edit",
+        "// edit\n",
+    )]);
+    assert_eq!(
+        s.model.ops["silu_and_mul"].status(),
+        crate::session::OpStatus::Pending
+    );
+    let s = fixture_state(vec![
+        revision(
+            "silu_and_mul",
+            1,
+            Some(0),
+            Author::Human,
+            "hand edit",
+            "// edit\n",
+        ),
+        SessionEvent::Decision {
+            op: "silu_and_mul".into(),
+            rev: 1,
+            decision: Decision::Rejected,
+            by: DecidedBy::Human,
+        },
+    ]);
+    assert_eq!(
+        s.model.ops["silu_and_mul"].status(),
+        crate::session::OpStatus::Tried
+    );
+    let text = screen(&s, 200, 50);
+    assert!(text.contains("○ tried"), "{text}");
+}

@@ -313,6 +313,8 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             let status = o.map(|o| o.status()).unwrap_or(OpStatus::Untouched);
             let (sym, sc) = match status {
                 OpStatus::Untouched => ("·", t.dim),
+                OpStatus::Tried => ("○", t.dim),
+                OpStatus::Pending => ("◆", t.info),
                 OpStatus::Measuring => ("◔", t.warn),
                 OpStatus::Improved => ("▲", t.good),
                 OpStatus::Failing => ("✗", t.bad),

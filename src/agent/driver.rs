@@ -572,6 +572,7 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 category: Some(proposal.category.clone()),
                 knowledge: ctx.knowledge.clone(),
             });
+            self.agent_state("running", Some(format!("v{rev}: measuring")), vec![]);
             let mut ev = Evidence::default();
             let (_, quick) = self.measure(rev, &source, Mode::Quick).await;
             let inc = self.state.incumbent_s;
@@ -636,6 +637,13 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                             GateAnswer::Decided(Decision::Rejected) => AgentDecision::Rejected,
                             GateAnswer::Steer(note) => {
                                 self.state.steering.push(note);
+                                self.agent_state(
+                                    "running",
+                                    Some(format!(
+                                        "v{rev} left pending; steered, working on the next revision"
+                                    )),
+                                    vec![],
+                                );
                                 AgentDecision::Pending
                             }
                             GateAnswer::Stop => {

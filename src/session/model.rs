@@ -202,12 +202,15 @@ impl OpState {
         {
             return OpStatus::Pending;
         }
+        if self.revisions.iter().any(|r| r.recorded && r.rev > 0) {
+            return OpStatus::Tried;
+        }
         if self
             .revisions
             .iter()
-            .any(|r| r.recorded && (r.rev > 0 || r.measurement.status != MeasureStatus::Unmeasured))
+            .any(|r| r.measurement.status != MeasureStatus::Unmeasured)
         {
-            return OpStatus::Tried;
+            return OpStatus::Measured;
         }
         OpStatus::Untouched
     }
@@ -216,7 +219,9 @@ impl OpState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpStatus {
     Untouched,
-    /// Measured or revised, nothing better than the baseline accepted.
+    /// The baseline measured, no other revision.
+    Measured,
+    /// Revised, nothing better than the baseline accepted.
     Tried,
     /// A revision waits for a decision.
     Pending,
@@ -229,6 +234,7 @@ impl OpStatus {
     pub fn label(self) -> &'static str {
         match self {
             OpStatus::Untouched => "untouched",
+            OpStatus::Measured => "measured",
             OpStatus::Tried => "tried",
             OpStatus::Pending => "pending",
             OpStatus::Measuring => "measuring",

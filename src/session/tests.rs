@@ -62,7 +62,7 @@ fn the_reducer_tracks_incumbents_verdicts_and_scores() {
         OpStatus::Failing,
         "latest measured revision failed"
     );
-    assert_eq!(m.ops["silu_and_mul"].status(), OpStatus::Untouched);
+    assert_eq!(m.ops["silu_and_mul"].status(), OpStatus::Measured);
     let all = m.s_agg(&suite, PhaseFilter::All);
     let w = suite.weights(PhaseFilter::All);
     let expect = w["rms_norm"] * s1 + w["silu_and_mul"] * 0.62;

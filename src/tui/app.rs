@@ -596,7 +596,7 @@ impl AppState {
         self.rev_sel = n.saturating_sub(1);
     }
 
-    fn select_rev_number(&mut self, rev: u32) {
+    pub fn select_rev_number(&mut self, rev: u32) {
         if let Some(o) = self.selected_op().and_then(|o| self.model.ops.get(&o))
             && let Some(i) = o.revisions.iter().position(|r| r.rev == rev)
         {
@@ -1795,7 +1795,35 @@ fn navigate(state: &mut AppState, d: isize) {
     }
 }
 
+/// The revision a waiting agent offers for a decision (its header says `waiting (vN: …)`).
+pub fn offered_rev(state: &AppState) -> Option<(String, u32)> {
+    let m = &state.model;
+    if m.agent_state.as_deref() != Some("waiting")
+        || !state.agent.as_ref().is_some_and(|a| a.running)
+    {
+        return None;
+    }
+    let op = m.agent_op.clone()?;
+    let r = m.agent_reason.as_deref()?.strip_prefix('v')?;
+    let n: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((op, n.parse().ok()?))
+}
+
 fn decide(state: &mut AppState, accept: bool) {
+    // While the agent waits on a revision, y / n answer it, whatever is selected.
+    if let Some((op, rev)) = offered_rev(state)
+        && state.selected_op().as_deref() == Some(op.as_str())
+        && state.selected_rev().map(|r| r.rev) != Some(rev)
+    {
+        state.select_rev_number(rev);
+        state.log(
+            LogLevel::Info,
+            format!(
+                "{} {op} v{rev}: the revision the agent waits on",
+                if accept { "accepting" } else { "rejecting" }
+            ),
+        );
+    }
     let (Some(op), Some(r)) = (state.selected_op(), state.selected_rev().cloned()) else {
         return;
     };

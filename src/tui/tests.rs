@@ -1256,3 +1256,78 @@ fn operators_with_revisions_are_not_untouched() {
     let text = screen(&s, 200, 50);
     assert!(text.contains("○ tried"), "{text}");
 }
+
+/// After a steering note the header follows the agent (not "waiting" on the old revision), and
+/// while the agent waits on a revision, `y` answers that revision even when another is
+/// selected, saying so.
+#[test]
+fn decision_keys_answer_the_revision_the_agent_offers() {
+    let mut extra = vec![revision(
+        "rms_norm",
+        4,
+        Some(1),
+        Author::Tuner,
+        "tuned",
+        "// v4\n",
+    )];
+    extra.extend(measured(
+        "rms_norm",
+        4,
+        9,
+        &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
+    ));
+    let mut s = fixture_state(extra);
+    s.agent = Some(AgentView {
+        op: "rms_norm".into(),
+        backend: "tuner".into(),
+        running: true,
+        stopping: false,
+        stream: String::new(),
+    });
+    let state = |st: &str, reason: &str| {
+        AppEvent::Agent(AgentMsg::Record(SessionEvent::AgentState {
+            state: st.into(),
+            reason: Some(reason.into()),
+            op: Some("rms_norm".into()),
+            masked: vec![],
+        }))
+    };
+    send(
+        &mut s,
+        vec![state("waiting", "v4: accept (y), reject (n) or steer (s)")],
+    );
+    assert!(screen(&s, 200, 50).contains("tuner on rms_norm: waiting (v4: accept"));
+    // The engineer steers: the agent goes on, and the header says so.
+    send(
+        &mut s,
+        vec![state(
+            "running",
+            "v4 left pending; steered, working on the next revision",
+        )],
+    );
+    let sc = screen(&s, 200, 50);
+    assert!(sc.contains("running (v4 left pending"), "{sc}");
+    assert!(!sc.contains("waiting (v4"), "{sc}");
+    // Waiting on v4 again while v2 is selected: y accepts v4 and says which.
+    send(
+        &mut s,
+        vec![state("waiting", "v4: accept (y), reject (n) or steer (s)")],
+    );
+    s.focus = PaneId::Revisions;
+    s.select_rev_number(2);
+    let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(
+        fx,
+        vec![Effect::Agent(AgentCtl::Decided {
+            rev: 4,
+            decision: Decision::Accepted
+        })]
+    );
+    assert!(
+        s.model.log.iter().chain(s.ui_log.iter()).any(|l| l
+            .text
+            .contains("accepting rms_norm v4: the revision the agent waits on")),
+        "{:?}",
+        s.ui_log
+    );
+}

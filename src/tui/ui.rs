@@ -313,6 +313,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             let status = o.map(|o| o.status()).unwrap_or(OpStatus::Untouched);
             let (sym, sc) = match status {
                 OpStatus::Untouched => ("·", t.dim),
+                OpStatus::Measured => ("○", t.dim),
                 OpStatus::Tried => ("○", t.dim),
                 OpStatus::Pending => ("◆", t.info),
                 OpStatus::Measuring => ("◔", t.warn),
@@ -505,7 +506,9 @@ pub fn agent_label(s: &AppState) -> String {
     let st = s.model.agent_state.clone();
     let reason = s.model.agent_reason.as_deref().map(short);
     let with_reason = |st: &str| match (&reason, st) {
-        (Some(r), "stopped" | "dropout" | "stall" | "failed" | "waiting") => format!("{st} ({r})"),
+        (Some(r), "stopped" | "dropout" | "stall" | "failed" | "waiting" | "running") => {
+            format!("{st} ({r})")
+        }
         _ => st.to_string(),
     };
     match (&s.agent, st) {

@@ -856,7 +856,7 @@ pub const HELP: &[(&str, &str, &str)] = &[
     (
         "move",
         "Ctrl-D / Ctrl-U, PgDn / PgUp",
-        "half a page down / up",
+        "ten items down / up",
     ),
     ("view", "P", "phase filter: all → prefill → decode"),
     ("view", "d", "diff against the parent / the incumbent"),

@@ -1331,3 +1331,55 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         s.ui_log
     );
 }
+
+#[test]
+fn snapshot_main_120x40_and_160x45() {
+    let s = fixture_state(vec![]);
+    insta::assert_snapshot!("main_120x40", screen(&s, 120, 40));
+    insta::assert_snapshot!("main_160x45", screen(&s, 160, 45));
+}
+
+#[test]
+fn snapshot_help_80x24_wraps() {
+    let mut s = fixture_state(vec![]);
+    send(&mut s, vec![press(KeyCode::Char('?'))]);
+    let out = screen(&s, 80, 24);
+    assert!(out.contains("ten items down / up"), "{out}");
+    insta::assert_snapshot!("help_80x24", out);
+}
+
+/// On the real suite: operator names are whole from 120 columns up, and the diff has room for
+/// 80 columns of code from 160 up.
+#[test]
+fn names_whole_and_the_diff_wide_enough() {
+    let suite = Arc::new(crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap());
+    let longest = suite
+        .problems
+        .iter()
+        .map(|p| p.name.clone())
+        .max_by_key(|n| n.len())
+        .unwrap();
+    let mut s = AppState::new(
+        suite.clone(),
+        Model::new(&suite),
+        Theme::builtin("dark", true).unwrap(),
+        suite.hardware("H200").ok().cloned(),
+        std::env::temp_dir(),
+    );
+    s.op_sel = s.visible_ops().iter().position(|o| *o == longest).unwrap();
+    s.refresh();
+    for (w, h) in [(120u16, 40u16), (160, 45), (200, 50), (240, 60)] {
+        let text = screen(&s, w, h);
+        assert!(text.contains(&longest), "{w}x{h}: `{longest}` cut:\n{text}");
+        let (left, _) = super::ui::left_width(&s, w);
+        let gauges = if w >= 200 {
+            (w - left - 92).clamp(44, 70)
+        } else {
+            0
+        };
+        let diff = w - left - gauges;
+        if w >= 160 {
+            assert!(diff >= 92, "{w}: diff {diff} wide");
+        }
+    }
+}

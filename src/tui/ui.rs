@@ -21,7 +21,7 @@ pub fn draw(f: &mut Frame, s: &AppState) {
         f.render_widget(Paragraph::new("atrex-tui: terminal too small"), area);
         return;
     }
-    let wide = area.width >= 160;
+    let wide = area.width >= 200;
     let tall = area.height >= 30;
     let log_h = if tall { 8 } else { 4 };
     let replay_h = if s.replay.is_some() { 1 } else { 0 };
@@ -35,25 +35,29 @@ pub fn draw(f: &mut Frame, s: &AppState) {
     .split(area);
     draw_header(f, rows[0], s);
     let body = rows[1];
+    let (left_w, full_table) = left_width(s, area.width);
     if wide {
+        // Operators sized to their names; the diff keeps room for 80 columns of code.
+        let gauges_w = area.width.saturating_sub(left_w + DIFF_MIN).clamp(44, 70);
         let cols = Layout::horizontal([
-            Constraint::Length(56),
-            Constraint::Min(40),
-            Constraint::Length(70),
+            Constraint::Length(left_w),
+            Constraint::Min(DIFF_MIN),
+            Constraint::Length(gauges_w),
         ])
         .split(body);
         let left = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)])
             .split(cols[0]);
-        draw_operators(f, left[0], s, false);
-        draw_revisions(f, left[1], s, false);
+        draw_operators(f, left[0], s, !full_table);
+        draw_revisions(f, left[1], s, !full_table);
         draw_diff(f, cols[1], s);
         draw_gauges(f, cols[2], s);
     } else {
-        let cols = Layout::horizontal([Constraint::Length(36), Constraint::Min(20)]).split(body);
+        let cols =
+            Layout::horizontal([Constraint::Length(left_w), Constraint::Min(20)]).split(body);
         let left = Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
             .split(cols[0]);
-        draw_operators(f, left[0], s, true);
-        draw_revisions(f, left[1], s, true);
+        draw_operators(f, left[0], s, !full_table);
+        draw_revisions(f, left[1], s, !full_table);
         if s.focus == PaneId::Gauges {
             draw_gauges(f, cols[1], s);
         } else {
@@ -293,6 +297,36 @@ fn window(sel: usize, h: usize, len: usize) -> usize {
         0
     } else {
         sel.saturating_sub(h / 2).min(len - h)
+    }
+}
+
+/// The diff pane's width for 80 columns of code (gutter and borders included).
+const DIFF_MIN: u16 = 92;
+
+/// The operator column's width for this terminal, and whether its table has the full columns
+/// (status words, an 8-wide history) or the compact ones. Names are never cut where the
+/// terminal has room for them.
+pub(crate) fn left_width(s: &AppState, width: u16) -> (u16, bool) {
+    let name = s
+        .suite
+        .problems
+        .iter()
+        .map(|p| p.name.chars().count())
+        .max()
+        .unwrap_or(12)
+        .max(12) as u16;
+    // compact: name, weight 6, best 5, status 1, history 4, 4 gaps, 2 borders
+    let compact = name + 22;
+    // full: name, weight 6, best 5, status 11, history 8, 4 gaps, 2 borders
+    let full = name + 36;
+    // three columns (≥ 200) keep at least 44 for the gauges
+    let gauges = if width >= 200 { 44 } else { 0 };
+    if width >= full + DIFF_MIN + gauges {
+        (full, true)
+    } else if width >= compact + 60 + gauges {
+        (compact, false)
+    } else {
+        (36, false)
     }
 }
 
@@ -1124,11 +1158,31 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
     }
 }
 
+/// Words of `text` in lines of at most `w` characters.
+fn wrap_words(text: &str, w: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        let n = cur.chars().count();
+        if n > 0 && n + 1 + word.chars().count() > w {
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() || out.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
 fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
     let t = &s.theme;
-    let sections = HELP.windows(2).filter(|w| w[0].0 != w[1].0).count() + 1;
-    let r = centered(area, 84, (HELP.len() + sections) as u16 + 2);
-    f.render_widget(Clear, r);
+    let w = area.width.min(100);
+    // key column: 2 + 30 + 1; the description wraps in what is left
+    let desc_w = (w.saturating_sub(2) as usize).saturating_sub(33).max(16);
     let mut lines = Vec::new();
     let mut last = "";
     for (sec, k, what) in HELP {
@@ -1139,14 +1193,19 @@ fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
             )));
             last = sec;
         }
-        lines.push(Line::from(vec![
-            Span::styled(
-                format!("  {k:<30} "),
-                Style::default().fg(t.fg).add_modifier(Modifier::BOLD),
-            ),
-            Span::styled(what.to_string(), Style::default().fg(t.dim)),
-        ]));
+        for (i, part) in wrap_words(what, desc_w).into_iter().enumerate() {
+            let key = if i == 0 { *k } else { "" };
+            lines.push(Line::from(vec![
+                Span::styled(
+                    format!("  {key:<30} "),
+                    Style::default().fg(t.fg).add_modifier(Modifier::BOLD),
+                ),
+                Span::styled(part, Style::default().fg(t.dim)),
+            ]));
+        }
     }
+    let r = centered(area, w, lines.len() as u16 + 2);
+    f.render_widget(Clear, r);
     f.render_widget(
         Paragraph::new(lines).scroll((scroll, 0)).block(block(
             t,

@@ -164,6 +164,7 @@ fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_tui_measures_a_kernel_on_the_gpu_in_tmux() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     assert!(
         Command::new("tmux")
             .arg("-V")
@@ -227,6 +228,7 @@ fn the_tui_measures_a_kernel_on_the_gpu_in_tmux() {
     let files: Vec<_> = std::fs::read_dir(dir.join("sessions"))
         .unwrap()
         .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
         .collect();
     assert_eq!(files.len(), 1);
     let log = std::fs::read_to_string(files[0].path()).unwrap();

@@ -45,6 +45,17 @@ impl Drop for Kill {
 #[test]
 fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // This walk is the no-GPU first minute (the session picker); a GPU machine runs
+    // `the_tui_measures_a_kernel_on_the_gpu_in_tmux` instead.
+    let doctor = Command::new(common::exe())
+        .args(["doctor", "--json"])
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok());
+    if doctor.is_some_and(|d| d["gpu"].get("error").is_none()) {
+        eprintln!("SKIPPED: this machine has a GPU");
+        return;
+    }
     if Command::new("tmux")
         .arg("-V")
         .output()
@@ -54,7 +65,7 @@ fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
         eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
         return;
     }
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"));
+    let exe = common::exe();
     let dir = std::env::temp_dir().join(format!("atrex-tmux-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("cfg")).unwrap();
@@ -251,7 +262,7 @@ fn a_signal_restores_the_terminal() {
         return;
     }
     for sig in ["INT", "TERM", "HUP"] {
-        let exe = PathBuf::from(env!("CARGO_BIN_EXE_atrex-tui"));
+        let exe = common::exe();
         let dir = std::env::temp_dir().join(format!("atrex-sig{sig}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("cfg")).unwrap();

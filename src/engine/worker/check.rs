@@ -1,0 +1,283 @@
+//! Correctness: reference and candidate on fresh inputs over the job's seeds, dumps for CPU
+//! cross-checks, and the GPU-side check of what timed runs wrote.
+
+use super::*;
+
+impl Gpu {
+    /// Elements of `cand` that fail both levels against `reference` (harness `timed_check`):
+    /// (count, first index).
+    pub(super) fn timed_check(
+        &mut self,
+        t: &TensorDesc,
+        reference: &DevBuf,
+        cand: &DevBuf,
+        tol: compare::Tol,
+        scratch: &DevBuf,
+    ) -> GResult<(u64, u64)> {
+        let code: u64 = match t.dtype.as_str() {
+            "bf16" => 0,
+            "fp16" => 1,
+            "fp32" | "tf32" => 2,
+            "fp64" => 3,
+            "fp8_e4m3" => 4,
+            "fp8_e4m3fnuz" => 5,
+            "int8" => 6,
+            "uint8" | "bool" => 7,
+            "int32" => 8,
+            "int64" => 9,
+            other => return Err(gerr(format!("no timed-run check for dtype {other}"))),
+        };
+        let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1) as u64;
+        let n = t.elements();
+        // count = 0, first = u64::MAX, on the harness's stream (ordered with the kernels).
+        unsafe {
+            cu::memset_d8_async(scratch.ptr, 0, 8, self.stream)?;
+            cu::memset_d8_async(scratch.ptr + 8, 0xFF, 8, self.stream)?;
+        }
+        let f = self.harness.function("timed_check")?;
+        let mut storage = [
+            reference.ptr,
+            cand.ptr,
+            n,
+            code,
+            es,
+            u64::from(t.compare == "exact"),
+            tol.atol.to_bits(),
+            tol.rtol.to_bits(),
+            scratch.ptr,
+        ];
+        let mut args: Vec<*mut c_void> = storage
+            .iter_mut()
+            .map(|x| x as *mut u64 as *mut c_void)
+            .collect();
+        let grid = self.grid_for(n);
+        self.launch_raw(f, grid, 256, &mut args)?;
+        self.sync()?;
+        let mut h = [0u64; 2];
+        unsafe { cu::memcpy_dtoh_sync(&mut h, scratch.ptr) }?;
+        Ok((h[0], h[1]))
+    }
+    /// Runs the candidate once on fresh inputs and returns every tensor (Event::Tensors, id 0).
+    pub(super) fn dump_shape(
+        &mut self,
+        job: &Job,
+        shape: &ShapeJob,
+        env: &Env,
+        cand: &Loaded,
+        custom: Option<&Loaded>,
+    ) -> GResult<(u32, u64, Vec<TensorData>, Vec<TensorData>)> {
+        use base64::Engine;
+        let seed = job.seeds.first().copied().unwrap_or(1);
+        let inputs: Vec<DevBuf> = shape
+            .inputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
+        let outputs: Vec<DevBuf> = shape
+            .outputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
+        let scratch = self.scratch_for(cand, env)?;
+        let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
+        for (t, b) in shape.inputs.iter().zip(&inputs) {
+            map.insert(t.name.clone(), b.ptr);
+        }
+        for (t, b) in shape.outputs.iter().zip(&outputs) {
+            map.insert(t.name.clone(), b.ptr);
+            self.poison(b, &t.dtype, 0)?;
+        }
+        for (n, _, _, b) in &scratch {
+            map.insert(n.clone(), b.ptr);
+        }
+        self.generate_all(&shape.inputs, &inputs, env, seed, custom)?;
+        self.sync()?;
+        let enc = |g: &Gpu, t: &TensorDesc, b: &DevBuf| -> GResult<TensorData> {
+            Ok(TensorData {
+                name: t.name.clone(),
+                dtype: t.dtype.clone(),
+                dims: t.dims.clone(),
+                data_b64: base64::engine::general_purpose::STANDARD.encode(g.download(b)?),
+            })
+        };
+        let ins: Vec<TensorData> = shape
+            .inputs
+            .iter()
+            .zip(&inputs)
+            .map(|(t, b)| enc(self, t, b))
+            .collect::<GResult<_>>()?;
+        self.reset_scratch(&scratch)?;
+        self.enqueue(cand, env, &map)?;
+        self.sync()?;
+        let outs: Vec<TensorData> = shape
+            .outputs
+            .iter()
+            .zip(&outputs)
+            .map(|(t, b)| enc(self, t, b))
+            .collect::<GResult<_>>()?;
+        Ok((shape.id, seed, ins, outs))
+    }
+
+    /// Correctness of one shape over the job's seeds.
+    pub(super) fn check_shape(
+        &mut self,
+        job: &Job,
+        shape: &ShapeJob,
+        env: &Env,
+        cand: &Loaded,
+        reference: &Loaded,
+        custom: Option<&Loaded>,
+        heartbeat: &dyn Fn(usize),
+    ) -> GResult<(bool, bool, Vec<TensorCheck>, Option<String>)> {
+        let inputs: Vec<DevBuf> = shape
+            .inputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
+        let outputs: Vec<DevBuf> = shape
+            .outputs
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect::<GResult<_>>()?;
+        let hash_scratch = DevBuf::new(256)?;
+        let cand_scratch = self.scratch_for(cand, env)?;
+        let ref_scratch = self.scratch_for(reference, env)?;
+        let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
+        for (t, b) in shape.inputs.iter().zip(&inputs) {
+            map.insert(t.name.clone(), b.ptr);
+        }
+        for (t, b) in shape.outputs.iter().zip(&outputs) {
+            map.insert(t.name.clone(), b.ptr);
+        }
+        let with = |map: &HashMap<String, sys::CUdeviceptr>,
+                    s: &[(String, String, bool, DevBuf)]| {
+            let mut m = map.clone();
+            for (n, _, _, b) in s {
+                m.insert(n.clone(), b.ptr);
+            }
+            m
+        };
+        let cand_map = with(&map, &cand_scratch);
+        let ref_map = with(&map, &ref_scratch);
+        let mut worst: Vec<Option<TensorCheck>> = vec![None; shape.outputs.len()];
+        // Per output over every seed: both levels passed, and the most shared NaN.
+        let mut all_ok: Vec<(bool, bool, u64)> = vec![(true, true, 0); shape.outputs.len()];
+        let mut bench_ok = true;
+        let mut strict_ok = true;
+        let mut message = None;
+        for (k, seed) in job.seeds.iter().enumerate() {
+            heartbeat(k);
+            let regen = |g: &mut Gpu| -> GResult<()> {
+                g.generate_all(&shape.inputs, &inputs, env, *seed, custom)
+            };
+            // Reference.
+            regen(self)?;
+            for (t, b) in shape.outputs.iter().zip(&outputs) {
+                self.poison(b, &t.dtype, 0)?;
+            }
+            self.reset_scratch(&ref_scratch)?;
+            self.enqueue(reference, env, &ref_map)?;
+            self.sync()?;
+            heartbeat(k);
+            let refs: Vec<Vec<u8>> = outputs
+                .iter()
+                .map(|b| self.download(b))
+                .collect::<GResult<_>>()?;
+            // Candidate, twice, with different poisons; inputs hashed around the first run.
+            let mut runs: Vec<Vec<Vec<u8>>> = Vec::new();
+            for which in 0..2u8 {
+                regen(self)?;
+                let mut before = Vec::new();
+                if which == 0 {
+                    for (t, b) in shape.inputs.iter().zip(&inputs) {
+                        if !t.inplace {
+                            before.push((t.name.clone(), self.checksum(b, &hash_scratch)?));
+                        }
+                    }
+                }
+                for (t, b) in shape.outputs.iter().zip(&outputs) {
+                    self.poison(b, &t.dtype, which)?;
+                }
+                self.reset_scratch(&cand_scratch)?;
+                self.enqueue(cand, env, &cand_map)?;
+                self.sync()?;
+                heartbeat(k);
+                runs.push(
+                    outputs
+                        .iter()
+                        .map(|b| self.download(b))
+                        .collect::<GResult<_>>()?,
+                );
+                if which == 0 {
+                    for (t, b) in shape.inputs.iter().zip(&inputs) {
+                        if let Some((_, h0)) = before.iter().find(|(n, _)| *n == t.name) {
+                            let h1 = self.checksum(b, &hash_scratch)?;
+                            if h1 != *h0 {
+                                strict_ok = false;
+                                bench_ok = false;
+                                message.get_or_insert(format!(
+                                    "modified input `{}`, which is not declared in-place (seed {seed})",
+                                    t.name
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            for (i, t) in shape.outputs.iter().enumerate() {
+                let mode = if t.compare == "exact" {
+                    CmpMode::Exact
+                } else {
+                    CmpMode::Float
+                };
+                let c = compare::check_tensor(
+                    &t.name,
+                    &t.dtype,
+                    mode,
+                    &refs[i],
+                    &runs[0][i],
+                    &runs[1][i],
+                    &compare::poison(&t.dtype, 0),
+                    &compare::poison(&t.dtype, 1),
+                    job.tolerance,
+                    cand.plan.nondeterministic,
+                );
+                bench_ok &= c.bench_ok;
+                strict_ok &= c.strict_ok;
+                all_ok[i].0 &= c.bench_ok;
+                all_ok[i].1 &= c.strict_ok;
+                all_ok[i].2 = all_ok[i].2.max(c.shared_nan);
+                if !c.strict_ok && message.is_none() {
+                    message = Some(format!(
+                        "output `{}` (seed {seed}): {}",
+                        t.name,
+                        c.reason.clone().unwrap_or_default()
+                    ));
+                }
+                let replace = match &worst[i] {
+                    None => true,
+                    Some(w) => {
+                        (w.strict_ok && !c.strict_ok)
+                            || (w.strict_ok == c.strict_ok && c.max_abs > w.max_abs)
+                    }
+                };
+                if replace {
+                    worst[i] = Some(c);
+                }
+            }
+        }
+        for (w, (b, st, nan)) in worst.iter_mut().zip(&all_ok) {
+            if let Some(w) = w {
+                w.bench_ok = *b;
+                w.strict_ok = *st;
+                w.shared_nan = *nan;
+            }
+        }
+        Ok((
+            bench_ok,
+            strict_ok,
+            worst.into_iter().flatten().collect(),
+            message,
+        ))
+    }
+}

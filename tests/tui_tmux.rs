@@ -261,6 +261,10 @@ fn a_signal_restores_the_terminal() {
         eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
         return;
     }
+    if Command::new("pkill").arg("-V").output().is_err() {
+        eprintln!("SKIPPED: pkill is not installed (procps)");
+        return;
+    }
     for sig in ["INT", "TERM", "HUP"] {
         let exe = common::exe();
         let dir = std::env::temp_dir().join(format!("atrex-sig{sig}-{}", std::process::id()));

@@ -45,27 +45,6 @@ pub struct KernelProfile {
     pub raw: BTreeMap<String, f64>,
 }
 
-/// Splits one CSV line (ncu quotes every field).
-fn split_csv(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cur.push('"');
-                chars.next();
-            }
-            '"' => quoted = !quoted,
-            ',' if !quoted => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
-        }
-    }
-    out.push(cur);
-    out
-}
-
 /// Scale of a unit to its base (bytes, nanoseconds, …).
 fn unit_scale(unit: &str) -> f64 {
     match unit.trim() {
@@ -103,30 +82,47 @@ pub fn parse_raw_csv(text: &str) -> Result<Vec<KernelProfile>, String> {
     else {
         return Ok(Vec::new());
     };
-    let header = split_csv(lines[h]);
-    let units = lines.get(h + 1).map(|l| split_csv(l)).unwrap_or_default();
-    // The units row has an empty ID column.
-    let has_units = units.first().map(|u| u.trim().is_empty()).unwrap_or(false);
-    let first_row = if has_units { h + 2 } else { h + 1 };
+    // The table from its header on, without the profiler's own `==PROF==` lines.
+    let table: String = lines[h..]
+        .iter()
+        .filter(|l| !l.starts_with("==") && !l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(table.as_bytes());
+    let mut records = reader.records();
+    let row =
+        |r: Option<Result<csv::StringRecord, csv::Error>>| -> Result<Option<Vec<String>>, String> {
+            match r {
+                None => Ok(None),
+                Some(Ok(rec)) => Ok(Some(rec.iter().map(|f| f.to_string()).collect())),
+                Some(Err(e)) => Err(format!("ncu table: {e}")),
+            }
+        };
+    let header = row(records.next())?.unwrap_or_default();
     let col = |name: &str| header.iter().position(|c| c == name);
     let name_col = col("Kernel Name").ok_or("ncu table has no `Kernel Name` column")?;
     let mut out = Vec::new();
-    for line in &lines[first_row..] {
-        if line.trim().is_empty() || line.starts_with("==") {
-            continue;
+    let mut units: Vec<String> = Vec::new();
+    let mut first = true;
+    while let Some(f) = row(records.next())? {
+        // The units row (when present) follows the header and has an empty ID column.
+        if first {
+            first = false;
+            if f.first().map(|u| u.trim().is_empty()).unwrap_or(false) {
+                units = f;
+                continue;
+            }
         }
-        let f = split_csv(line);
         if f.len() < header.len() {
             continue;
         }
         let mut raw = BTreeMap::new();
         for (i, name) in header.iter().enumerate() {
             if let Some(v) = number(&f[i]) {
-                let scale = if has_units {
-                    units.get(i).map(|u| unit_scale(u)).unwrap_or(1.0)
-                } else {
-                    1.0
-                };
+                let scale = units.get(i).map(|u| unit_scale(u)).unwrap_or(1.0);
                 raw.insert(name.clone(), v * scale);
             }
         }
@@ -289,6 +285,10 @@ mod tests {
 
     #[test]
     fn csv_quoting() {
-        assert_eq!(split_csv("\"a,b\",\"c\"\"d\",e"), vec!["a,b", "c\"d", "e"]);
+        let text =
+            "\"ID\",\"Kernel Name\",\"launch__grid_size\"\n\"0\",\"k<\"\"a,b\"\">\",\"1,024\"\n";
+        let k = parse_raw_csv(text).unwrap();
+        assert_eq!(k[0].name, "k<\"a,b\">");
+        assert_eq!(k[0].grid_size, Some(1024.0));
     }
 }

@@ -112,10 +112,8 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
 /// NVRTC as the worker finds it: the version when it loads here, else where it was looked for.
 pub fn nvrtc_status() -> Result<String, String> {
     let dirs = crate::engine::locate::library_dirs();
-    if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        let (mut a, mut b) = (0, 0);
-        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
-        return Ok(format!("{a}.{b}"));
+    if let Some(v) = crate::engine::locate::nvrtc_version() {
+        return Ok(v);
     }
     if let Some(d) = dirs.first() {
         return Ok(format!(

@@ -136,6 +136,16 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
     None
 }
 
+/// The NVRTC version (`13.0`) when the library loads in this process; None otherwise.
+pub fn nvrtc_version() -> Option<String> {
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return None;
+    }
+    let (mut a, mut b) = (0, 0);
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
+    Some(format!("{a}.{b}"))
+}
+
 /// LD_LIBRARY_PATH for the worker: the current value plus the CUDA library folders.
 pub fn worker_ld_library_path() -> String {
     let mut parts: Vec<String> = std::env::var("LD_LIBRARY_PATH")

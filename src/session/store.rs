@@ -84,13 +84,18 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, String> {
             }
             continue;
         }
-        if let Some(v) = newer_version(line) {
+        let parsed = parse_line(line);
+        // A newer format is refused wherever it is (parse_line fails on it; only then is the
+        // line looked at again, so the common path parses each line once).
+        if parsed.is_err()
+            && let Some(v) = newer_version(line)
+        {
             return Err(format!(
                 "{name}:{lineno}: written by a newer atrex-tui (session format {v}; this build reads \
                  up to {FORMAT_VERSION}): update atrex-tui to open or continue it; the file was not changed"
             ));
         }
-        match parse_line(line) {
+        match parsed {
             Ok(r) if complete => {
                 if matches!(r.event, SessionEvent::Unknown) {
                     out.unknown += 1;

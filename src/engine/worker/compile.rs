@@ -13,17 +13,15 @@ pub struct Compiler {
 
 impl Compiler {
     pub fn new(arch: &str) -> GResult<Compiler> {
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        let Some(nvrtc_version) = crate::engine::locate::nvrtc_version() else {
             return Err(gerr(
                 "libnvrtc not found: install the CUDA toolkit, or set CUDA_HOME to it",
             ));
-        }
-        let (mut a, mut b) = (0, 0);
-        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
+        };
         Ok(Compiler {
             arch: arch.to_string(),
             include: crate::engine::locate::include_dir(),
-            nvrtc_version: format!("{a}.{b}"),
+            nvrtc_version,
             cache_dir: dirs::cache_dir().map(|d| d.join("atrex-tui").join("cubin")),
         })
     }

@@ -123,13 +123,7 @@ pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), Str
         .result()
         .map_err(|e| GpuError::from(e).msg)?;
     let driver_version = format!("{}.{}", v / 1000, (v % 1000) / 10);
-    let nvrtc_version = if unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        let (mut a, mut b) = (0, 0);
-        unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
-        Some(format!("{a}.{b}"))
-    } else {
-        None
-    };
+    let nvrtc_version = crate::engine::locate::nvrtc_version();
     let n = cu::device::get_count().map_err(|e| GpuError::from(e).msg)?;
     let mut devices = Vec::new();
     for i in 0..n {

@@ -113,6 +113,16 @@ impl Gpu {
         let wall = Instant::now();
         let mut cancelled = false;
         let has_inplace = shape.inputs.iter().any(|t| t.inplace);
+        // A set's inputs as they were generated (in-place inputs drift over repeated runs).
+        let regenerate = |g: &mut Gpu, set: usize| -> GResult<()> {
+            g.generate_all(
+                &shape.inputs,
+                &bufs[set][..n_in],
+                env,
+                set_seed(set as u64),
+                custom,
+            )
+        };
         // One timed run, flush and all, of input set `set` (batch slot `i`).
         let sample = |g: &mut Gpu, set: usize, i: usize| -> GResult<()> {
             prime(g, set)?;
@@ -153,13 +163,7 @@ impl Gpu {
             // generated inputs, so that the run checked below is one on known inputs.
             if has_inplace && reference.is_some() {
                 for set in 0..maps.len() {
-                    self.generate_all(
-                        &shape.inputs,
-                        &bufs[set][..n_in],
-                        env,
-                        set_seed(set as u64),
-                        custom,
-                    )?;
+                    regenerate(self, set)?;
                     sample(self, set, 0)?;
                     self.sync()?;
                     samples.push(unsafe { cu::event::elapsed(starts[0], ends[0]) }? as f64);
@@ -212,13 +216,7 @@ impl Gpu {
             .collect::<GResult<_>>()?;
         for set in 0..maps.len() {
             if has_inplace {
-                self.generate_all(
-                    &shape.inputs,
-                    &bufs[set][..n_in],
-                    env,
-                    set_seed(set as u64),
-                    custom,
-                )?;
+                regenerate(self, set)?;
             }
             let mut m = maps[set].clone();
             for (n, _, _, b) in &ref_scratch {
@@ -240,22 +238,15 @@ impl Gpu {
                 )?;
                 if bad > 0 {
                     let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1);
-                    let at = |b: &DevBuf| -> GResult<f64> {
+                    let bytes_at = |b: &DevBuf| -> GResult<Vec<u8>> {
                         let mut v = vec![0u8; es];
                         unsafe { cu::memcpy_dtoh_sync(&mut v, b.ptr + first * es as u64) }?;
-                        Ok(compare::decode(&t.dtype, &v))
+                        Ok(v)
                     };
-                    let (r, x) = (at(&ref_outs[i])?, at(&bufs[set][n_in + i])?);
-                    let poisoned = {
-                        let mut v = vec![0u8; es];
-                        unsafe {
-                            cu::memcpy_dtoh_sync(
-                                &mut v,
-                                bufs[set][n_in + i].ptr + first * es as u64,
-                            )
-                        }?;
-                        v == compare::poison(&t.dtype, 0)
-                    };
+                    let timed = bytes_at(&bufs[set][n_in + i])?;
+                    let r = compare::decode(&t.dtype, &bytes_at(&ref_outs[i])?);
+                    let x = compare::decode(&t.dtype, &timed);
+                    let poisoned = timed == compare::poison(&t.dtype, 0);
                     return Ok(Timed {
                         stats,
                         broken: Some(format!(

@@ -2,8 +2,8 @@
 
 mod common;
 
-use atrex_tui::import;
-use atrex_tui::roofline;
+use atrex_tui::suite::import;
+use atrex_tui::suite::roofline;
 use atrex_tui::suite::{PhaseFilter, Suite, SuiteSource};
 use std::path::{Path, PathBuf};
 use std::process::Command;

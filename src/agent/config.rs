@@ -1,9 +1,6 @@
-//! Agent settings: the `[agent]` table of config.toml and the environment. API keys come from
+//! The agent's configuration: the `[agent]` settings (`crate::config`) and the environment. API keys come from
 //! the environment or from a config file readable by its owner only (mode 0600); they are never
 //! logged, printed or written to sessions (`Secret` has no Debug or Display of its value).
-
-use serde::Deserialize;
-use std::path::{Path, PathBuf};
 
 /// A secret string: its Debug and Display never show the value.
 #[derive(Clone, Default, PartialEq)]
@@ -33,104 +30,7 @@ impl std::fmt::Display for Secret {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum BackendKind {
-    Tuner,
-    Openai,
-    Anthropic,
-}
-
-impl BackendKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            BackendKind::Tuner => "tuner",
-            BackendKind::Openai => "openai",
-            BackendKind::Anthropic => "anthropic",
-        }
-    }
-}
-
-/// The `[agent]` table of config.toml. Every key is optional.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct AgentSettings {
-    pub backend: Option<BackendKind>,
-    pub base_url: Option<String>,
-    pub model: Option<String>,
-    /// Only accepted when the file's mode is 0600 (or stricter).
-    pub api_key: Option<String>,
-    pub anthropic_base_url: Option<String>,
-    pub anthropic_model: Option<String>,
-    pub anthropic_api_key: Option<String>,
-    pub max_iters: Option<usize>,
-    pub max_tokens: Option<u64>,
-    pub max_reply_tokens: Option<u32>,
-    pub target_s: Option<f64>,
-    pub dropout_k: Option<usize>,
-    pub timeout_secs: Option<f64>,
-    pub retries: Option<u32>,
-    pub knowledge_docs: Option<usize>,
-}
-
-#[derive(Deserialize, Default)]
-struct FileDoc {
-    #[serde(default)]
-    agent: Option<AgentSettings>,
-}
-
-/// Parses the `[agent]` table of a settings text; errors name the file and line.
-pub fn parse_settings(file: &str, text: &str) -> Result<AgentSettings, String> {
-    let doc: FileDoc = toml::from_str(text).map_err(|e| {
-        let line = e
-            .span()
-            .map(|s| format!(":{}", crate::suite::line_of(text, s.start)))
-            .unwrap_or_default();
-        format!("{file}{line}: [agent]: {}", e.message())
-    })?;
-    Ok(doc.agent.unwrap_or_default())
-}
-
-/// Reads the `[agent]` table of a config file; refuses a file holding a key whose mode lets
-/// others read it.
-pub fn read_settings(path: &Path) -> Result<AgentSettings, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(AgentSettings::default()),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    };
-    let s = parse_settings(&path.display().to_string(), &text)?;
-    if s.api_key.is_some() || s.anthropic_api_key.is_some() {
-        check_private(path)?;
-    }
-    Ok(s)
-}
-
-/// Refuses a file that group or others can read or write.
-pub fn check_private(path: &Path) -> Result<(), String> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-            .permissions()
-            .mode()
-            & 0o777;
-        if mode & 0o077 != 0 {
-            return Err(format!(
-                "{} holds an API key but its mode is {mode:04o}; run `chmod 600 {}` (keys are only read from files private to their owner)",
-                path.display(),
-                path.display()
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The default config file: `<config dir>/config.toml`.
-pub fn default_config_file() -> Option<PathBuf> {
-    crate::tui::theme::config_dir().map(|d| d.join("config.toml"))
-}
+pub use crate::config::{AgentSettings, BackendKind};
 
 /// A resolved backend endpoint.
 #[derive(Debug, Clone, PartialEq)]
@@ -215,34 +115,4 @@ pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConf
         retries: s.retries.unwrap_or(4),
         knowledge_docs: s.knowledge_docs.unwrap_or(6),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_key_in_a_world_readable_file_is_refused() {
-        let dir = std::env::temp_dir().join(format!("atrex-agent-cfg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("config.toml");
-        std::fs::write(&f, "theme = \"dark\"\n[agent]\nbackend = \"openai\"\nmodel = \"m\"\napi_key = \"sk-abcdefghijklmnopqrstuvwxyz\"\n").unwrap();
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
-            let e = read_settings(&f).unwrap_err();
-            assert!(e.contains("0644") && e.contains("chmod 600"), "{e}");
-            assert!(!e.contains("sk-abc"), "the key never shows in errors");
-            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
-        }
-        let s = read_settings(&f).unwrap();
-        assert_eq!(s.backend, Some(BackendKind::Openai));
-        let dbg = format!("{:?}", Secret::new(s.api_key.clone().unwrap()));
-        assert_eq!(dbg, "[REDACTED]");
-        // A file without keys needs no particular mode; unknown keys are errors.
-        std::fs::write(&f, "[agent]\nmax_iterz = 3\n").unwrap();
-        assert!(read_settings(&f).unwrap_err().contains("max_iterz"));
-        std::fs::remove_dir_all(&dir).ok();
-    }
 }

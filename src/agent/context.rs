@@ -4,8 +4,8 @@
 
 use super::knowledge::{self, Doc, Query};
 use super::{AgentState, HistoryEntry, MeasureSummary};
-use crate::hardware::HardwareProfile;
 use crate::suite::Problem;
+use crate::suite::hardware::HardwareProfile;
 use std::fmt::Write;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -77,7 +77,7 @@ pub fn spec_text(p: &Problem, hw: &HardwareProfile) -> String {
         let sol = p
             .work(sh)
             .ok()
-            .and_then(|w| crate::roofline::sol(&w, hw).ok());
+            .and_then(|w| crate::suite::roofline::sol(&w, hw).ok());
         match sol {
             Some(sol) => {
                 let _ = writeln!(
@@ -107,7 +107,7 @@ pub fn bottlenecks(p: &Problem, hw: &HardwareProfile) -> Vec<String> {
         if let Some(sol) = p
             .work(sh)
             .ok()
-            .and_then(|w| crate::roofline::sol(&w, hw).ok())
+            .and_then(|w| crate::suite::roofline::sol(&w, hw).ok())
         {
             *counts.entry(sol.bottleneck.name()).or_default() += 1;
         }

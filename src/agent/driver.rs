@@ -8,11 +8,11 @@ use super::llm::{Delta, LlmClient, LlmError, Message};
 use super::reply::{self, Change};
 use super::tuner::{Base, Point, Search, StepKind};
 use super::*;
-use crate::bench::Outcome;
+use crate::engine::outcome::Outcome;
 use crate::engine::protocol::{Event, JobKind, Mode, ShapeResult, Verdict};
-use crate::hardware::HardwareProfile;
 use crate::session::{Author, DecidedBy, Decision, SessionEvent};
 use crate::suite::Problem;
+use crate::suite::hardware::HardwareProfile;
 use std::future::Future;
 
 /// A quick result within this fraction of the incumbent's S_op is worth a full measurement.
@@ -196,7 +196,7 @@ pub fn summarize(o: &Outcome, mode: Mode) -> MeasureSummary {
         })
         .collect();
     if m.verdict == "pass" && !o.shapes.is_empty() {
-        m.s_op = Some(crate::bench::s_op_of(&o.shapes));
+        m.s_op = Some(crate::engine::outcome::s_op_of(&o.shapes));
     }
     m.noise = timing_noise(&o.shapes);
     m
@@ -210,19 +210,21 @@ pub fn timing_noise(shapes: &[ShapeResult]) -> f64 {
         .filter(|t| t.n > 0)
         .map(|t| 1.2533 * t.rel_iqr / 1.349 / (t.n as f64).sqrt())
         .collect();
-    crate::roofline::median(&v)
+    crate::suite::roofline::median(&v)
 }
 
 /// S_op of timing-only results (verdict pass or unchecked).
 pub fn timed_s_op(shapes: &[ShapeResult]) -> f64 {
-    let scores: Vec<crate::roofline::ShapeScore> = shapes
+    let scores: Vec<crate::suite::roofline::ShapeScore> = shapes
         .iter()
         .map(|r| match (&r.verdict, r.s) {
-            (Verdict::Pass | Verdict::Unchecked, Some(s)) => crate::roofline::ShapeScore::Passed(s),
-            _ => crate::roofline::ShapeScore::Failed,
+            (Verdict::Pass | Verdict::Unchecked, Some(s)) => {
+                crate::suite::roofline::ShapeScore::Passed(s)
+            }
+            _ => crate::suite::roofline::ShapeScore::Failed,
         })
         .collect();
-    crate::roofline::s_op(&scores)
+    crate::suite::roofline::s_op(&scores)
 }
 
 pub struct Driver<P: Proposer, M: Measurer, G: Gate, S: Sink> {

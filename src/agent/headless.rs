@@ -5,11 +5,11 @@ use super::config::{self, AgentConfig, BackendKind};
 use super::driver::*;
 use super::llm::{Delta, LlmClient};
 use super::*;
-use crate::bench::{Outcome, collect};
 use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::engine::outcome::{Outcome, collect};
 use crate::engine::protocol::{JobKind, Mode, Source};
-use crate::hardware::HardwareProfile;
 use crate::session::{Author, Model, SessionEvent, SessionWriter};
+use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Problem, Suite, Workspace};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -288,25 +288,18 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
         .problem(a.op)
         .ok_or_else(|| format!("unknown operator `{}` (see `atrex-tui suite`)", a.op))?
         .clone();
-    let baseline = crate::bench::suite_kernel(suite, &p, "baseline.cu")?;
-    let reference = crate::bench::suite_kernel(suite, &p, "reference.cu")?;
+    let baseline = crate::suite::kernels::suite_kernel(suite, &p, "baseline.cu")?;
+    let reference = crate::suite::kernels::suite_kernel(suite, &p, "reference.cu")?;
     let cfg_file = a
         .config
         .map(|p| p.to_path_buf())
-        .or_else(config::default_config_file);
-    let settings = match &cfg_file {
-        Some(f) => config::read_settings(f)?,
-        None => Default::default(),
-    };
-    let mut cfg = config::resolve(&settings, a.backend)?;
+        .or_else(crate::config::Settings::default_path);
+    let settings = crate::config::Settings::load(cfg_file.as_deref()).map_err(|e| e.to_string())?;
+    let mut cfg = config::resolve(&settings.agent, a.backend)?;
     if let Some(n) = a.max_iters {
         cfg.budget.max_iters = n;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = crate::engine::runtime()?;
     rt.block_on(async move {
         let client = WorkerClient::spawn(WorkerConfig::new(a.device));
         let (dev, probe) = match client.device().await {
@@ -316,7 +309,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: HeadlessArgs<'_>) -> Result<i32, St
                     "atrex-tui: no GPU {}: {e}; the agent needs one to measure",
                     a.device
                 );
-                return Ok(crate::bench::EXIT_NO_GPU);
+                return Ok(crate::cli::EXIT_NO_GPU);
             }
         };
         let (driver, nvrtc) = (probe.driver_version, probe.nvrtc_version);

@@ -6,7 +6,7 @@ use super::headless::FileSink;
 use super::llm::{Delta, LlmClient};
 use super::tuner::{Base, Search};
 use super::*;
-use crate::bench::Outcome;
+use crate::engine::outcome::Outcome;
 use crate::engine::protocol::{Event, JobKind, Mode, ShapeResult, Verdict};
 use crate::engine::stats::TimingStats;
 use crate::session::{Author, SessionEvent};
@@ -125,7 +125,7 @@ impl Measurer for FakeMeasurer {
                 Some("output of a timed run differs from the check: `out` ...".into());
         }
         let output = if source.contains("printf") {
-            vec![crate::bench::KernelOutput {
+            vec![crate::engine::outcome::KernelOutput {
                 shape: Some(0),
                 text: "row 0: sum 1.5".into(),
                 dropped: 0,
@@ -996,9 +996,10 @@ fn restore_rebuilds_the_agents_memory_from_a_session() {
             event: e,
         });
     };
-    let base = crate::bench::suite_kernel(&s, s.problem("rms_norm").unwrap(), "baseline.cu")
-        .unwrap()
-        .code;
+    let base =
+        crate::suite::kernels::suite_kernel(&s, s.problem("rms_norm").unwrap(), "baseline.cu")
+            .unwrap()
+            .code;
     for rev in 1..=4u32 {
         push(SessionEvent::Revision {
             op: "rms_norm".into(),
@@ -1213,7 +1214,7 @@ fn a_recorded_profile_changes_the_context_and_retrieval() {
     let p = s.problem("rms_norm").unwrap().clone();
     let hw = s.hardware("H200").unwrap().clone();
     let docs = super::knowledge::docs();
-    let base = crate::bench::suite_kernel(&s, &p, "baseline.cu")
+    let base = crate::suite::kernels::suite_kernel(&s, &p, "baseline.cu")
         .unwrap()
         .code;
     let rec = |seq: u64, event: SessionEvent| Record {

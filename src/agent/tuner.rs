@@ -4,7 +4,7 @@
 
 use super::SplitMix;
 use crate::engine::plan;
-use crate::expr::Value;
+use crate::suite::expr::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A starting source of the search: the incumbent, or a template variant.

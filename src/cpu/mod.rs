@@ -2,7 +2,7 @@
 //! properties, and on the GPU the reference kernels must agree with them
 //! (tests/gpu_cpu.rs, through `dump` jobs that return a kernel's inputs and outputs).
 
-use crate::expr::{Env, Value};
+use crate::suite::expr::{Env, Value};
 use std::collections::BTreeMap;
 
 mod attention;

@@ -5,6 +5,7 @@ pub mod compare;
 pub mod guard;
 pub mod includes;
 pub mod locate;
+pub mod outcome;
 pub mod plan;
 pub mod protocol;
 pub mod simulate;
@@ -12,8 +13,8 @@ pub mod stats;
 pub mod stdio;
 pub mod worker;
 
-use crate::expr::{self, Value};
-use crate::hardware::HardwareProfile;
+use crate::suite::expr::{self, Value};
+use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Problem, TensorSpec};
 use protocol::*;
 
@@ -88,7 +89,7 @@ pub fn shape_job_for(
     let env = p.env(s).map_err(|e| e.to_string())?;
     let w = p.work_in(&env, s.id).map_err(|e| e.to_string())?;
     let sol_s = match hw {
-        Some(h) => crate::roofline::sol(&w, h)?.sol_s,
+        Some(h) => crate::suite::roofline::sol(&w, h)?.sol_s,
         None => 0.0,
     };
     Ok(ShapeJob {
@@ -203,6 +204,15 @@ pub fn profile_for_device<'a>(
 /// JSON value of a define.
 pub fn define_json(v: &Value) -> serde_json::Value {
     v.to_json()
+}
+
+/// The async runtime that worker clients, the TUI's tasks and the agent run on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The launch plan of a candidate kernel: a TOML block inside a leading comment
 //! `/* atrex:plan ... */` (docs/kernel-contract.md).
 
-use crate::expr::{self, Env, Expr, Value};
+use crate::suite::expr::{self, Env, Expr, Value};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;

@@ -2,7 +2,7 @@
 //! Each finding carries its evidence.
 
 use super::ncu::KernelProfile;
-use crate::roofline::Bottleneck;
+use crate::suite::roofline::Bottleneck;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -269,7 +269,7 @@ pub fn profile(
         None
     };
     let bottleneck = hw
-        .and_then(|h| crate::roofline::sol(&w, h).ok())
+        .and_then(|h| crate::suite::roofline::sol(&w, h).ok())
         .map(|s| s.bottleneck);
     let low_precision =
         ["bf16", "fp16", "fp8_e4m3", "fp8_e4m3fnuz", "int8"].contains(&p.dtype.as_str());
@@ -302,7 +302,7 @@ pub fn fixture(operator: &str, rev: u32, shape: u32) -> Profile {
     let findings = classify(
         &kernels,
         redundant,
-        Some(crate::roofline::Bottleneck::Memory),
+        Some(crate::suite::roofline::Bottleneck::Memory),
         true,
         Some(132),
     );

@@ -262,7 +262,7 @@ mod tests {
         let f = crate::profile::classify(
             &[k.clone()],
             Some(0.93),
-            Some(crate::roofline::Bottleneck::Memory),
+            Some(crate::suite::roofline::Bottleneck::Memory),
             true,
             Some(132),
         );

@@ -144,7 +144,7 @@ pub fn demo_events(suite: &Suite) -> Vec<SessionEvent> {
     let base = |op: &str| {
         suite
             .problem(op)
-            .and_then(|p| crate::bench::suite_kernel(suite, p, "baseline.cu").ok())
+            .and_then(|p| crate::suite::kernels::suite_kernel(suite, p, "baseline.cu").ok())
             .map(|s| s.code)
             .unwrap_or_default()
     };

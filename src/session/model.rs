@@ -3,7 +3,7 @@
 
 use super::event::{Author, DecidedBy, Decision, Record, SessionEvent};
 use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
-use crate::roofline;
+use crate::suite::roofline;
 use crate::suite::{PhaseFilter, Suite};
 use std::collections::BTreeMap;
 
@@ -119,7 +119,7 @@ impl Revision {
                     };
                 }
                 let v: Vec<ShapeResult> = m.results.values().cloned().collect();
-                RevVerdict::Score(crate::bench::s_op_of(&v))
+                RevVerdict::Score(crate::engine::outcome::s_op_of(&v))
             }
         }
     }
@@ -299,7 +299,7 @@ impl Model {
         for p in &suite.problems {
             let mut revisions = Vec::new();
             let mut incumbent = None;
-            if let Ok(src) = crate::bench::suite_kernel(suite, p, "baseline.cu") {
+            if let Ok(src) = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu") {
                 revisions.push(Revision {
                     rev: 0,
                     parent: None,

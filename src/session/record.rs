@@ -153,7 +153,7 @@ impl Recorder {
         p: &Problem,
         rev: u32,
         mode: Mode,
-        hw: Option<&crate::hardware::HardwareProfile>,
+        hw: Option<&crate::suite::hardware::HardwareProfile>,
         progress: bool,
     ) -> Result<Option<f64>, String> {
         let source = self
@@ -163,7 +163,7 @@ impl Recorder {
             .and_then(|o| o.rev(rev))
             .map(|r| r.source.clone())
             .ok_or_else(|| format!("{} v{rev} is not in the session", p.name))?;
-        let reference = crate::bench::suite_kernel(suite, p, "reference.cu")?;
+        let reference = crate::suite::kernels::suite_kernel(suite, p, "reference.cu")?;
         let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
         let job = crate::engine::build_job(
             p,

@@ -6,13 +6,13 @@ use super::highlight::{DiffView, HighlightCache, Highlighter, build_diff};
 use super::theme::Theme;
 use crate::engine::client::JobEvent;
 use crate::engine::protocol::{DeviceInfo, Event, Verdict};
-use crate::hardware::HardwareProfile;
-use crate::roofline::{self, Bottleneck};
 use crate::session::model::{LogLevel, LogLine, Revision};
 use crate::session::store::now;
 use crate::session::{
     Author, DecidedBy, Decision, Model, Record, RevVerdict, SessionEvent, SessionWriter,
 };
+use crate::suite::hardware::HardwareProfile;
+use crate::suite::roofline::{self, Bottleneck};
 use crate::suite::{PhaseFilter, Suite};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui_textarea::{CursorMove, TextArea};
@@ -489,7 +489,7 @@ impl AppState {
                 let label: Vec<String> = s
                     .params
                     .iter()
-                    .filter(|(_, v)| !matches!(v, crate::expr::Value::List(_)))
+                    .filter(|(_, v)| !matches!(v, crate::suite::expr::Value::List(_)))
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 let (flops, bytes, sol_ms, bn) = match p.work(s) {

@@ -9,6 +9,7 @@ pub mod ui;
 #[cfg(test)]
 mod tests;
 
+use crate::config::Settings;
 use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig};
 use crate::engine::protocol::{Event, JobKind, Mode};
 use crate::session::model::LogLevel;
@@ -35,18 +36,10 @@ pub struct Options {
 /// The application event sender: cheap to clone, one per producer.
 pub type Tx = mpsc::UnboundedSender<AppEvent>;
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
-}
-
 /// Builds the state for a run, before the terminal is touched (so errors print plainly).
-pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Settings), String> {
-    let cfg_path = opts.config.clone().or_else(theme::Settings::default_path);
-    let settings = theme::Settings::load(cfg_path.as_deref())?;
+pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, Settings), String> {
+    let cfg_path = opts.config.clone().or_else(Settings::default_path);
+    let settings = Settings::load(cfg_path.as_deref()).map_err(|e| e.to_string())?;
     let truecolor = theme::detect_truecolor() && !settings.force_256_colours;
     let th = theme::Theme::load(&settings.theme, truecolor)?;
     let suite = Arc::new(Suite::load(ws.suite_source()).map_err(|e| e.to_string())?);
@@ -80,11 +73,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, theme::Setti
     };
     let mut st = AppState::new(suite.clone(), model, th, hw, kernels);
     // The agent's settings: an error here only disables the agent (the log says why).
-    st.agent_cfg = match &cfg_path {
-        Some(p) => crate::agent::config::read_settings(p),
-        None => Ok(Default::default()),
-    }
-    .and_then(|a| crate::agent::config::resolve(&a, None));
+    st.agent_cfg = crate::agent::config::resolve(&settings.agent, None);
     if let Err(e) = &st.agent_cfg {
         st.log(LogLevel::Warn, format!("agent: unavailable: {e}"));
     }
@@ -190,7 +179,7 @@ pub fn recorded_sessions(dir: &Path, current: Option<&str>) -> Vec<app::SessionF
 pub fn run(ws: &Workspace, opts: Options) -> Result<i32, String> {
     let t_start = Instant::now();
     let (state, settings) = prepare(ws, &opts)?;
-    let rt = runtime()?;
+    let rt = crate::engine::runtime()?;
     rt.block_on(main_loop(state, settings, t_start))
 }
 
@@ -217,7 +206,7 @@ struct Runtime {
 
 async fn main_loop(
     mut state: AppState,
-    settings: theme::Settings,
+    settings: Settings,
     t_start: Instant,
 ) -> Result<i32, String> {
     let (tx, mut rx) = mpsc::unbounded_channel::<AppEvent>();
@@ -477,7 +466,7 @@ fn start_agent(
         .hw
         .clone()
         .ok_or("no hardware profile for T_SOL (set `hardware` in the settings)")?;
-    let reference = crate::bench::suite_kernel(&state.suite, &p, "reference.cu")?;
+    let reference = crate::suite::kernels::suite_kernel(&state.suite, &p, "reference.cu")?;
     let mut proposer = crate::agent::headless::make_proposer(&cfg, &st, seed)?;
     if let crate::agent::headless::AnyProposer::Tuner(t) = &mut proposer {
         t.seed_history(&sources);
@@ -718,7 +707,7 @@ async fn run_profile(
         code: j.source,
         defines: Default::default(),
     };
-    let resources = crate::bench::compile_resources(&client, &p, &cand, j.shape).await?;
+    let resources = crate::engine::outcome::compile_resources(&client, &p, &cand, j.shape).await?;
     tokio::task::spawn_blocking(move || {
         let opts = match j.ncu {
             Some(ncu) => crate::profile::NcuOptions {
@@ -754,7 +743,7 @@ fn build_measure_job(
         .suite
         .problem(op)
         .ok_or_else(|| format!("{op} is not in the suite"))?;
-    let reference = crate::bench::suite_kernel(&state.suite, p, "reference.cu")?;
+    let reference = crate::suite::kernels::suite_kernel(&state.suite, p, "reference.cu")?;
     let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
     let cand = crate::engine::protocol::Source {
         name: format!("{op} v{_rev}"),
@@ -839,28 +828,4 @@ async fn run_editor(
         Err(e) => format!("cannot start `{editor}`: {e}"),
     };
     let _ = rtm.tx.send(AppEvent::EditorExited { path, status });
-}
-
-/// `replay FILE --json [--timing]`: the summary of a session, without a terminal.
-pub fn replay_json(ws: &Workspace, file: &Path, timing: bool) -> Result<i32, String> {
-    let suite = Suite::load(ws.suite_source()).map_err(|e| e.to_string())?;
-    let t0 = Instant::now();
-    let loaded = crate::session::demos::load_file_or_demo(file)?;
-    let t1 = Instant::now();
-    let model = Model::from_records(&suite, &loaded.records);
-    let t2 = Instant::now();
-    let mut doc = crate::session::summary(&suite, &loaded, &model);
-    doc["file"] = serde_json::json!(file.file_name().map(|n| n.to_string_lossy().to_string()));
-    if timing {
-        doc["timing"] = serde_json::json!({
-            "load_ms": (t1 - t0).as_secs_f64() * 1e3,
-            "rebuild_ms": (t2 - t1).as_secs_f64() * 1e3,
-            "total_ms": (t2 - t0).as_secs_f64() * 1e3,
-        });
-    }
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-    );
-    Ok(0)
 }

@@ -1,9 +1,9 @@
-//! Colour themes (themes/*.toml) and the user's settings (config.toml).
+//! Colour themes (themes/*.toml).
 
 use ratatui::style::Color;
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 const BUILTIN: &[(&str, &str)] = &[
     ("dark", include_str!("../../themes/dark.toml")),
@@ -196,7 +196,7 @@ impl Theme {
             return Theme::builtin(name, truecolor);
         }
         let mut candidates = Vec::new();
-        if let Some(d) = config_dir() {
+        if let Some(d) = crate::config::config_dir() {
             candidates.push(d.join("themes").join(format!("{name}.toml")));
         }
         candidates.push(PathBuf::from(name));
@@ -210,90 +210,6 @@ impl Theme {
         Err(format!(
             "unknown theme `{name}` (built-in: dark, light; or a file in the config directory's themes/)"
         ))
-    }
-}
-
-/// The user's settings (`<config dir>/atrex-tui/config.toml`). Every field is optional.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct Settings {
-    /// Colour theme: "dark", "light", or a theme file's name.
-    pub theme: String,
-    /// Syntax theme of the diff pane (a two-face theme name); default: the colour theme's.
-    pub syntax_theme: Option<String>,
-    /// Seconds of worker silence before a job is killed.
-    pub watchdog_secs: Option<f64>,
-    /// GPU index.
-    pub device: u32,
-    /// Hardware profile for T_SOL when the GPU is unknown or absent.
-    pub hardware: String,
-    /// Where new sessions go (default: the workspace's sessions/).
-    pub sessions_dir: Option<PathBuf>,
-    /// Record a session for every interactive run.
-    pub record_sessions: bool,
-    /// Editor for `E` (default: $VISUAL, $EDITOR, vi).
-    pub editor: Option<String>,
-    /// Force 256-colour output even when the terminal announces truecolor.
-    pub force_256_colours: bool,
-    /// The agent's settings (read by `agent::config`; keys need a file of mode 0600).
-    pub agent: Option<toml::Value>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            theme: "dark".into(),
-            syntax_theme: None,
-            watchdog_secs: None,
-            device: 0,
-            hardware: "H200".into(),
-            sessions_dir: None,
-            record_sessions: true,
-            editor: None,
-            force_256_colours: false,
-            agent: None,
-        }
-    }
-}
-
-pub fn config_dir() -> Option<PathBuf> {
-    std::env::var_os("ATREX_TUI_CONFIG_DIR")
-        .map(PathBuf::from)
-        .or_else(|| dirs::config_dir().map(|d| d.join("atrex-tui")))
-}
-
-impl Settings {
-    pub fn parse(file: &str, text: &str) -> Result<Settings, String> {
-        let s: Settings = toml::from_str(text).map_err(|e| toml_err(file, text, &e))?;
-        if let Some(w) = s.watchdog_secs
-            && !(w > 0.0 && w.is_finite())
-        {
-            return Err(format!(
-                "{file}: watchdog_secs must be a positive number of seconds"
-            ));
-        }
-        Ok(s)
-    }
-
-    /// Reads the settings file when there is one; defaults otherwise.
-    pub fn load(path: Option<&Path>) -> Result<Settings, String> {
-        let Some(p) = path else {
-            return Ok(Settings::default());
-        };
-        match std::fs::read_to_string(p) {
-            Ok(text) => {
-                let s = Settings::parse(&p.display().to_string(), &text)?;
-                // The [agent] table too, with its keys' file-mode rule.
-                crate::agent::config::read_settings(p)?;
-                Ok(s)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Settings::default()),
-            Err(e) => Err(format!("{}: {e}", p.display())),
-        }
-    }
-
-    pub fn default_path() -> Option<PathBuf> {
-        config_dir().map(|d| d.join("config.toml"))
     }
 }
 
@@ -315,20 +231,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_settings_name_file_and_line() {
-        let e = Settings::parse("config.toml", "theme = \"dark\"\nwatchdog_secs = \"ten\"\n")
-            .unwrap_err();
-        assert!(e.starts_with("config.toml:2:"), "{e}");
-        let e = Settings::parse("config.toml", "\n\nthme = \"dark\"\n").unwrap_err();
-        assert!(e.starts_with("config.toml:3:") && e.contains("thme"), "{e}");
-        let e = Settings::parse("config.toml", "watchdog_secs = -1\n").unwrap_err();
-        assert!(e.contains("watchdog_secs"), "{e}");
-        let s = Settings::parse(
-            "config.toml",
-            "theme = \"light\"\nsyntax_theme = \"GitHub\"\n",
-        )
-        .unwrap();
-        assert_eq!(s.theme, "light");
+    fn a_bad_theme_names_file_and_line() {
         let e =
             Theme::parse("t.toml", "name = \"x\"\n[colors]\nbg = \"blue\"\n", true).unwrap_err();
         assert!(e.contains("t.toml:3") && e.contains("bg"), "{e}");

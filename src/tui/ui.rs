@@ -1,10 +1,10 @@
 //! Rendering: a pure function of the state (`draw`). Every pane draws only what is visible.
 
 use super::app::{AppState, DiffMode, HELP, Modal, PaneId, SPEEDS, WorkerState, commands};
-use crate::roofline::Bottleneck;
 use crate::session::model::{LogLevel, OpStatus};
 use crate::session::{Decision, RevVerdict};
 use crate::suite::PhaseFilter;
+use crate::suite::roofline::Bottleneck;
 use ratatui::prelude::*;
 use ratatui::symbols::Marker;
 use ratatui::widgets::canvas::{Canvas, Line as CLine, Points};

@@ -32,7 +32,7 @@ impl Gpu {
             let _ = cu::event::destroy(start);
             let _ = cu::event::destroy(end);
         }
-        let med = crate::roofline::median(&samples);
+        let med = crate::suite::roofline::median(&samples);
         Ok((2.0 * bytes as f64 / (med * 1e-3), 2 * bytes as u64, med))
     }
 
@@ -79,7 +79,7 @@ impl Gpu {
             let _ = cu::event::destroy(end);
         }
         result?;
-        let med = crate::roofline::median(&samples);
+        let med = crate::suite::roofline::median(&samples);
         Ok((med > 0.0).then(|| flops / (med * 1e-3)))
     }
 }

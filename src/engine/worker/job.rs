@@ -197,7 +197,7 @@ pub(super) fn run_job(
                     ..
                 }) => {
                     let t_s = t.median_ms * 1e-3;
-                    let s = crate::roofline::speed_of_light_fraction(shape.sol_s, t_s);
+                    let s = crate::suite::roofline::speed_of_light_fraction(shape.sol_s, t_s);
                     if shape.sol_s > 0.0 && t_s < shape.sol_s {
                         res.verdict = Verdict::Impossible;
                         res.message = Some(format!(

@@ -16,7 +16,7 @@ use super::compare::{self, Mode as CmpMode, TensorCheck};
 use super::plan::{self, Plan, ResolvedArg};
 use super::protocol::*;
 use super::stats::{self, StopRule};
-use crate::expr::{Env, Value};
+use crate::suite::expr::{Env, Value};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
 use sha2::{Digest, Sha256};

@@ -58,7 +58,7 @@ pub fn run(
             Ok(x) => x,
             Err(e) => {
                 eprintln!("atrex-tui: no GPU {device}: {e}; measurement is unavailable");
-                return Ok(crate::bench::EXIT_NO_GPU);
+                return Ok(crate::cli::EXIT_NO_GPU);
             }
         };
         let (driver, nvrtc) = (probe.driver_version, probe.nvrtc_version);
@@ -109,7 +109,7 @@ pub fn run(
             .map(|o| o.revisions.iter().any(|r| r.recorded))
             .unwrap_or(false);
         if !has_baseline {
-            let base = crate::bench::suite_kernel(suite, p, "baseline.cu")?;
+            let base = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?;
             let v0 = rec.revision(
                 p,
                 Author::Baseline,

@@ -1,8 +1,14 @@
 //! The operator suite: problems/*.toml loaded at run time, from the workspace or the copy
 //! embedded in the binary.
 
-use crate::expr::{self, Env, Expr, Value};
-use crate::hardware::HardwareProfile;
+pub mod expr;
+pub mod hardware;
+pub mod import;
+pub mod kernels;
+pub mod roofline;
+
+use expr::{Env, Expr, Value};
+use hardware::HardwareProfile;
 use include_dir::{Dir, include_dir};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -608,8 +614,8 @@ impl Suite {
             }
             problems.push(p);
         }
-        let mut hardware = crate::hardware::load_all(&source)?;
-        let calibrated = crate::hardware::calibrated_variants(&hardware);
+        let mut hardware = crate::suite::hardware::load_all(&source)?;
+        let calibrated = crate::suite::hardware::calibrated_variants(&hardware);
         hardware.extend(calibrated);
         let suite = Suite {
             name: raw.name,

@@ -39,46 +39,24 @@ pub struct ConfigReport {
 /// Checks the settings file (`--config`, else the default) as the TUI and `agent` read it.
 pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
     use crate::agent::config;
+    use crate::config::Settings;
     let mut problems = Vec::new();
     let (state, settings) = match path {
         None => (
             "none (no config directory)".to_string(),
-            config::AgentSettings::default(),
+            Settings::default(),
         ),
         Some(p) if !p.exists() => (
             "not present: defaults in use".to_string(),
-            config::AgentSettings::default(),
+            Settings::default(),
         ),
         Some(p) => {
-            let text = std::fs::read_to_string(p);
-            let shown = p.display().to_string();
-            match text {
-                Err(e) => {
-                    problems.push(format!("{shown}: {e}"));
-                    ("unreadable".into(), config::AgentSettings::default())
-                }
-                Ok(text) => {
-                    if let Err(e) = crate::tui::theme::Settings::parse(&shown, &text) {
-                        problems.push(e);
-                    }
-                    let a = match config::parse_settings(&shown, &text) {
-                        Ok(a) => a,
-                        Err(e) => {
-                            problems.push(e);
-                            config::AgentSettings::default()
-                        }
-                    };
-                    if (a.api_key.is_some() || a.anthropic_api_key.is_some())
-                        && let Err(e) = config::check_private(p)
-                    {
-                        problems.push(e);
-                    }
-                    ("read".into(), a)
-                }
-            }
+            let (s, found) = Settings::diagnose(p);
+            problems.extend(found.iter().map(|e| e.to_string()));
+            ("read".into(), s)
         }
     };
-    let llm = match config::resolve(&settings, None) {
+    let llm = match config::resolve(&settings.agent, None) {
         Ok(c) => match &c.endpoint {
             None => "the built-in tuner (no LLM backend configured)".to_string(),
             Some(e) => format!(
@@ -97,7 +75,7 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
             problems.push(format!("agent: {e}"));
             format!(
                 "{} configured but unusable",
-                settings.backend.map(|b| b.name()).unwrap_or("tuner")
+                settings.agent.backend.map(|b| b.name()).unwrap_or("tuner")
             )
         }
     };
@@ -141,7 +119,7 @@ pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> R
     let ncu = find_ncu();
     let cfg_path = config
         .map(|p| p.to_path_buf())
-        .or_else(crate::agent::config::default_config_file);
+        .or_else(crate::config::Settings::default_path);
     let cfg = check_config(cfg_path.as_deref());
     let nvrtc = match &probe {
         Ok(p) => match &p.nvrtc_version {

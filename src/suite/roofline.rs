@@ -1,6 +1,6 @@
 //! Speed-of-light times, bottlenecks and scores.
 
-use crate::hardware::HardwareProfile;
+use crate::suite::hardware::HardwareProfile;
 use crate::suite::{PhaseFilter, Suite, WorkQ};
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -1,6 +1,6 @@
 //! `import-atrex-bench`: compare (and optionally update) problems/ with an Atrex-Bench checkout.
 
-use crate::expr::Value;
+use crate::suite::expr::Value;
 use crate::suite::{Problem, Suite};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};

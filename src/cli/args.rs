@@ -1,0 +1,243 @@
+//! The command line: every subcommand and flag (clap).
+
+use crate::suite::PhaseFilter;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "atrex-tui",
+    version,
+    about = "A terminal workbench for GPU kernel engineering"
+)]
+pub struct Cli {
+    /// The workspace directory (suite edits, accepted kernels, sessions). Default: the current
+    /// directory when it has problems/, else the user's data directory.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Continue a recorded session (its incumbents and history are restored; new events are
+    /// appended to it).
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
+
+    /// Settings file (default: config.toml in the user's config directory, atrex-tui/).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// List the operators in descending importance weight, optionally with every shape's W, Q
+    /// and speed-of-light time.
+    Suite {
+        /// Hardware profile for SOL times (a key of problems/hardware/).
+        #[arg(long, default_value = "H200")]
+        hardware: String,
+        /// Phase view: weights renormalized over the operators of that phase.
+        #[arg(long, value_enum, default_value_t = PhaseFilter::All)]
+        phase: PhaseFilter,
+        /// Show each shape's parameters, W, Q, SOL time and bottleneck.
+        #[arg(long)]
+        shapes: bool,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare problems/ with an Atrex-Bench checkout; with --write, update shapes, weights and
+    /// production timings in the workspace's problems/.
+    ImportAtrexBench {
+        /// The checkout (holds data/ and configs/).
+        dir: PathBuf,
+        /// Update the workspace's problems/ (shapes, weights, production timings) where they differ.
+        #[arg(long)]
+        write: bool,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What this machine offers: GPUs, NVRTC, ncu, LLM endpoint, terminal colours.
+    Doctor {
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compile, check and time a kernel for an operator on the GPU (default: its baseline.cu).
+    Bench {
+        /// Operator name or id.
+        op: String,
+        /// The candidate kernel file (default: problems/OP/baseline.cu).
+        #[arg(long, value_name = "FILE")]
+        kernel: Option<PathBuf>,
+        /// Shape ids to run (default: all).
+        #[arg(long = "shape", value_name = "ID")]
+        shapes: Vec<u32>,
+        /// 1 seed and short timing (≥ 10 samples / 100 ms), labelled quick.
+        #[arg(long, conflicts_with = "full")]
+        quick: bool,
+        /// 5 seeds and adaptive timing to 0.5 % noise (the default).
+        #[arg(long)]
+        full: bool,
+        /// Hardware profile for T_SOL (default: the one matching the GPU).
+        #[arg(long)]
+        hardware: Option<String>,
+        /// GPU index (default: every GPU, shapes spread over them).
+        #[arg(long)]
+        device: Option<u32>,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check that a kernel compiles (NVRTC, launch plan), on a GPU or, without one, for --arch.
+    Compile {
+        /// Operator name or id.
+        op: String,
+        /// The kernel file (default: problems/OP/baseline.cu).
+        #[arg(long, value_name = "FILE")]
+        kernel: Option<PathBuf>,
+        /// Target architecture when there is no GPU.
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record a kernel file as a human revision in a session, measure it (5 seeds, every shape)
+    /// and decide: the headless form of a hand edit.
+    Measure {
+        /// Operator name or id.
+        op: String,
+        /// The edited kernel.
+        #[arg(long, value_name = "FILE")]
+        kernel: PathBuf,
+        /// The session to append to (created if missing; default: a new one in the workspace).
+        #[arg(long, value_name = "FILE")]
+        session: Option<PathBuf>,
+        /// One line on what the edit changes and why.
+        #[arg(long, default_value = "hand edit")]
+        rationale: String,
+        /// After measuring: leave the revision pending, accept, reject, or decide by the auto
+        /// rule (5-seed strict pass and S_op more than 1 % above the incumbent's).
+        #[arg(long, value_enum, default_value_t = crate::cli::measure::Decide::None)]
+        decide: crate::cli::measure::Decide,
+        /// 1 seed and short timing (cannot accept: accepting needs the 5-seed check).
+        #[arg(long)]
+        quick: bool,
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the optimization agent on an operator without the TUI and record a session
+    /// (docs/agent.md). Exit 2 without a GPU.
+    Agent {
+        /// Operator name.
+        op: String,
+        /// tuner (built in, no LLM), openai (OpenAI-compatible) or anthropic. Default: the
+        /// `[agent] backend` setting, else tuner.
+        #[arg(long, value_enum)]
+        backend: Option<crate::agent::config::BackendKind>,
+        /// Iteration budget (default: the setting, else 20).
+        #[arg(long, value_name = "N")]
+        max_iters: Option<usize>,
+        /// Decide automatically: accept only on 5-seed strict correctness and an S_op gain above
+        /// the measured noise (A B B A). Without it revisions are measured and left pending.
+        #[arg(long)]
+        auto: bool,
+        /// Hardware profile for T_SOL (default: the one matching the GPU).
+        #[arg(long)]
+        hardware: Option<String>,
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// Seed of the tuner's restarts and of dropout masks (default: random).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure this GPU's copy bandwidth and cache it beside the datasheet peaks.
+    Calibrate {
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Open a recorded session read-only with a timeline (or print its summary with --json).
+    /// Nothing is measured unless asked (m).
+    Replay {
+        /// The session file (JSON lines).
+        file: PathBuf,
+        /// Print a summary (revisions, best S per operator, decisions) instead of the TUI.
+        #[arg(long)]
+        json: bool,
+        /// With --json: add load and rebuild times.
+        #[arg(long, requires = "json")]
+        timing: bool,
+    },
+    /// Profile a kernel under Nsight Compute: throughput, occupancy, stalls and findings.
+    Profile {
+        /// Operator name or id.
+        op: String,
+        /// The kernel file (default: problems/OP/baseline.cu).
+        #[arg(long, value_name = "FILE")]
+        kernel: Option<PathBuf>,
+        /// The shape to profile (default: the operator's largest by bytes moved).
+        #[arg(long, value_name = "ID")]
+        shape: Option<u32>,
+        /// ncu --clock-control (default none: the card's clocks as they are).
+        #[arg(long, default_value = "none")]
+        clock_control: String,
+        /// GPU index.
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// Print the result as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Runs a job's candidate once, for a profiler (started by `profile`).
+    #[command(hide = true)]
+    ProfileTarget {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        job: PathBuf,
+    },
+    /// The GPU worker process (JSON lines over stdio; started by the app itself).
+    #[command(hide = true)]
+    Worker {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// Protocol simulator without a GPU, for tests of the client.
+        #[arg(long, hide = true)]
+        simulate: bool,
+    },
+}
+
+#[cfg(test)]
+mod help_tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every flag of every subcommand says what it does in `--help`.
+    #[test]
+    fn every_flag_has_help_text() {
+        let cmd = Cli::command();
+        let mut missing = Vec::new();
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            for a in sub.get_arguments().filter(|a| !a.is_hide_set()) {
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{} --{}", sub.get_name(), a.get_id()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "flags without help: {missing:?}");
+    }
+}

@@ -1,0 +1,154 @@
+//! `profile`: a candidate under Nsight Compute.
+
+use super::{EXIT_NO_GPU, runtime};
+use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::engine::outcome::*;
+use crate::suite::Suite;
+use crate::suite::kernels::candidate_kernel;
+use std::path::Path;
+
+/// `profile`: the candidate under Nsight Compute for one shape.
+pub fn run(
+    suite: &Suite,
+    op: &str,
+    kernel: Option<&Path>,
+    shape: Option<u32>,
+    clock_control: &str,
+    device: u32,
+    as_json: bool,
+) -> Result<i32, String> {
+    let p = suite
+        .problem(op)
+        .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
+    let candidate = candidate_kernel(suite, p, kernel)?;
+    let shape_id = match shape {
+        Some(s) => {
+            if p.shape(s).is_none() {
+                return Err(format!("{} has no shape {s}", p.name));
+            }
+            s
+        }
+        None => crate::profile::largest_shape(p).ok_or("no shapes")?,
+    };
+    let mut opts = match crate::profile::NcuOptions::find() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("atrex-tui: {e}");
+            return Ok(EXIT_NO_GPU);
+        }
+    };
+    opts.clock_control = clock_control.to_string();
+    let rt = runtime()?;
+    let (dev_name, resources) = rt
+        .block_on(async {
+            let client = WorkerClient::spawn(WorkerConfig::new(device));
+            let name = match client.device().await {
+                Ok((d, _)) => d.name,
+                Err(_) => return Err("no GPU".to_string()),
+            };
+            let res = compile_resources(&client, p, &candidate, shape_id).await?;
+            Ok((name, res))
+        })
+        .or_else(|e| {
+            if e == "no GPU" {
+                Ok((String::new(), None))
+            } else {
+                Err(e)
+            }
+        })?;
+    if dev_name.is_empty() {
+        eprintln!("atrex-tui: no GPU {device}: profiling is unavailable");
+        return Ok(EXIT_NO_GPU);
+    }
+    if !as_json {
+        eprintln!(
+            "profiling {} shape {shape_id} under {} ...",
+            p.name,
+            opts.ncu.display()
+        );
+    }
+    let prof = match crate::profile::profile(
+        suite,
+        p,
+        candidate,
+        shape_id,
+        device,
+        &opts,
+        Some(&dev_name),
+        resources.as_ref(),
+    ) {
+        Ok(pr) => pr,
+        Err(e) => {
+            eprintln!("atrex-tui: {e}");
+            return Ok(1);
+        }
+    };
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&prof).map_err(|e| e.to_string())?
+        );
+        return Ok(0);
+    }
+    let pct = |v: Option<f64>| {
+        v.map(|x| format!("{x:5.1}%"))
+            .unwrap_or_else(|| "    -".into())
+    };
+    let bar = |v: Option<f64>| {
+        let n = (v.unwrap_or(0.0) / 5.0).round().clamp(0.0, 20.0) as usize;
+        format!("{}{}", "█".repeat(n), "·".repeat(20 - n))
+    };
+    println!(
+        "{} · {} · shape {} · {dev_name} · {:.1} s",
+        prof.operator, prof.kernel_file, prof.shape, prof.wall_s
+    );
+    for k in &prof.kernels {
+        println!(
+            "kernel {}: {:.2} µs, grid {} × block {}, {} registers/thread, {:.2} waves/SM",
+            k.name,
+            k.duration_ns.unwrap_or(0.0) / 1e3,
+            k.grid_size.unwrap_or(0.0),
+            k.block_size.unwrap_or(0.0),
+            k.registers_per_thread.unwrap_or(0.0),
+            k.waves_per_sm.unwrap_or(0.0)
+        );
+        println!(
+            "  DRAM       {} {}  ({:.1} MB read, {:.1} MB written)",
+            bar(k.dram_throughput_pct),
+            pct(k.dram_throughput_pct),
+            k.dram_read_bytes.unwrap_or(0.0) / 1e6,
+            k.dram_write_bytes.unwrap_or(0.0) / 1e6
+        );
+        println!(
+            "  SM         {} {}",
+            bar(k.sm_throughput_pct),
+            pct(k.sm_throughput_pct)
+        );
+        println!(
+            "  occupancy  {} {} (theoretical {})",
+            bar(k.achieved_occupancy_pct),
+            pct(k.achieved_occupancy_pct),
+            pct(k.theoretical_occupancy_pct)
+        );
+        println!(
+            "  L1 hit {}  L2 hit {}  tensor pipe {}",
+            pct(k.l1_hit_pct),
+            pct(k.l2_hit_pct),
+            pct(k.tensor_pipe_pct)
+        );
+        let stalls: Vec<String> = k
+            .stalls
+            .iter()
+            .take(4)
+            .map(|(r, v)| format!("{r} {v:.2}"))
+            .collect();
+        println!("  stalls (cycles/instruction): {}", stalls.join(", "));
+    }
+    if let Some(r) = prof.redundant_traffic_ratio {
+        println!("DRAM bytes / Q = {r:.3}");
+    }
+    for f in &prof.findings {
+        println!("{}", f.line());
+    }
+    Ok(0)
+}

@@ -1,0 +1,228 @@
+//! A job's events collected into an outcome (compile events, per-shape results, verdict,
+//! kernel output), and the S_op of a set of results.
+
+use crate::engine::client::{JobEvent, WorkerClient};
+use crate::engine::protocol::*;
+use crate::suite::Problem;
+use crate::suite::roofline::{self, ShapeScore};
+
+/// The outcome of a job as collected by `collect`.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    pub compiled: Vec<Event>,
+    pub shapes: Vec<ShapeResult>,
+    pub verdict: Option<Verdict>,
+    pub message: Option<String>,
+    /// What the kernels printed, per shape (None: outside a shape).
+    pub output: Vec<KernelOutput>,
+}
+
+/// Text a job's kernels printed (device `printf`), as the worker captured it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KernelOutput {
+    pub shape: Option<u32>,
+    pub text: String,
+    /// Bytes printed beyond the job's 64 KiB and not kept.
+    pub dropped: u64,
+}
+
+impl KernelOutput {
+    /// Where it came from, for a heading.
+    pub fn origin(&self) -> String {
+        match self.shape {
+            Some(s) => format!("shape {s}"),
+            None => "outside a shape".into(),
+        }
+    }
+}
+
+/// Runs a job to completion, printing progress to stderr when asked.
+pub async fn collect(client: &WorkerClient, job: Job, progress: bool) -> Outcome {
+    let (_, rx) = client.submit(job);
+    collect_rx(rx, progress).await
+}
+
+/// Collects one job's events from its receiver.
+pub async fn collect_rx(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<JobEvent>,
+    progress: bool,
+) -> Outcome {
+    let mut o = Outcome::default();
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            JobEvent::Worker(Event::Compiled {
+                which,
+                ok,
+                cached,
+                ms,
+                diagnostics,
+                log,
+                resources,
+                id,
+            }) => {
+                if progress {
+                    eprintln!(
+                        "compiled {which}: {} in {ms:.0} ms{}",
+                        if ok { "ok" } else { "FAILED" },
+                        if cached { " (cached)" } else { "" }
+                    );
+                    for d in &diagnostics {
+                        eprintln!("  line {}: {}: {}", d.line, d.severity, d.msg);
+                    }
+                }
+                o.compiled.push(Event::Compiled {
+                    which,
+                    ok,
+                    cached,
+                    ms,
+                    diagnostics,
+                    log,
+                    resources,
+                    id,
+                });
+            }
+            JobEvent::Worker(Event::Progress {
+                stage,
+                shape,
+                done,
+                total,
+                ..
+            }) => {
+                if progress && stage != "done" {
+                    eprint!(
+                        "\r{stage} shape {} ({}/{total})      ",
+                        shape.map(|s| s.to_string()).unwrap_or_default(),
+                        done + 1
+                    );
+                }
+            }
+            JobEvent::Worker(Event::ShapeDone { result, .. }) => o.shapes.push(result),
+            JobEvent::Worker(Event::Output {
+                shape,
+                text,
+                dropped,
+                ..
+            }) => {
+                if progress {
+                    eprint!("\r{:60}\r", "");
+                    let origin = shape.map(|s| format!("shape {s}")).unwrap_or_default();
+                    eprintln!("kernel output {origin}:");
+                    for l in text.lines() {
+                        eprintln!("  | {l}");
+                    }
+                }
+                o.output.push(KernelOutput {
+                    shape,
+                    text,
+                    dropped,
+                });
+            }
+            JobEvent::Worker(Event::Done {
+                verdict, message, ..
+            }) => {
+                o.verdict = Some(verdict);
+                o.message = message;
+                break;
+            }
+            JobEvent::Worker(Event::Fault { message, .. }) => o.message = Some(message),
+            JobEvent::Worker(_) => {}
+            JobEvent::WorkerLost { verdict, message } => {
+                o.verdict = Some(verdict);
+                o.message = Some(message);
+                break;
+            }
+        }
+    }
+    if progress {
+        eprint!("\r                                        \r");
+    }
+    o
+}
+
+/// S_op of a set of results: median of S, failed shapes 0.
+pub fn s_op_of(results: &[ShapeResult]) -> f64 {
+    let scores: Vec<ShapeScore> = results
+        .iter()
+        .map(|r| match (r.verdict.clone(), r.s) {
+            (Verdict::Pass, Some(s)) => ShapeScore::Passed(s),
+            _ => ShapeScore::Failed,
+        })
+        .collect();
+    roofline::s_op(&scores)
+}
+
+/// S_op under the benchmark's own rule: a shape counts only when it also passed the
+/// benchmark-compatible level on every seed (for fp8 outputs NaN never equals NaN there).
+pub fn s_op_bench_of(results: &[ShapeResult]) -> f64 {
+    let scores: Vec<ShapeScore> = results
+        .iter()
+        .map(|r| match (r.verdict.clone(), r.s) {
+            (Verdict::Pass, Some(s)) if r.bench_ok => ShapeScore::Passed(s),
+            _ => ShapeScore::Failed,
+        })
+        .collect();
+    roofline::s_op(&scores)
+}
+
+/// Compiles a candidate on the worker's GPU and returns its kernels' resources (registers,
+/// shared memory, spills); Err when it does not compile.
+pub async fn compile_resources(
+    client: &WorkerClient,
+    p: &Problem,
+    candidate: &Source,
+    shape_id: u32,
+) -> Result<Option<std::collections::BTreeMap<String, KernelResources>>, String> {
+    let job = crate::engine::build_job(
+        p,
+        candidate.clone(),
+        None,
+        &[shape_id],
+        JobKind::Compile,
+        Mode::Quick,
+        None,
+    )?;
+    let o = collect(client, job, false).await;
+    if !matches!(o.verdict, Some(Verdict::Pass)) {
+        return Err(format!(
+            "{}: does not compile: {}",
+            candidate.name,
+            o.message.unwrap_or_else(|| "compile error".into())
+        ));
+    }
+    Ok(o.compiled.iter().find_map(|e| match e {
+        Event::Compiled {
+            which,
+            resources,
+            ok: true,
+            ..
+        } if which == "candidate" => Some(resources.clone()),
+        _ => None,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::fixtures::shape_result;
+
+    #[test]
+    fn the_benchmark_s_op_counts_only_shapes_passing_the_benchmark_rule() {
+        let mut rs: Vec<ShapeResult> = (0..3)
+            .map(|i| shape_result(i, Some(0.2 + 0.1 * i as f64), Verdict::Pass, 0.01))
+            .collect();
+        assert!((s_op_of(&rs) - 0.3).abs() < 1e-12);
+        assert!((s_op_bench_of(&rs) - 0.3).abs() < 1e-12);
+        // shape 2 passes strict (NaN shared with the reference) but not the benchmark's rule
+        rs[2].bench_ok = false;
+        assert!((s_op_of(&rs) - 0.3).abs() < 1e-12);
+        assert!(
+            (s_op_bench_of(&rs) - 0.2).abs() < 1e-12,
+            "{}",
+            s_op_bench_of(&rs)
+        );
+        // a failed shape counts 0 in both
+        rs[0].verdict = Verdict::Incorrect;
+        assert!((s_op_of(&rs) - 0.3).abs() < 1e-12);
+        assert!(s_op_bench_of(&rs).abs() < 1e-12);
+    }
+}

@@ -266,51 +266,27 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
             mode: if mode == Mode::Quick { "quick" } else { "full" }.into(),
         });
         let o = self.measurer.run(source, JobKind::All, mode).await;
-        for ev in &o.compiled {
-            if let Event::Compiled {
-                which,
-                ok,
-                diagnostics,
-                log,
-                ..
-            } = ev
-                && which == "candidate"
-            {
-                self.sink.record(SessionEvent::Compiled {
-                    op: op.clone(),
-                    rev,
-                    mid,
-                    ok: *ok,
-                    diagnostics: diagnostics.clone(),
-                    log: crate::session::scrub(log),
-                });
+        // The one translation every writer uses (compile logs and output scrubbed there).
+        let mut ended = false;
+        for ev in &o.events {
+            for se in crate::session::translate::job_events(&op, rev, mid, ev) {
+                ended |= matches!(se, SessionEvent::MeasureDone { .. });
+                self.sink.record(se);
             }
         }
-        for k in &o.output {
-            self.sink.record(SessionEvent::KernelOutput {
-                op: op.clone(),
+        if !ended {
+            self.sink.record(SessionEvent::MeasureDone {
+                op,
                 rev,
                 mid,
-                shape: k.shape,
-                text: crate::session::scrub(&k.text),
-                dropped: k.dropped,
+                verdict: Verdict::Error,
+                message: Some(
+                    o.message
+                        .clone()
+                        .unwrap_or_else(|| "the job ended without a verdict".into()),
+                ),
             });
         }
-        for r in &o.shapes {
-            self.sink.record(SessionEvent::ShapeResult {
-                op: op.clone(),
-                rev,
-                mid,
-                result: r.clone(),
-            });
-        }
-        self.sink.record(SessionEvent::MeasureDone {
-            op,
-            rev,
-            mid,
-            verdict: o.verdict.clone().unwrap_or(Verdict::Error),
-            message: o.message.clone(),
-        });
         let s = summarize(&o, mode);
         (o, s)
     }

@@ -7,11 +7,12 @@
 pub mod config;
 pub mod context;
 pub mod driver;
-pub mod headless;
+pub mod file_sink;
 pub mod knowledge;
 pub mod llm;
 pub mod patch;
 pub mod reply;
+pub mod setup;
 pub mod tuner;
 
 use serde::{Deserialize, Serialize};

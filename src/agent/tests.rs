@@ -2,7 +2,7 @@
 
 use super::config::{BackendKind, Endpoint, Secret};
 use super::driver::*;
-use super::headless::FileSink;
+use super::file_sink::FileSink;
 use super::llm::{Delta, LlmClient};
 use super::tuner::{Base, Search};
 use super::*;
@@ -74,6 +74,18 @@ fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
     }
 }
 
+fn worker(e: Event) -> crate::engine::client::JobEvent {
+    crate::engine::client::JobEvent::Worker(e)
+}
+
+fn done(verdict: Verdict, message: Option<&str>) -> crate::engine::client::JobEvent {
+    worker(Event::Done {
+        id: 1,
+        verdict,
+        message: message.map(|m| m.to_string()),
+    })
+}
+
 impl Measurer for FakeMeasurer {
     async fn run(&mut self, source: &str, kind: JobKind, mode: Mode) -> Outcome {
         self.jobs
@@ -91,13 +103,10 @@ impl Measurer for FakeMeasurer {
             resources: BTreeMap::new(),
         };
         if self.broken.as_deref().is_some_and(|b| source.contains(b)) {
-            return Outcome {
-                compiled: vec![compiled(false)],
-                shapes: vec![],
-                verdict: Some(Verdict::CompileError),
-                message: Some("error: broken".into()),
-                output: vec![],
-            };
+            return Outcome::from_events([
+                worker(compiled(false)),
+                done(Verdict::CompileError, Some("error: broken")),
+            ]);
         }
         // Sources without the fixture's plan (LLM proposals): S from a marker comment.
         let s = landscape(source, self.flat).or_else(|| {
@@ -107,13 +116,10 @@ impl Measurer for FakeMeasurer {
                 .find_map(|l| l.trim().strip_prefix("// S=").and_then(|x| x.parse().ok()))
         });
         let Some(s) = s else {
-            return Outcome {
-                compiled: vec![compiled(true)],
-                shapes: vec![],
-                verdict: Some(Verdict::Error),
-                message: Some("unmeasurable fixture".into()),
-                output: vec![],
-            };
+            return Outcome::from_events([
+                worker(compiled(true)),
+                done(Verdict::Error, Some("unmeasurable fixture")),
+            ]);
         };
         let mut shapes: Vec<ShapeResult> = (0..3).map(|i| result(i, s, kind, mode)).collect();
         // A kernel that behaves during the check and cheats when timed: the harness catches
@@ -124,26 +130,29 @@ impl Measurer for FakeMeasurer {
             shapes[1].message =
                 Some("output of a timed run differs from the check: `out` ...".into());
         }
-        let output = if source.contains("printf") {
-            vec![crate::engine::outcome::KernelOutput {
+        let mut events = vec![worker(compiled(true))];
+        if source.contains("printf") {
+            events.push(worker(Event::Output {
+                id: 1,
                 shape: Some(0),
                 text: "row 0: sum 1.5".into(),
                 dropped: 0,
-            }]
-        } else {
-            vec![]
-        };
-        Outcome {
-            compiled: vec![compiled(true)],
-            shapes,
-            verdict: Some(if kind == JobKind::Time {
+            }));
+        }
+        events.extend(
+            shapes
+                .into_iter()
+                .map(|result| worker(Event::ShapeDone { id: 1, result })),
+        );
+        events.push(done(
+            if kind == JobKind::Time {
                 Verdict::Unchecked
             } else {
                 Verdict::Pass
-            }),
-            message: None,
-            output,
-        }
+            },
+            None,
+        ));
+        Outcome::from_events(events)
     }
 }
 
@@ -183,7 +192,7 @@ fn driver<P: Proposer>(
     source: &str,
     budget: Budget,
     mode: DecisionMode,
-) -> Driver<P, FakeMeasurer, super::headless::NoGate, MemSink> {
+) -> Driver<P, FakeMeasurer, super::setup::NoGate, MemSink> {
     let s = suite();
     let p = s.problem("rms_norm").unwrap().clone();
     let hw = s.hardware("H200").unwrap().clone();
@@ -192,7 +201,7 @@ fn driver<P: Proposer>(
         budget,
         proposer,
         measurer,
-        gate: super::headless::NoGate,
+        gate: super::setup::NoGate,
         sink,
         problem: p,
         hw,
@@ -857,14 +866,8 @@ async fn keys_never_reach_session_files() {
         },
         proposer: p,
         measurer: FakeMeasurer::default(),
-        gate: super::headless::NoGate,
-        sink: FileSink {
-            writer: Some(writer),
-            next_mid: 0,
-            next_rev: BTreeMap::new(),
-            verbose: false,
-            errors: vec![],
-        },
+        gate: super::setup::NoGate,
+        sink: FileSink::new(crate::session::fixtures::test_log(writer, &[]), false),
         problem: s.problem("rms_norm").unwrap().clone(),
         hw: s.hardware("H200").unwrap().clone(),
         docs: knowledge::docs(),
@@ -1033,7 +1036,7 @@ fn restore_rebuilds_the_agents_memory_from_a_session() {
         text: "try one warp per row".into(),
     });
     let m = Model::from_records(&s, &recs);
-    let (st, sources) = super::headless::restore(&m, "rms_norm").unwrap();
+    let (st, sources) = super::setup::restore(&m, "rms_norm").unwrap();
     assert_eq!(st.incumbent_rev, 2);
     assert_eq!(st.history.len(), 5, "v0 and four agent revisions");
     assert_eq!(st.iterations, 4);
@@ -1252,8 +1255,8 @@ fn a_recorded_profile_changes_the_context_and_retrieval() {
             ),
         ],
     );
-    let (st0, _) = super::headless::restore(&without, "rms_norm").unwrap();
-    let (st1, _) = super::headless::restore(&with, "rms_norm").unwrap();
+    let (st0, _) = super::setup::restore(&without, "rms_norm").unwrap();
+    let (st1, _) = super::setup::restore(&with, "rms_norm").unwrap();
     assert!(st0.profiles.is_empty());
     assert_eq!(st1.profiles.len(), 1);
     assert_eq!(

@@ -158,6 +158,10 @@ pub enum Command {
         /// Seed of the tuner's restarts and of dropout masks (default: random).
         #[arg(long)]
         seed: Option<u64>,
+        /// Continue this session (the agent's memory of the operator is restored from it and its
+        /// revision numbers continue); default: a new session in the workspace's sessions/.
+        #[arg(long, value_name = "FILE")]
+        session: Option<PathBuf>,
         /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,

@@ -4,7 +4,6 @@
 
 use crate::engine::client::{WorkerClient, WorkerConfig};
 use crate::engine::protocol::*;
-use crate::session::record::Recorder;
 use crate::session::{Author, DecidedBy, Decision, Model, SessionEvent, SessionWriter};
 use crate::suite::{Suite, Workspace};
 use serde_json::json;
@@ -47,11 +46,7 @@ pub fn run(
     if let Some(f) = session.filter(|f| f.exists()) {
         SessionWriter::check_continuable(f)?;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
+    let rt = crate::engine::runtime()?;
     rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(device));
         let (dev, probe) = match client.device().await {
@@ -89,7 +84,7 @@ pub fn run(
                 )
             }
         };
-        let mut rec = Recorder { writer, model };
+        let mut rec = crate::session::Recording::new(model, Some(writer));
         rec.append(SessionEvent::RunStart {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             resumed: !fresh,

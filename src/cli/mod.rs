@@ -1,6 +1,7 @@
 //! Command-line interface: the TUI by default, and a headless form of every capability. One
 //! file per command; they print and choose exit codes, the work lives in the domain modules.
 
+mod agent;
 mod args;
 pub mod bench;
 pub mod calibrate;
@@ -105,12 +106,13 @@ pub fn main() -> i32 {
             hardware,
             device,
             seed,
+            session,
             json,
         }) => load_suite(&ws).and_then(|s| {
-            crate::agent::headless::run(
+            agent::run(
                 &ws,
                 &s,
-                crate::agent::headless::HeadlessArgs {
+                agent::Args {
                     op: &op,
                     backend,
                     max_iters,
@@ -120,6 +122,7 @@ pub fn main() -> i32 {
                     hardware: hardware.as_deref(),
                     config: cli.config.as_deref(),
                     seed,
+                    session: session.as_deref(),
                 },
             )
         }),

@@ -9,6 +9,9 @@ use crate::suite::roofline::{self, ShapeScore};
 /// The outcome of a job as collected by `collect`.
 #[derive(Debug, Default, Clone)]
 pub struct Outcome {
+    /// Every event of the job, in order (what the session records, through
+    /// `session::translate`); the fields below are views of them.
+    pub events: Vec<JobEvent>,
     pub compiled: Vec<Event>,
     pub shapes: Vec<ShapeResult>,
     pub verdict: Option<Verdict>,
@@ -49,94 +52,118 @@ pub async fn collect_rx(
 ) -> Outcome {
     let mut o = Outcome::default();
     while let Some(ev) = rx.recv().await {
-        match ev {
-            JobEvent::Worker(Event::Compiled {
-                which,
-                ok,
-                cached,
-                ms,
-                diagnostics,
-                log,
-                resources,
-                id,
-            }) => {
-                if progress {
-                    eprintln!(
-                        "compiled {which}: {} in {ms:.0} ms{}",
-                        if ok { "ok" } else { "FAILED" },
-                        if cached { " (cached)" } else { "" }
-                    );
-                    for d in &diagnostics {
-                        eprintln!("  line {}: {}: {}", d.line, d.severity, d.msg);
-                    }
-                }
-                o.compiled.push(Event::Compiled {
-                    which,
-                    ok,
-                    cached,
-                    ms,
-                    diagnostics,
-                    log,
-                    resources,
-                    id,
-                });
-            }
-            JobEvent::Worker(Event::Progress {
-                stage,
-                shape,
-                done,
-                total,
-                ..
-            }) => {
-                if progress && stage != "done" {
-                    eprint!(
-                        "\r{stage} shape {} ({}/{total})      ",
-                        shape.map(|s| s.to_string()).unwrap_or_default(),
-                        done + 1
-                    );
-                }
-            }
-            JobEvent::Worker(Event::ShapeDone { result, .. }) => o.shapes.push(result),
-            JobEvent::Worker(Event::Output {
-                shape,
-                text,
-                dropped,
-                ..
-            }) => {
-                if progress {
-                    eprint!("\r{:60}\r", "");
-                    let origin = shape.map(|s| format!("shape {s}")).unwrap_or_default();
-                    eprintln!("kernel output {origin}:");
-                    for l in text.lines() {
-                        eprintln!("  | {l}");
-                    }
-                }
-                o.output.push(KernelOutput {
-                    shape,
-                    text,
-                    dropped,
-                });
-            }
-            JobEvent::Worker(Event::Done {
-                verdict, message, ..
-            }) => {
-                o.verdict = Some(verdict);
-                o.message = message;
-                break;
-            }
-            JobEvent::Worker(Event::Fault { message, .. }) => o.message = Some(message),
-            JobEvent::Worker(_) => {}
-            JobEvent::WorkerLost { verdict, message } => {
-                o.verdict = Some(verdict);
-                o.message = Some(message);
-                break;
-            }
+        if progress {
+            print_progress(&ev);
+        }
+        if o.absorb(ev) {
+            break;
         }
     }
     if progress {
         eprint!("\r                                        \r");
     }
     o
+}
+
+/// What a headless command shows on stderr for one job event.
+fn print_progress(ev: &JobEvent) {
+    match ev {
+        JobEvent::Worker(Event::Compiled {
+            which,
+            ok,
+            cached,
+            ms,
+            diagnostics,
+            ..
+        }) => {
+            eprintln!(
+                "compiled {which}: {} in {ms:.0} ms{}",
+                if *ok { "ok" } else { "FAILED" },
+                if *cached { " (cached)" } else { "" }
+            );
+            for d in diagnostics {
+                eprintln!("  line {}: {}: {}", d.line, d.severity, d.msg);
+            }
+        }
+        JobEvent::Worker(Event::Progress {
+            stage,
+            shape,
+            done,
+            total,
+            ..
+        }) if stage != "done" => {
+            eprint!(
+                "\r{stage} shape {} ({}/{total})      ",
+                shape.map(|s| s.to_string()).unwrap_or_default(),
+                done + 1
+            );
+        }
+        JobEvent::Worker(Event::Output { shape, text, .. }) => {
+            eprint!("\r{:60}\r", "");
+            let origin = shape.map(|s| format!("shape {s}")).unwrap_or_default();
+            eprintln!("kernel output {origin}:");
+            for l in text.lines() {
+                eprintln!("  | {l}");
+            }
+        }
+        _ => {}
+    }
+}
+
+impl Outcome {
+    /// The outcome of a job's events (as `collect` gathers them).
+    pub fn from_events(events: impl IntoIterator<Item = JobEvent>) -> Outcome {
+        let mut o = Outcome::default();
+        for ev in events {
+            if o.absorb(ev) {
+                break;
+            }
+        }
+        o
+    }
+
+    /// Takes one event into the outcome; true when it ends the job.
+    pub fn absorb(&mut self, ev: JobEvent) -> bool {
+        self.events.push(ev.clone());
+        match ev {
+            JobEvent::Worker(e @ Event::Compiled { .. }) => self.compiled.push(e),
+            JobEvent::Worker(Event::ShapeDone { result, .. }) => self.shapes.push(result),
+            JobEvent::Worker(Event::Output {
+                shape,
+                text,
+                dropped,
+                ..
+            }) => self.output.push(KernelOutput {
+                shape,
+                text,
+                dropped,
+            }),
+            JobEvent::Worker(Event::Done {
+                verdict, message, ..
+            }) => {
+                self.verdict = Some(verdict);
+                self.message = message;
+                return true;
+            }
+            JobEvent::Worker(Event::Fault { message, .. }) => self.message = Some(message),
+            JobEvent::Worker(_) => {}
+            JobEvent::WorkerLost { verdict, message } => {
+                self.verdict = Some(verdict);
+                self.message = Some(message);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// An outcome without a job (it could not be built): the error as its verdict.
+    pub fn failed(message: String) -> Outcome {
+        Outcome::from_events([JobEvent::Worker(Event::Done {
+            id: 0,
+            verdict: Verdict::Error,
+            message: Some(message),
+        })])
+    }
 }
 
 /// S_op of a set of results: median of S, failed shapes 0.

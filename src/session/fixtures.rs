@@ -251,3 +251,10 @@ pub fn demo_events(suite: &Suite) -> Vec<SessionEvent> {
     ));
     ev
 }
+
+/// A recording (the one recorder, the writer) continuing the given records, for tests that
+/// write sessions.
+pub fn test_log(w: super::SessionWriter, records: &[super::Record]) -> super::Recording {
+    let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+    super::Recording::new(super::Model::from_records(&suite, records), Some(w))
+}

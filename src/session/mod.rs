@@ -5,10 +5,14 @@ pub mod demos;
 pub mod event;
 pub mod model;
 pub mod record;
+pub mod recorder;
 pub mod store;
+pub mod translate;
 
 pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent};
 pub use model::{Model, OpStatus, RevVerdict};
+pub use record::Recording;
+pub use recorder::{Ids, Recorder};
 pub use store::{Loaded, SessionWriter, load, parse_line, parse_text, scrub};
 
 use crate::suite::{PhaseFilter, Suite};

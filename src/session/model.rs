@@ -290,6 +290,8 @@ pub struct Model {
     pub latest_op: Option<String>,
     pub applied: usize,
     pub last_mid: u64,
+    /// The sequence number of the last record applied.
+    pub last_seq: u64,
 }
 
 impl Model {
@@ -341,6 +343,7 @@ impl Model {
             latest_op: None,
             applied: 0,
             last_mid: 0,
+            last_seq: 0,
         }
     }
 
@@ -370,6 +373,7 @@ impl Model {
     /// The reducer: applies one event. Never fails: events naming unknown revisions are logged.
     pub fn apply(&mut self, rec: &Record) {
         self.applied += 1;
+        self.last_seq = self.last_seq.max(rec.seq);
         let t = rec.t;
         match &rec.event {
             SessionEvent::RunStart {

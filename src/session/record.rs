@@ -1,108 +1,38 @@
-//! Recording measurements into a session headlessly: `atrex-tui measure` (a hand edit measured
-//! and recorded without the TUI).
+//! A session written headlessly (`measure`, `agent`): every event numbered by the one
+//! recorder, appended to the file (when there is one) and applied to the state; and the
+//! measurement of a recorded revision through the worker.
 
+use super::recorder::Recorder;
 use super::{Author, DecidedBy, Decision, Model, Record, SessionEvent, SessionWriter};
 use crate::engine::client::{JobEvent, WorkerClient};
 use crate::engine::protocol::*;
 use crate::suite::{Problem, Suite};
 
-/// Session events for one job event of a measurement (`mid`) of revision `rev` of `op`.
-pub fn session_events(op: &str, rev: u32, mid: u64, ev: &JobEvent) -> Vec<SessionEvent> {
-    match ev {
-        JobEvent::Worker(Event::Compiled {
-            which,
-            ok,
-            diagnostics,
-            log,
-            ..
-        }) if which == "candidate" => {
-            vec![SessionEvent::Compiled {
-                op: op.into(),
-                rev,
-                mid,
-                ok: *ok,
-                diagnostics: diagnostics.clone(),
-                log: log.clone(),
-            }]
-        }
-        JobEvent::Worker(Event::Compiled {
-            which,
-            ok: false,
-            log,
-            ..
-        }) => vec![SessionEvent::Error {
-            op: Some(op.into()),
-            message: format!(
-                "the {which} kernel failed to compile: {}",
-                log.lines().next().unwrap_or("")
-            ),
-        }],
-        JobEvent::Worker(Event::ShapeDone { result, .. }) => {
-            vec![SessionEvent::ShapeResult {
-                op: op.into(),
-                rev,
-                mid,
-                result: result.clone(),
-            }]
-        }
-        JobEvent::Worker(Event::Output {
-            shape,
-            text,
-            dropped,
-            ..
-        }) => vec![SessionEvent::KernelOutput {
-            op: op.into(),
-            rev,
-            mid,
-            shape: *shape,
-            text: crate::session::scrub(text),
-            dropped: *dropped,
-        }],
-        JobEvent::Worker(Event::Done {
-            verdict, message, ..
-        }) => {
-            vec![SessionEvent::MeasureDone {
-                op: op.into(),
-                rev,
-                mid,
-                verdict: verdict.clone(),
-                message: message.clone(),
-            }]
-        }
-        JobEvent::Worker(Event::Fault { message, .. })
-        | JobEvent::Worker(Event::Error { message, .. }) => {
-            vec![SessionEvent::Error {
-                op: Some(op.into()),
-                message: message.clone(),
-            }]
-        }
-        JobEvent::WorkerLost { verdict, message } => vec![
-            SessionEvent::Error {
-                op: Some(op.into()),
-                message: format!("worker lost: {message}"),
-            },
-            SessionEvent::MeasureDone {
-                op: op.into(),
-                rev,
-                mid,
-                verdict: verdict.clone(),
-                message: Some(message.clone()),
-            },
-        ],
-        JobEvent::Worker(_) => vec![],
-    }
-}
-
-/// A session being written headlessly: the writer and the state rebuilt from its events.
-pub struct Recorder {
-    pub writer: SessionWriter,
+/// A session written headlessly (`measure`, `agent`): every event numbered by the recorder,
+/// appended to the file (when there is one) and applied to the state.
+pub struct Recording {
     pub model: Model,
+    pub recorder: Recorder,
+    pub writer: Option<SessionWriter>,
 }
 
-impl Recorder {
+impl Recording {
+    pub fn new(model: Model, writer: Option<SessionWriter>) -> Recording {
+        Recording {
+            recorder: Recorder::for_model(&model),
+            model,
+            writer,
+        }
+    }
+
+    /// Records one event: numbered, written, applied. A write error is returned after the
+    /// event was applied to the state (nothing shown is lost; the file stops where it failed).
     pub fn append(&mut self, ev: SessionEvent) -> Result<Record, String> {
-        let rec = self.writer.append(ev)?;
+        let rec = self.recorder.stamp(ev);
         self.model.apply(&rec);
+        if let Some(w) = self.writer.as_mut() {
+            w.write(&rec)?;
+        }
         Ok(rec)
     }
 
@@ -116,18 +46,11 @@ impl Recorder {
         source: &str,
         via: Option<&str>,
     ) -> Result<u32, String> {
-        let rev = self
-            .model
-            .ops
-            .get(&p.name)
-            .map(|o| {
-                if o.revisions.iter().any(|r| r.recorded) {
-                    o.next_rev()
-                } else {
-                    0
-                }
-            })
-            .unwrap_or(0);
+        // The suite baseline is revision 0; every other revision takes the next number.
+        let rev = match author {
+            Author::Baseline => 0,
+            _ => self.recorder.ids().next_rev(&p.name),
+        };
         self.append(SessionEvent::Revision {
             op: p.name.clone(),
             rev,
@@ -178,7 +101,7 @@ impl Recorder {
             mode,
             hw,
         )?;
-        let mid = self.model.last_mid + 1;
+        let mid = self.recorder.ids().next_mid();
         self.append(SessionEvent::MeasureStart {
             op: p.name.clone(),
             rev,
@@ -213,7 +136,7 @@ impl Recorder {
                 ev,
                 JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
             );
-            for se in session_events(&p.name, rev, mid, &ev) {
+            for se in super::translate::job_events(&p.name, rev, mid, &ev) {
                 self.append(se)?;
             }
             if end {

@@ -263,7 +263,6 @@ pub struct SessionWriter {
     /// None until the first action of a deferred writer.
     file: Option<File>,
     path: PathBuf,
-    seq: u64,
     /// Lines of a deferred writer not yet written (a run's start and device).
     pending: Vec<String>,
 }
@@ -282,7 +281,6 @@ impl SessionWriter {
         Ok(SessionWriter {
             file: Some(file),
             path: path.to_path_buf(),
-            seq: 0,
             pending: Vec::new(),
         })
     }
@@ -293,7 +291,6 @@ impl SessionWriter {
         SessionWriter {
             file: None,
             path: path.to_path_buf(),
-            seq: 0,
             pending: Vec::new(),
         }
     }
@@ -407,7 +404,6 @@ impl SessionWriter {
         Ok(SessionWriter {
             file: Some(file),
             path: path.to_path_buf(),
-            seq: loaded.records.last().map(|r| r.seq).unwrap_or(0),
             pending: Vec::new(),
         })
     }
@@ -416,15 +412,11 @@ impl SessionWriter {
         &self.path
     }
 
-    /// Appends one event: one write of one line; decisions are fsync'd. Returns the record.
-    pub fn append(&mut self, event: SessionEvent) -> Result<Record, String> {
-        let rec = Record {
-            v: FORMAT_VERSION,
-            seq: self.seq + 1,
-            t: now(),
-            event,
-        };
-        let mut line = serde_json::to_string(&rec).map_err(|e| e.to_string())?;
+    /// Writes one record (numbered by the session's `Recorder`): one write of one line;
+    /// decisions are fsync'd. A deferred writer holds a run's start and device lines until the
+    /// first other event.
+    pub fn write(&mut self, rec: &Record) -> Result<(), String> {
+        let mut line = serde_json::to_string(rec).map_err(|e| e.to_string())?;
         line = scrub(&line);
         line.push('\n');
         if self.file.is_none() {
@@ -433,8 +425,7 @@ impl SessionWriter {
                 SessionEvent::RunStart { .. } | SessionEvent::Device { .. }
             ) {
                 self.pending.push(line);
-                self.seq = rec.seq;
-                return Ok(rec);
+                return Ok(());
             }
             if let Some(d) = self.path.parent() {
                 std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
@@ -456,8 +447,7 @@ impl SessionWriter {
             file.sync_data()
                 .map_err(|e| format!("{}: {e}", self.path.display()))?;
         }
-        self.seq = rec.seq;
-        Ok(rec)
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ fn tmpdir(name: &str) -> std::path::PathBuf {
 
 fn write_demo(path: &std::path::Path) -> Vec<Record> {
     let suite = fixture_suite();
-    let mut w = SessionWriter::create(path).unwrap();
+    let mut w = test_log(SessionWriter::create(path).unwrap(), &[]);
     demo_events(&suite)
         .into_iter()
         .map(|e| w.append(e).unwrap())
@@ -113,7 +113,8 @@ fn a_truncated_last_line_is_skipped_with_a_warning_and_resume_cuts_it() {
     assert_eq!(l2.warnings.len(), 1);
     // Resume truncates the bad tail and continues the sequence.
     std::fs::write(&p, &full[..cut]).unwrap();
-    let (mut w, _) = SessionWriter::continue_file(&p).unwrap();
+    let (w, loaded) = SessionWriter::continue_file(&p).unwrap();
+    let mut w = test_log(w, &loaded.records);
     let r = w
         .append(SessionEvent::Steer {
             op: None,
@@ -235,7 +236,7 @@ fn random_truncated_and_mutated_lines_never_panic() {
 fn secrets_never_reach_the_file() {
     let d = tmpdir("secrets");
     let p = d.join("s.jsonl");
-    let mut w = SessionWriter::create(&p).unwrap();
+    let mut w = test_log(SessionWriter::create(&p).unwrap(), &[]);
     let secrets = [
         "sk-ant-api03-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
         "sk-proj-abcdefghijklmnopqrstuvwxyz012345",
@@ -301,7 +302,7 @@ fn session_timing() {
     let suite = fixture_suite();
     let d = tmpdir("timing");
     let p = d.join("big.jsonl");
-    let mut w = SessionWriter::create(&p).unwrap();
+    let mut w = test_log(SessionWriter::create(&p).unwrap(), &[]);
     let base = demo_events(&suite);
     let mut lat = Vec::new();
     let mut n = 0u64;
@@ -365,7 +366,8 @@ fn a_profile_event_round_trips_and_reaches_its_revision() {
     let d = tmpdir("profile");
     let p = d.join("s.jsonl");
     let mut written = write_demo(&p);
-    let (mut w, _) = SessionWriter::continue_file(&p).unwrap();
+    let (w, loaded) = SessionWriter::continue_file(&p).unwrap();
+    let mut w = test_log(w, &loaded.records);
     let prof = crate::profile::fixture("rms_norm", 1, 3);
     written.push(
         w.append(SessionEvent::Profile {
@@ -542,7 +544,8 @@ mod continuing {
         let good = session_text();
         let tail = r#"{"v":1,"seq":500,"t":1.0,"kind":"steer","te"#;
         std::fs::write(&f, format!("{good}{tail}")).unwrap();
-        let (mut w, loaded) = SessionWriter::continue_file(&f).unwrap();
+        let (w, loaded) = SessionWriter::continue_file(&f).unwrap();
+        let mut w = test_log(w, &loaded.records);
         let msg = loaded.warnings.join("\n");
         assert!(
             msg.contains(".damaged-") && msg.contains("moved to"),
@@ -609,7 +612,7 @@ mod continuing {
     fn a_session_file_appears_at_the_first_action() {
         let d = tmpdir("deferred");
         let f = d.join("session-1.jsonl");
-        let mut w = SessionWriter::create_deferred(&f);
+        let mut w = test_log(SessionWriter::create_deferred(&f), &[]);
         let suite = fixture_suite();
         let ev = demo_events(&suite);
         w.append(ev[0].clone()).unwrap();
@@ -620,7 +623,7 @@ mod continuing {
             hardware: None,
         })
         .unwrap();
-        assert!(!f.exists() && !w.is_written());
+        assert!(!f.exists() && !w.writer.as_ref().unwrap().is_written());
         w.append(SessionEvent::Steer {
             op: None,
             text: "hello".into(),

@@ -9,7 +9,7 @@ use crate::engine::protocol::{DeviceInfo, Event, Verdict};
 use crate::session::model::{LogLevel, LogLine, Revision};
 use crate::session::store::now;
 use crate::session::{
-    Author, DecidedBy, Decision, Model, Record, RevVerdict, SessionEvent, SessionWriter,
+    Author, DecidedBy, Decision, Model, Record, Recorder, RevVerdict, SessionEvent,
 };
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::roofline::{self, Bottleneck};
@@ -104,38 +104,6 @@ pub struct AgentView {
     pub stopping: bool,
     /// The reply being streamed (tail).
     pub stream: String,
-}
-
-/// Revision and measurement numbers shared by the app and the agent task, so that neither
-/// hands out a number the other used.
-#[derive(Debug, Default)]
-pub struct IdPool {
-    mid: std::sync::atomic::AtomicU64,
-    revs: std::sync::Mutex<BTreeMap<String, u32>>,
-}
-
-impl IdPool {
-    /// The next measurement id above `floor`.
-    pub fn alloc_mid(&self, floor: u64) -> u64 {
-        use std::sync::atomic::Ordering::SeqCst;
-        self.mid.fetch_max(floor, SeqCst);
-        self.mid.fetch_add(1, SeqCst) + 1
-    }
-    /// Makes sure the next revision number of `op` is at least `floor` (nothing is taken).
-    pub fn raise_rev(&self, op: &str, floor: u32) {
-        let mut m = self.revs.lock().unwrap_or_else(|e| e.into_inner());
-        let e = m.entry(op.to_string()).or_insert(floor);
-        *e = (*e).max(floor);
-    }
-    /// The next revision number of `op`, at least `floor`.
-    pub fn alloc_rev(&self, op: &str, floor: u32) -> u32 {
-        let mut m = self.revs.lock().unwrap_or_else(|e| e.into_inner());
-        let e = m.entry(op.to_string()).or_insert(floor);
-        *e = (*e).max(floor);
-        let r = *e;
-        *e += 1;
-        r
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -355,11 +323,13 @@ pub struct AppState {
     pub restarts: u64,
     pub jobs: BTreeMap<u64, JobProgress>,
     pub ui_log: Vec<LogLine>,
-    pub writer: Option<SessionWriter>,
+    /// The session file's name, when this run records one.
     pub session_name: Option<String>,
-    /// Events recorded during this run (also in the file when there is one).
+    /// Numbers every recorded event, measurement and revision (shared with the agent task).
+    pub recorder: Recorder,
+    /// Events recorded during this run, in order; the runtime appends the ones it has not
+    /// written yet to the session file (`update` itself does no I/O).
     pub journal: Vec<Record>,
-    local_seq: u64,
     pub replay: Option<Replay>,
     pub highlighter: Option<Arc<Highlighter>>,
     pub hl_cache: HighlightCache,
@@ -372,7 +342,6 @@ pub struct AppState {
     pub agent: Option<AgentView>,
     /// The agent's configuration (settings + environment), or why it cannot start.
     pub agent_cfg: Result<crate::agent::config::AgentConfig, String>,
-    pub ids: Arc<IdPool>,
 }
 
 fn key(code: KeyCode) -> KeyEvent {
@@ -387,6 +356,7 @@ impl AppState {
         hw: Option<HardwareProfile>,
         kernels_dir: PathBuf,
     ) -> AppState {
+        let recorder = Recorder::for_model(&model);
         let mut s = AppState {
             suite,
             model,
@@ -411,10 +381,9 @@ impl AppState {
             restarts: 0,
             jobs: BTreeMap::new(),
             ui_log: Vec::new(),
-            writer: None,
             session_name: None,
+            recorder,
             journal: Vec::new(),
-            local_seq: 0,
             replay: None,
             highlighter: None,
             hl_cache: HighlightCache::default(),
@@ -425,22 +394,16 @@ impl AppState {
             quit: false,
             agent: None,
             agent_cfg: crate::agent::config::resolve(&Default::default(), None),
-            ids: Arc::new(IdPool::default()),
         };
-        s.local_seq = s.model.applied as u64;
         s.compute_shape_info();
         s.select_latest_rev();
         s.refresh();
         s
     }
 
-    /// Attaches a session file: every recorded event is appended to it.
-    pub fn attach_writer(&mut self, w: SessionWriter) {
-        self.session_name = w
-            .path()
-            .file_name()
-            .map(|n| n.to_string_lossy().to_string());
-        self.writer = Some(w);
+    /// Names the session file this run records into (the runtime writes it).
+    pub fn attach_session(&mut self, path: &std::path::Path) {
+        self.session_name = path.file_name().map(|n| n.to_string_lossy().to_string());
     }
 
     /// Opens a replay positioned after its last event.
@@ -529,33 +492,11 @@ impl AppState {
         }
     }
 
-    /// Records a session event: appended to the session file (when recording) and applied
-    /// through the reducer. In replay, events only change the state shown.
+    /// Records a session event: numbered by the recorder, applied through the reducer and
+    /// kept in the journal (which the runtime writes to the session file). In replay, events
+    /// only change the state shown.
     pub fn record(&mut self, event: SessionEvent) {
-        let rec = match (&mut self.writer, &self.replay) {
-            (Some(w), None) => match w.append(event.clone()) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    self.writer = None;
-                    self.log(
-                        LogLevel::Error,
-                        format!("session: cannot write ({e}); recording stopped"),
-                    );
-                    None
-                }
-            },
-            _ => None,
-        };
-        let rec = rec.unwrap_or_else(|| {
-            self.local_seq += 1;
-            Record {
-                v: crate::session::FORMAT_VERSION,
-                seq: self.local_seq,
-                t: now(),
-                event,
-            }
-        });
-        self.local_seq = self.local_seq.max(rec.seq);
+        let rec = self.recorder.stamp(event);
         self.model.apply(&rec);
         if self.replay.is_none() {
             self.journal.push(rec);
@@ -737,11 +678,7 @@ impl AppState {
                 knowledge: vec![],
             });
         }
-        let mid = self.ids.alloc_mid(
-            self.model
-                .last_mid
-                .max(self.jobs.keys().copied().max().unwrap_or(0)),
-        );
+        let mid = self.recorder.ids().next_mid();
         self.record(SessionEvent::MeasureStart {
             op: op.into(),
             rev,
@@ -775,8 +712,7 @@ impl AppState {
         source: String,
         via: &str,
     ) -> (u32, Vec<Effect>) {
-        let floor = self.model.ops.get(op).map(|o| o.next_rev()).unwrap_or(1);
-        let rev = self.ids.alloc_rev(op, floor);
+        let rev = self.recorder.ids().next_rev(op);
         self.record(SessionEvent::Revision {
             op: op.into(),
             rev,
@@ -1081,7 +1017,7 @@ fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
             return vec![];
         }
     };
-    let Some((st, sources)) = crate::agent::headless::restore(&state.model, &op) else {
+    let Some((st, sources)) = crate::agent::setup::restore(&state.model, &op) else {
         state.log(
             LogLevel::Warn,
             format!("agent: {op} has no kernel yet (no baseline.cu)"),
@@ -1391,7 +1327,7 @@ fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
         }
         _ => {}
     }
-    for se in crate::session::record::session_events(&op, rev, mid, &ev) {
+    for se in crate::session::translate::job_events(&op, rev, mid, &ev) {
         state.record(se);
     }
     vec![]

@@ -1,6 +1,7 @@
 //! The interactive terminal UI. `app` holds the state and the update function, `ui` draws it,
 //! this module runs it: terminal, input, worker, watchers, signals and the session file.
 
+mod agent_link;
 pub mod app;
 pub mod highlight;
 pub mod theme;
@@ -36,8 +37,24 @@ pub struct Options {
 /// The application event sender: cheap to clone, one per producer.
 pub type Tx = mpsc::UnboundedSender<AppEvent>;
 
+/// Sends an event to the app. The receiver goes away only when the app has quit, so a failed
+/// send has no one left to tell: every producer (tasks, watcher and loader threads, the agent)
+/// sends through here.
+pub fn deliver(tx: &Tx, ev: AppEvent) {
+    if tx.send(ev).is_err() {
+        // The app quit; the event is moot.
+    }
+}
+
 /// Builds the state for a run, before the terminal is touched (so errors print plainly).
-pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, Settings), String> {
+/// A run ready to start: the state, the settings and the session file being recorded.
+pub struct Prepared {
+    pub state: AppState,
+    pub settings: Settings,
+    pub writer: Option<SessionWriter>,
+}
+
+pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let cfg_path = opts.config.clone().or_else(Settings::default_path);
     let settings = Settings::load(cfg_path.as_deref()).map_err(|e| e.to_string())?;
     let truecolor = theme::detect_truecolor() && !settings.force_256_colours;
@@ -53,7 +70,11 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, Settings), S
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         st.start_replay(name, loaded.records, loaded.warnings);
-        return Ok((st, settings));
+        return Ok(Prepared {
+            state: st,
+            settings,
+            writer: None,
+        });
     }
     let (model, writer, warnings) = match &opts.resume {
         Some(file) => {
@@ -80,8 +101,8 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, Settings), S
     for w in warnings {
         st.log(LogLevel::Warn, w);
     }
-    if let Some(w) = writer {
-        st.attach_writer(w);
+    if let Some(w) = &writer {
+        st.attach_session(w.path());
     }
     if opts.resume.is_some() {
         st.select_session_op();
@@ -127,7 +148,11 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<(AppState, Settings), S
             ),
         );
     }
-    Ok((st, settings))
+    Ok(Prepared {
+        state: st,
+        settings,
+        writer,
+    })
 }
 
 /// The sessions of `dir` (newest name first; not `current`, the file being recorded) and the
@@ -178,9 +203,9 @@ pub fn recorded_sessions(dir: &Path, current: Option<&str>) -> Vec<app::SessionF
 /// Runs the TUI until quit. Returns the exit code.
 pub fn run(ws: &Workspace, opts: Options) -> Result<i32, String> {
     let t_start = Instant::now();
-    let (state, settings) = prepare(ws, &opts)?;
+    let p = prepare(ws, &opts)?;
     let rt = crate::engine::runtime()?;
-    rt.block_on(main_loop(state, settings, t_start))
+    rt.block_on(main_loop(p, t_start))
 }
 
 fn install_panic_hook() {
@@ -202,13 +227,40 @@ struct Runtime {
     watchers: Vec<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>>,
     playback: Option<tokio::task::JoinHandle<()>>,
     editor: Option<String>,
+    /// The session file, while recording works.
+    writer: Option<SessionWriter>,
+    /// How many of the state's journal records are in the file.
+    written: usize,
 }
 
-async fn main_loop(
-    mut state: AppState,
-    settings: Settings,
-    t_start: Instant,
-) -> Result<i32, String> {
+impl Runtime {
+    /// Appends the records `update` added to the journal to the session file. A write error
+    /// stops recording (the state keeps everything; the log says why).
+    fn persist(&mut self, state: &mut AppState) {
+        let Some(w) = self.writer.as_mut() else {
+            self.written = state.journal.len();
+            return;
+        };
+        for rec in &state.journal[self.written.min(state.journal.len())..] {
+            if let Err(e) = w.write(rec) {
+                self.writer = None;
+                state.log(
+                    LogLevel::Error,
+                    format!("session: cannot write ({e}); recording stopped"),
+                );
+                break;
+            }
+        }
+        self.written = state.journal.len();
+    }
+}
+
+async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
+    let Prepared {
+        mut state,
+        settings,
+        writer,
+    } = p;
     let (tx, mut rx) = mpsc::unbounded_channel::<AppEvent>();
     // The worker: a subprocess behind the client; hello tells whether there is a GPU.
     let mut cfg = WorkerConfig::new(settings.device);
@@ -216,7 +268,7 @@ async fn main_loop(
         cfg.watchdog = Duration::from_secs_f64(w);
     }
     // The worker's own stderr is kept beside the session (`SESSION.worker.log`).
-    if let Some(w) = &state.writer {
+    if let Some(w) = &writer {
         let mut name = w.path().as_os_str().to_owned();
         name.push(".worker.log");
         cfg.log = Some(std::path::PathBuf::from(name));
@@ -226,9 +278,10 @@ async fn main_loop(
     {
         let tx = tx.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(AppEvent::NcuFound(
-                crate::profile::NcuOptions::find().map(|o| o.ncu),
-            ));
+            deliver(
+                &tx,
+                AppEvent::NcuFound(crate::profile::NcuOptions::find().map(|o| o.ncu)),
+            );
         });
     }
     {
@@ -244,7 +297,7 @@ async fn main_loop(
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err("the worker did not answer".into()),
             };
-            let _ = tx.send(AppEvent::Hello(r));
+            deliver(&tx, AppEvent::Hello(r));
         });
     }
     // Syntax highlighting loads off the input loop.
@@ -256,9 +309,12 @@ async fn main_loop(
             .unwrap_or_else(|| state.theme.syntax_theme.clone());
         let truecolor = state.theme.truecolor;
         std::thread::spawn(move || {
-            let _ = tx.send(AppEvent::HighlighterReady(
-                highlight::Highlighter::new(&name, truecolor).map(Arc::new),
-            ));
+            deliver(
+                &tx,
+                AppEvent::HighlighterReady(
+                    highlight::Highlighter::new(&name, truecolor).map(Arc::new),
+                ),
+            );
         });
     }
     // SIGTERM / SIGHUP (SSH drop) / SIGINT (`kill -INT`; Ctrl-C is a key in raw mode): restore
@@ -275,7 +331,7 @@ async fn main_loop(
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     if sig.recv().await.is_some() {
-                        let _ = tx.send(AppEvent::Signal(name));
+                        deliver(&tx, AppEvent::Signal(name));
                     }
                 });
             }
@@ -292,7 +348,10 @@ async fn main_loop(
         watchers: Vec::new(),
         playback: None,
         editor: settings.editor.clone(),
+        writer,
+        written: 0,
     };
+    rtm.persist(&mut state);
     let mut input = crossterm::event::EventStream::new();
     let mut first = true;
     let result: Result<(), String> = async {
@@ -339,6 +398,7 @@ async fn main_loop(
                     }
                 }
             }
+            rtm.persist(&mut state);
             if state.quit {
                 return Ok(());
             }
@@ -355,98 +415,8 @@ async fn main_loop(
     result.map(|_| 0)
 }
 
-/// The agent's session sink in the TUI: events go to the app, which records them.
-struct TuiSink {
-    tx: Tx,
-    ids: Arc<app::IdPool>,
-}
-
-impl crate::agent::driver::Sink for TuiSink {
-    fn record(&mut self, ev: SessionEvent) {
-        let _ = self.tx.send(AppEvent::Agent(app::AgentMsg::Record(ev)));
-    }
-    fn alloc_rev(&mut self, op: &str) -> u32 {
-        self.ids.alloc_rev(op, 1)
-    }
-    fn alloc_mid(&mut self) -> u64 {
-        self.ids.alloc_mid(0)
-    }
-    fn stream(&mut self, d: crate::agent::llm::Delta<'_>) {
-        let m = match d {
-            crate::agent::llm::Delta::Text(t) => app::AgentMsg::Stream(t.to_string()),
-            crate::agent::llm::Delta::Reset(_) => app::AgentMsg::StreamReset,
-        };
-        let _ = self.tx.send(AppEvent::Agent(m));
-    }
-}
-
-/// The human gate: decisions, steering, stop and dropout arrive from the app.
-struct TuiGate {
-    rx: mpsc::UnboundedReceiver<app::AgentCtl>,
-    steer: Vec<String>,
-    profiles: Vec<crate::agent::ProfileNote>,
-    stop: bool,
-    dropout: bool,
-}
-
-impl TuiGate {
-    fn absorb(&mut self, c: app::AgentCtl) -> Option<(u32, crate::session::Decision)> {
-        match c {
-            app::AgentCtl::Decided { rev, decision } => return Some((rev, decision)),
-            app::AgentCtl::Steer(t) => self.steer.push(t),
-            app::AgentCtl::Stop => self.stop = true,
-            app::AgentCtl::Dropout => self.dropout = true,
-            app::AgentCtl::Profile(n) => self.profiles.push(n),
-        }
-        None
-    }
-    fn drain(&mut self) {
-        while let Ok(c) = self.rx.try_recv() {
-            self.absorb(c);
-        }
-    }
-}
-
-impl crate::agent::driver::Gate for TuiGate {
-    async fn decide(&mut self, rev: u32) -> crate::agent::driver::GateAnswer {
-        use crate::agent::driver::GateAnswer;
-        loop {
-            if self.stop {
-                return GateAnswer::Stop;
-            }
-            match self.rx.recv().await {
-                None => return GateAnswer::Stop,
-                // Steering while a revision waits moves the loop on with the note.
-                Some(app::AgentCtl::Steer(t)) => return GateAnswer::Steer(t),
-                Some(c) => {
-                    if let Some((r, d)) = self.absorb(c)
-                        && r == rev
-                    {
-                        return GateAnswer::Decided(d);
-                    }
-                }
-            }
-        }
-    }
-    fn steering(&mut self) -> Vec<String> {
-        self.drain();
-        std::mem::take(&mut self.steer)
-    }
-    fn stop_requested(&mut self) -> bool {
-        self.drain();
-        self.stop
-    }
-    fn profiles(&mut self) -> Vec<crate::agent::ProfileNote> {
-        self.drain();
-        std::mem::take(&mut self.profiles)
-    }
-    fn dropout_requested(&mut self) -> bool {
-        self.drain();
-        std::mem::take(&mut self.dropout)
-    }
-}
-
-/// Starts the agent task.
+/// Starts the agent task: the driver that `agent::setup` builds, with the human gate and the
+/// app as its sink (numbers from the session's recorder).
 fn start_agent(
     rtm: &mut Runtime,
     state: &mut AppState,
@@ -455,9 +425,8 @@ fn start_agent(
     sources: Vec<(String, Option<f64>)>,
     seed: u64,
 ) -> Result<(), String> {
-    use crate::agent::driver::{DecisionMode, Driver};
     let cfg = state.agent_cfg.clone()?;
-    let p = state
+    let problem = state
         .suite
         .problem(&op)
         .ok_or_else(|| format!("unknown operator {op}"))?
@@ -466,53 +435,29 @@ fn start_agent(
         .hw
         .clone()
         .ok_or("no hardware profile for T_SOL (set `hardware` in the settings)")?;
-    let reference = crate::suite::kernels::suite_kernel(&state.suite, &p, "reference.cu")?;
-    let mut proposer = crate::agent::headless::make_proposer(&cfg, &st, seed)?;
-    if let crate::agent::headless::AnyProposer::Tuner(t) = &mut proposer {
-        t.seed_history(&sources);
-    }
-    // Revision numbers continue after what the session holds.
-    let floor = state.model.ops.get(&op).map(|o| o.next_rev()).unwrap_or(1);
-    state.ids.raise_rev(&op, floor);
-    let _ = state.ids.alloc_mid(state.model.last_mid);
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
-    let measurer = crate::agent::headless::WorkerMeasurer {
-        client: rtm.client.clone(),
-        shape_ids: p.shapes.iter().map(|s| s.id).collect(),
-        problem: p.clone(),
-        reference,
-        hw: hw.clone(),
-        progress: false,
-    };
-    let mut d = Driver {
-        state: st,
-        budget: cfg.budget.clone(),
-        proposer,
-        measurer,
-        gate: TuiGate {
-            rx: ctl_rx,
-            steer: vec![],
-            profiles: vec![],
-            stop: false,
-            dropout: false,
+    let mut d = crate::agent::setup::build(
+        crate::agent::setup::Setup {
+            suite: &state.suite,
+            problem,
+            hw,
+            cfg: &cfg,
+            state: st,
+            sources,
+            seed,
+            mode: crate::agent::driver::DecisionMode::Human,
+            client: rtm.client.clone(),
         },
-        sink: TuiSink {
-            tx: rtm.tx.clone(),
-            ids: state.ids.clone(),
-        },
-        problem: p,
-        hw,
-        docs: crate::agent::knowledge::docs(),
-        incumbent_measure: None,
-        mode: DecisionMode::Human,
-        seed,
-        k_docs: cfg.knowledge_docs,
-        best_seen: None,
-    };
+        agent_link::TuiGate::new(ctl_rx),
+        agent_link::TuiSink::new(rtm.tx.clone(), state.recorder.ids()),
+    )?;
     let tx = rtm.tx.clone();
     tokio::spawn(async move {
         let stop = d.run().await;
-        let _ = tx.send(AppEvent::Agent(app::AgentMsg::Finished(stop.to_string())));
+        deliver(
+            &tx,
+            AppEvent::Agent(app::AgentMsg::Finished(stop.to_string())),
+        );
     });
     rtm.agent = Some(ctl_tx);
     Ok(())
@@ -536,8 +481,11 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             None
         }
         Effect::Agent(c) => {
-            if let Some(tx) = &rtm.agent {
-                let _ = tx.send(c);
+            // A control message for an agent that has finished is moot.
+            if let Some(tx) = &rtm.agent
+                && tx.send(c).is_err()
+            {
+                rtm.agent = None;
             }
             None
         }
@@ -564,19 +512,17 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
                         }
                     });
                 }
-                Err(msg) => {
-                    let fx = app::update(
-                        state,
-                        AppEvent::Job {
-                            mid,
-                            event: JobEvent::WorkerLost {
-                                verdict: crate::engine::protocol::Verdict::Error,
-                                message: msg,
-                            },
+                // The job could not be built: it ends like a lost one, through the event queue.
+                Err(msg) => deliver(
+                    &rtm.tx,
+                    AppEvent::Job {
+                        mid,
+                        event: JobEvent::WorkerLost {
+                            verdict: crate::engine::protocol::Verdict::Error,
+                            message: msg,
                         },
-                    );
-                    let _ = fx;
-                }
+                    },
+                ),
             }
             None
         }
@@ -658,7 +604,7 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
                     },
                 )
                 .await;
-                let _ = tx.send(AppEvent::Profiled { op, rev, result });
+                deliver(&tx, AppEvent::Profiled { op, rev, result });
             });
             None
         }
@@ -670,10 +616,13 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
                     None => Err(format!("{}: no such built-in session", f.name)),
                 },
             };
-            let _ = rtm.tx.send(AppEvent::ReplayLoaded {
-                name: f.name,
-                result,
-            });
+            deliver(
+                &rtm.tx,
+                AppEvent::ReplayLoaded {
+                    name: f.name,
+                    result,
+                },
+            );
             None
         }
         Effect::Quit => None,
@@ -777,10 +726,13 @@ fn watch(
                 let hit = events.iter().any(|e| e.path == target || e.path == canon);
                 if hit {
                     let content = std::fs::read_to_string(&target).map_err(|e| e.to_string());
-                    let _ = tx.send(AppEvent::FileChanged {
-                        path: target.clone(),
-                        content,
-                    });
+                    deliver(
+                        &tx,
+                        AppEvent::FileChanged {
+                            path: target.clone(),
+                            content,
+                        },
+                    );
                 }
             }
         },
@@ -820,12 +772,16 @@ async fn run_editor(
                 Some(ev) = rx.recv() => {
                     let fx = app::update(state, ev);
                     for e in fx {
-                        let _ = execute(rtm, state, e);
+                        // A second editor cannot start while this one runs: no suspend here.
+                        if let Some(p) = execute(rtm, state, e) {
+                            state.log(LogLevel::Warn, format!("{}: an editor is already open", p.display()));
+                        }
                     }
+                    rtm.persist(state);
                 }
             }
         },
         Err(e) => format!("cannot start `{editor}`: {e}"),
     };
-    let _ = rtm.tx.send(AppEvent::EditorExited { path, status });
+    deliver(&rtm.tx, AppEvent::EditorExited { path, status });
 }

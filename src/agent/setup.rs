@@ -1,0 +1,253 @@
+//! What the TUI and the headless `agent` command share to start the agent: the worker
+//! measurer, the backend (`AnyProposer`), the agent's memory restored from a session, and
+//! `build`, which assembles a `Driver` from them with the caller's gate and sink.
+
+use super::config::{AgentConfig, BackendKind};
+use super::driver::*;
+use super::llm::{Delta, LlmClient};
+use super::*;
+use crate::engine::client::WorkerClient;
+use crate::engine::outcome::{Outcome, collect};
+use crate::engine::protocol::{JobKind, Mode, Source};
+use crate::session::{Author, Model};
+use crate::suite::hardware::HardwareProfile;
+use crate::suite::{Problem, Suite};
+
+/// Measures through the worker (one session for the whole run).
+pub struct WorkerMeasurer {
+    pub client: WorkerClient,
+    pub problem: Problem,
+    pub reference: Source,
+    pub hw: HardwareProfile,
+    pub shape_ids: Vec<u32>,
+    pub progress: bool,
+}
+
+impl Measurer for WorkerMeasurer {
+    async fn run(&mut self, source: &str, kind: JobKind, mode: Mode) -> Outcome {
+        let cand = Source {
+            name: format!("{} agent candidate", self.problem.name),
+            code: source.to_string(),
+            defines: Default::default(),
+        };
+        match crate::engine::build_job(
+            &self.problem,
+            cand,
+            Some(self.reference.clone()),
+            &self.shape_ids,
+            kind,
+            mode,
+            Some(&self.hw),
+        ) {
+            Ok(job) => collect(&self.client, job, self.progress).await,
+            Err(e) => Outcome::failed(e),
+        }
+    }
+}
+
+/// A gate that never asks (auto and suggest modes).
+pub struct NoGate;
+
+impl Gate for NoGate {
+    async fn decide(&mut self, _rev: u32) -> GateAnswer {
+        GateAnswer::Stop
+    }
+}
+
+/// The proposer of a configuration.
+pub enum AnyProposer {
+    Tuner(Box<TunerProposer>),
+    Llm(Box<LlmProposer>),
+}
+
+impl Proposer for AnyProposer {
+    fn author(&self) -> Author {
+        match self {
+            AnyProposer::Tuner(t) => t.author(),
+            AnyProposer::Llm(l) => l.author(),
+        }
+    }
+    fn name(&self) -> String {
+        match self {
+            AnyProposer::Tuner(t) => t.name(),
+            AnyProposer::Llm(l) => l.name(),
+        }
+    }
+    async fn propose(
+        &mut self,
+        ctx: &context::Context,
+        state: &AgentState,
+        stream: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Proposal, ProposeError> {
+        match self {
+            AnyProposer::Tuner(t) => t.propose(ctx, state, stream).await,
+            AnyProposer::Llm(l) => l.propose(ctx, state, stream).await,
+        }
+    }
+    fn observe(&mut self, p: &Proposal, s: Option<f64>) {
+        match self {
+            AnyProposer::Tuner(t) => t.observe(p, s),
+            AnyProposer::Llm(l) => l.observe(p, s),
+        }
+    }
+    fn dropout(&mut self) {
+        match self {
+            AnyProposer::Tuner(t) => t.dropout(),
+            AnyProposer::Llm(l) => l.dropout(),
+        }
+    }
+}
+
+/// Builds the backend of a configuration.
+pub fn make_proposer(
+    cfg: &AgentConfig,
+    state: &AgentState,
+    seed: u64,
+) -> Result<AnyProposer, String> {
+    match (cfg.backend, &cfg.endpoint) {
+        (BackendKind::Tuner, _) | (_, None) => {
+            let mut t =
+                TunerProposer::new(&state.op, &state.incumbent_source, state.incumbent_s, seed)?;
+            Ok({
+                t.search.restarts = 0;
+                AnyProposer::Tuner(Box::new(t))
+            })
+        }
+        (_, Some(ep)) => Ok(AnyProposer::Llm(Box::new(LlmProposer {
+            client: LlmClient::new(ep.clone(), cfg.timeout, cfg.retries, cfg.max_reply_tokens)?,
+        }))),
+    }
+}
+
+/// Restores the agent's memory for an operator from a session's state: incumbent, history
+/// (agent revisions with their hypotheses, categories, results and decisions), the latest
+/// dropout mask and the steering notes. Returns the state and the sources of the history
+/// (for the tuner's search).
+pub fn restore(model: &Model, op: &str) -> Option<(AgentState, Vec<(String, Option<f64>)>)> {
+    let o = model.ops.get(op)?;
+    let inc = o.incumbent_rev().or_else(|| o.rev(0))?;
+    let mut st = AgentState::new(op, inc.rev, inc.source.clone(), inc.verdict().score());
+    let mut sources = Vec::new();
+    for r in &o.revisions {
+        let agent = matches!(r.author, Author::Tuner | Author::Model(_));
+        if !(r.rev == 0 || (agent && r.recorded)) {
+            continue;
+        }
+        let score = r.verdict().score();
+        let decision = match r.decision {
+            Some(crate::session::Decision::Accepted) => AgentDecision::Accepted,
+            Some(crate::session::Decision::Rejected) => AgentDecision::Rejected,
+            None if r.rev == 0 => AgentDecision::Accepted,
+            None => AgentDecision::Pending,
+        };
+        let mode = r.measurement.mode.clone();
+        st.history.push(HistoryEntry {
+            rev: Some(r.rev),
+            parent: r.parent,
+            hypothesis: r.rationale.clone(),
+            category: r.category.clone().unwrap_or_else(|| "baseline".into()),
+            change: String::new(),
+            evidence: Evidence {
+                full: Some(MeasureSummary {
+                    mode,
+                    compiled: r.measurement.compiled != Some(false),
+                    verdict: r.verdict().label(),
+                    s_op: score,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            result: r.verdict().label(),
+            decision,
+            masked: false,
+            tokens_in: r.tokens.map(|t| t.0).unwrap_or(0),
+            tokens_out: r.tokens.map(|t| t.1).unwrap_or(0),
+            request_id: r.request_id.clone(),
+            knowledge: r.knowledge.clone(),
+        });
+        if agent {
+            st.iterations += 1;
+            if let Some((a, b)) = r.tokens {
+                st.tokens_in += a;
+                st.tokens_out += b;
+            }
+            sources.push((r.source.clone(), score));
+        }
+    }
+    // Revisions since the last accepted one.
+    st.since_improvement = st
+        .history
+        .iter()
+        .rev()
+        .take_while(|h| h.decision != AgentDecision::Accepted)
+        .count();
+    if model.agent_op.as_deref() == Some(op) {
+        st.apply_mask(&model.agent_masked);
+    }
+    // Deep profiles of the operator's revisions (any author), for the context's findings.
+    for r in &o.revisions {
+        if let Some(p) = &r.profile {
+            st.add_profile(ProfileNote::from_profile(r.rev, p));
+        }
+    }
+    st.steering = model
+        .steering
+        .iter()
+        .filter(|(o, _)| o.as_deref().is_none_or(|x| x == op))
+        .map(|(_, t)| t.clone())
+        .collect();
+    Some((st, sources))
+}
+
+/// What an agent run is about: the operator, where it measures, how it decides.
+pub struct Setup<'a> {
+    pub suite: &'a Suite,
+    pub problem: Problem,
+    pub hw: HardwareProfile,
+    pub cfg: &'a AgentConfig,
+    /// The agent's memory (restored from a session, or fresh from the baseline).
+    pub state: AgentState,
+    /// Sources measured earlier with their S_op (the tuner's memory).
+    pub sources: Vec<(String, Option<f64>)>,
+    pub seed: u64,
+    pub mode: DecisionMode,
+    pub client: WorkerClient,
+}
+
+/// Assembles the driver: the configured backend, the worker measurer on every shape of the
+/// operator, the knowledge base; the gate and the sink are the caller's.
+pub fn build<G: Gate, S: Sink>(
+    s: Setup<'_>,
+    gate: G,
+    sink: S,
+) -> Result<Driver<AnyProposer, WorkerMeasurer, G, S>, String> {
+    let reference = crate::suite::kernels::suite_kernel(s.suite, &s.problem, "reference.cu")?;
+    let mut proposer = make_proposer(s.cfg, &s.state, s.seed)?;
+    if let AnyProposer::Tuner(t) = &mut proposer {
+        t.seed_history(&s.sources);
+    }
+    let measurer = WorkerMeasurer {
+        client: s.client,
+        problem: s.problem.clone(),
+        reference,
+        hw: s.hw.clone(),
+        shape_ids: s.problem.shapes.iter().map(|x| x.id).collect(),
+        progress: false,
+    };
+    Ok(Driver {
+        state: s.state,
+        budget: s.cfg.budget.clone(),
+        proposer,
+        measurer,
+        gate,
+        sink,
+        problem: s.problem,
+        hw: s.hw,
+        docs: knowledge::docs(),
+        incumbent_measure: None,
+        mode: s.mode,
+        seed: s.seed,
+        k_docs: s.cfg.knowledge_docs,
+        best_seen: None,
+    })
+}

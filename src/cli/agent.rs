@@ -1,0 +1,213 @@
+//! `agent OP`: the optimisation loop without the TUI, recording a session (a new one, or the
+//! one given with `--session`, whose numbering and the agent's memory it continues).
+
+use crate::agent::AgentState;
+use crate::agent::StopReason;
+use crate::agent::config::{self, BackendKind};
+use crate::agent::driver::{DecisionMode, Proposer};
+use crate::agent::file_sink::FileSink;
+use crate::agent::setup::{self, NoGate, Setup};
+use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::session::{Author, Model, Recording, SessionEvent, SessionWriter};
+use crate::suite::{Suite, Workspace};
+use serde_json::json;
+use std::path::Path;
+
+pub struct Args<'a> {
+    pub op: &'a str,
+    pub backend: Option<BackendKind>,
+    pub max_iters: Option<usize>,
+    pub auto: bool,
+    pub json: bool,
+    pub device: u32,
+    pub hardware: Option<&'a str>,
+    pub config: Option<&'a Path>,
+    pub seed: Option<u64>,
+    pub session: Option<&'a Path>,
+}
+
+/// The session to record into: the one given (continued when it exists) or a new one.
+fn open_session(
+    suite: &Suite,
+    ws: &Workspace,
+    file: Option<&Path>,
+) -> Result<(std::path::PathBuf, Recording, bool), String> {
+    match file {
+        Some(f) if f.exists() => {
+            let (writer, loaded) = SessionWriter::continue_file(f)?;
+            for w in &loaded.warnings {
+                eprintln!("atrex-tui: {w}");
+            }
+            let model = Model::from_records(suite, &loaded.records);
+            Ok((f.to_path_buf(), Recording::new(model, Some(writer)), true))
+        }
+        _ => {
+            let f = file
+                .map(|f| f.to_path_buf())
+                .unwrap_or_else(|| crate::session::store::new_session_path(&ws.sessions_dir()));
+            let writer = SessionWriter::create(&f)?;
+            Ok((f, Recording::new(Model::new(suite), Some(writer)), false))
+        }
+    }
+}
+
+pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
+    let p = suite
+        .problem(a.op)
+        .ok_or_else(|| format!("unknown operator `{}` (see `atrex-tui suite`)", a.op))?
+        .clone();
+    let baseline = crate::suite::kernels::suite_kernel(suite, &p, "baseline.cu")?;
+    let cfg_file = a
+        .config
+        .map(|p| p.to_path_buf())
+        .or_else(crate::config::Settings::default_path);
+    let settings = crate::config::Settings::load(cfg_file.as_deref()).map_err(|e| e.to_string())?;
+    let mut cfg = config::resolve(&settings.agent, a.backend)?;
+    if let Some(n) = a.max_iters {
+        cfg.budget.max_iters = n;
+    }
+    // A session to continue is checked before anything else (read only).
+    if let Some(f) = a.session.filter(|f| f.exists()) {
+        SessionWriter::check_continuable(f)?;
+    }
+    let rt = crate::engine::runtime()?;
+    rt.block_on(async move {
+        let client = WorkerClient::spawn(WorkerConfig::new(a.device));
+        let (dev, probe) = match client.device().await {
+            Ok(x) => x,
+            Err(e) => {
+                eprintln!(
+                    "atrex-tui: no GPU {}: {e}; the agent needs one to measure",
+                    a.device
+                );
+                return Ok(crate::cli::EXIT_NO_GPU);
+            }
+        };
+        let hw = match a.hardware {
+            Some(h) => suite.hardware(h)?.clone(),
+            None => crate::engine::profile_for_device(&suite.hardware, &dev.name)
+                .ok_or_else(|| {
+                    format!(
+                        "no hardware profile matches `{}`; pass --hardware",
+                        dev.name
+                    )
+                })?
+                .clone(),
+        };
+        let (path, recording, resumed) = open_session(suite, ws, a.session)?;
+        let mut sink = FileSink::new(recording, !a.json);
+        use crate::agent::driver::Sink;
+        sink.record(SessionEvent::RunStart {
+            tool_version: env!("CARGO_PKG_VERSION").into(),
+            resumed,
+            gpu: Some(dev.name.clone()),
+            driver: Some(probe.driver_version),
+            nvrtc: probe.nvrtc_version,
+            hardware: Some(hw.key.clone()),
+            suite: suite.name.clone(),
+            suite_version: suite.version.clone(),
+        });
+        let recorded = |m: &Model| {
+            m.ops
+                .get(&p.name)
+                .is_some_and(|o| o.revisions.iter().any(|r| r.recorded))
+        };
+        if !recorded(&sink.recording.model) {
+            sink.record(SessionEvent::Revision {
+                op: p.name.clone(),
+                rev: 0,
+                parent: None,
+                author: Author::Baseline,
+                rationale: "suite baseline".into(),
+                source: baseline.code.clone(),
+                via: None,
+                request_id: None,
+                tokens_in: None,
+                tokens_out: None,
+                category: None,
+                knowledge: vec![],
+            });
+        }
+        let (state, sources) =
+            setup::restore(&sink.recording.model, &p.name).unwrap_or_else(|| {
+                (
+                    AgentState::new(&p.name, 0, baseline.code.clone(), None),
+                    vec![],
+                )
+            });
+        let seed = a.seed.unwrap_or_else(|| crate::engine::fresh_seeds(1)[0]);
+        let mode = if a.auto {
+            DecisionMode::Auto
+        } else {
+            DecisionMode::Suggest
+        };
+        let mut d = setup::build(
+            Setup {
+                suite,
+                problem: p.clone(),
+                hw: hw.clone(),
+                cfg: &cfg,
+                state,
+                sources,
+                seed,
+                mode,
+                client,
+            },
+            NoGate,
+            sink,
+        )?;
+        let stop = d.run().await;
+        let st = &d.state;
+        let baseline_s = st.history.first().and_then(|h| h.s_op());
+        let best = st
+            .history
+            .iter()
+            .filter(|h| h.rev.is_some())
+            .filter_map(|h| h.s_op().map(|s| (h.rev.unwrap_or(0), s)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        if a.json {
+            let doc = json!({
+                "operator": p.name,
+                "backend": d.proposer.name(),
+                "gpu": dev.name,
+                "hardware": hw.key,
+                "mode": if a.auto { "auto" } else { "suggest" },
+                "session": path.display().to_string(),
+                "resumed": resumed,
+                "stop_reason": stop.to_string(),
+                "iterations": st.iterations,
+                "dropouts": st.dropouts,
+                "tokens_in": st.tokens_in,
+                "tokens_out": st.tokens_out,
+                "baseline_s_op": baseline_s,
+                "incumbent": st.incumbent_rev,
+                "incumbent_s_op": st.incumbent_s,
+                "best": best.map(|(r, s)| json!({"rev": r, "s_op": s})),
+                "history": st.history,
+                "write_errors": d.sink.errors,
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
+        } else {
+            println!(
+                "{}: {} iterations, stop: {stop}; S_op v0 {} → incumbent v{} {}{}; session {}",
+                p.name,
+                st.iterations,
+                baseline_s.map(|s| format!("{s:.4}")).unwrap_or("-".into()),
+                st.incumbent_rev,
+                st.incumbent_s
+                    .map(|s| format!("{s:.4}"))
+                    .unwrap_or("-".into()),
+                best.map(|(r, s)| format!(" (best measured v{r} {s:.4})"))
+                    .unwrap_or_default(),
+                path.display()
+            );
+        }
+        Ok(match stop {
+            StopReason::Backend(_) | StopReason::Measurement(_) => 1,
+            _ => 0,
+        })
+    })
+}

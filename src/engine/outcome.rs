@@ -167,10 +167,10 @@ impl Outcome {
 }
 
 /// S_op of a set of results: median of S, failed shapes 0.
-pub fn s_op_of(results: &[ShapeResult]) -> f64 {
+pub fn s_op_of<'a>(results: impl IntoIterator<Item = &'a ShapeResult>) -> f64 {
     let scores: Vec<ShapeScore> = results
-        .iter()
-        .map(|r| match (r.verdict.clone(), r.s) {
+        .into_iter()
+        .map(|r| match (&r.verdict, r.s) {
             (Verdict::Pass, Some(s)) => ShapeScore::Passed(s),
             _ => ShapeScore::Failed,
         })

@@ -118,8 +118,7 @@ impl Revision {
                         other => RevVerdict::Failed(other.name().to_string()),
                     };
                 }
-                let v: Vec<ShapeResult> = m.results.values().cloned().collect();
-                RevVerdict::Score(crate::engine::outcome::s_op_of(&v))
+                RevVerdict::Score(crate::engine::outcome::s_op_of(m.results.values()))
             }
         }
     }

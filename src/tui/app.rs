@@ -293,6 +293,19 @@ pub struct Watch {
     pub last_content: String,
 }
 
+/// The inputs of the diff view (see `AppState::refresh`).
+#[derive(Debug, Clone, PartialEq)]
+struct DiffKey {
+    op: Option<String>,
+    rev: Option<u32>,
+    base: Option<u32>,
+    diags: Vec<crate::engine::protocol::Diagnostic>,
+    full_source: bool,
+    mode: DiffMode,
+    highlighter: bool,
+    theme: String,
+}
+
 pub struct AppState {
     pub suite: Arc<Suite>,
     pub model: Model,
@@ -334,7 +347,9 @@ pub struct AppState {
     pub highlighter: Option<Arc<Highlighter>>,
     pub hl_cache: HighlightCache,
     pub diff: DiffView,
-    diff_key: Option<u64>,
+    diff_key: Option<DiffKey>,
+    /// How many times the diff view was built (it must not be rebuilt per streamed chunk).
+    pub diff_builds: u64,
     pub kernels_dir: PathBuf,
     pub watches: BTreeMap<PathBuf, Watch>,
     pub quit: bool,
@@ -389,6 +404,7 @@ impl AppState {
             hl_cache: HighlightCache::default(),
             diff: DiffView::default(),
             diff_key: None,
+            diff_builds: 0,
             kernels_dir,
             watches: BTreeMap::new(),
             quit: false,
@@ -562,7 +578,10 @@ impl AppState {
         }
     }
 
-    /// Keeps selections in range and rebuilds the diff view when its inputs changed.
+    /// Keeps selections in range and rebuilds the diff view when its inputs changed. A
+    /// revision's source never changes, so the view is keyed by which revisions it shows (and
+    /// their diagnostics, the highlighter and the theme): events that change none of these
+    /// (streamed agent text, progress, log lines) cost a few comparisons, no hashing of sources.
     pub fn refresh(&mut self) {
         let n_ops = self.visible_ops().len();
         self.op_sel = self.op_sel.min(n_ops.saturating_sub(1));
@@ -571,6 +590,38 @@ impl AppState {
             .and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len()))
             .unwrap_or(0);
         self.rev_sel = self.rev_sel.min(n_revs.saturating_sub(1));
+        let key = self.diff_inputs();
+        if self.diff_key.as_ref() == Some(&key) {
+            return;
+        }
+        self.diff_key = Some(key);
+        self.rebuild_diff();
+    }
+
+    /// What the diff view shows: operator, revision, base, mode, diagnostics, highlighter, theme.
+    fn diff_inputs(&self) -> DiffKey {
+        let op = self.selected_op();
+        let r = self.selected_rev();
+        DiffKey {
+            rev: r.map(|r| r.rev),
+            base: if self.full_source {
+                None
+            } else {
+                self.diff_base().map(|b| b.rev)
+            },
+            diags: r
+                .map(|r| r.measurement.diagnostics.clone())
+                .unwrap_or_default(),
+            op,
+            full_source: self.full_source,
+            mode: self.diff_mode,
+            highlighter: self.highlighter.is_some(),
+            theme: self.theme.name.clone(),
+        }
+    }
+
+    fn rebuild_diff(&mut self) {
+        self.diff_builds += 1;
         let (title, old, new, diags) = match (self.selected_op(), self.selected_rev()) {
             (Some(op), Some(r)) => {
                 let base = self.diff_base();
@@ -606,21 +657,6 @@ impl AppState {
             ),
             _ => ("no operator".into(), None, String::new(), vec![]),
         };
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        {
-            use std::hash::{Hash, Hasher};
-            title.hash(&mut h);
-            old.hash(&mut h);
-            new.hash(&mut h);
-            format!("{diags:?}").hash(&mut h);
-            self.highlighter.is_some().hash(&mut h);
-            self.theme.name.hash(&mut h);
-            let k = h.finish();
-            if self.diff_key == Some(k) {
-                return;
-            }
-            self.diff_key = Some(k);
-        }
         let hl = self.highlighter.clone();
         let new_hl = self.hl_cache.get(hl.as_deref(), &new);
         let old_hl = old.as_ref().map(|o| self.hl_cache.get(hl.as_deref(), o));

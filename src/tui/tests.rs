@@ -1476,3 +1476,33 @@ fn one_recorder_numbers_a_tui_session_resumed_by_measure_and_by_the_agent() {
     assert_eq!(&revs[revs.len() - 3..], &[3, 4, 5]);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Streamed agent text, progress and log lines do not rebuild the highlighted diff; a new
+/// selection does.
+#[test]
+fn streamed_text_does_not_rebuild_the_diff() {
+    let mut s = fixture_state(vec![]);
+    s.agent = Some(AgentView {
+        op: "rms_norm".into(),
+        backend: "openai".into(),
+        running: true,
+        stopping: false,
+        stream: String::new(),
+    });
+    let before = s.diff_builds;
+    for i in 0..200 {
+        update(
+            &mut s,
+            AppEvent::Agent(AgentMsg::Stream(format!("token {i} "))),
+        );
+        update(
+            &mut s,
+            AppEvent::Log(crate::session::model::LogLevel::Info, "x".into()),
+        );
+    }
+    assert_eq!(s.diff_builds, before, "no rebuild per chunk");
+    assert!(s.agent.as_ref().unwrap().stream.contains("token 199"));
+    send(&mut s, vec![press(KeyCode::Char('k'))]);
+    send(&mut s, vec![press(KeyCode::Tab), press(KeyCode::Char('k'))]);
+    assert!(s.diff_builds > before, "a new selection rebuilds");
+}

@@ -1,6 +1,6 @@
 //! The application: one event type, one state, one update function. Data flows one way:
 //! worker / watchers / input → `AppEvent` → `update` (which records session events through the
-//! reducer) → `AppState` → `ui::draw`. Side effects leave `update` as `Effect`s.
+//! reducer) → `AppState` → `view::draw`. Side effects leave `update` as `Effect`s.
 
 use super::highlight::{DiffView, HighlightCache, Highlighter, build_diff};
 use super::theme::Theme;

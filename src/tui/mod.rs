@@ -1,11 +1,11 @@
-//! The interactive terminal UI. `app` holds the state and the update function, `ui` draws it,
+//! The interactive terminal UI. `app` holds the state and the update function, `view` draws it,
 //! this module runs it: terminal, input, worker, watchers, signals and the session file.
 
 mod agent_link;
 pub mod app;
 pub mod highlight;
 pub mod theme;
-pub mod ui;
+pub mod view;
 
 #[cfg(test)]
 mod tests;
@@ -357,7 +357,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
     let result: Result<(), String> = async {
         loop {
             terminal
-                .draw(|f| ui::draw(f, &state))
+                .draw(|f| view::draw(f, &state))
                 .map_err(|e| e.to_string())?;
             if first {
                 first = false;

@@ -1,7 +1,7 @@
 use super::app::*;
 use super::highlight::Highlighter;
 use super::theme::Theme;
-use super::ui;
+use super::view;
 use crate::engine::client::JobEvent;
 use crate::engine::protocol::{Diagnostic, Event, Verdict};
 use crate::session::fixtures::*;
@@ -67,7 +67,7 @@ fn tuner_v3() -> Vec<SessionEvent> {
 
 fn render(s: &AppState, w: u16, h: u16) -> Terminal<TestBackend> {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
-    t.draw(|f| ui::draw(f, s)).unwrap();
+    t.draw(|f| view::draw(f, s)).unwrap();
     t
 }
 
@@ -116,7 +116,7 @@ fn snapshot_diff_pane_with_a_compile_error() {
     s.rev_sel = 2; // v2: compile error, diff against v1
     s.refresh();
     let mut t = Terminal::new(TestBackend::new(90, 16)).unwrap();
-    t.draw(|f| ui::draw_diff(f, f.area(), &s)).unwrap();
+    t.draw(|f| view::draw_diff(f, f.area(), &s)).unwrap();
     let out = t.backend().to_string();
     assert!(out.contains("▲ error (line 84)"), "{out}");
     assert!(out.contains("+ this is not C++"), "{out}");
@@ -127,7 +127,7 @@ fn snapshot_diff_pane_with_a_compile_error() {
 fn snapshot_gauges_pane() {
     let s = fixture_state(vec![]);
     let mut t = Terminal::new(TestBackend::new(70, 30)).unwrap();
-    t.draw(|f| ui::draw_gauges(f, f.area(), &s)).unwrap();
+    t.draw(|f| view::draw_gauges(f, f.area(), &s)).unwrap();
     let out = t.backend().to_string();
     assert!(out.contains("roofline · H200"), "{out}");
     assert!(out.contains("0.560"), "{out}");
@@ -880,7 +880,7 @@ fn frame_timing() {
     let mut times = Vec::new();
     for _ in 0..200 {
         let t = std::time::Instant::now();
-        term.draw(|f| ui::draw(f, &s)).unwrap();
+        term.draw(|f| view::draw(f, &s)).unwrap();
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     times.sort_by(|a, b| a.total_cmp(b));
@@ -1080,7 +1080,7 @@ fn snapshot_gauges_pane_with_a_profile() {
     }]);
     s.focus = PaneId::Gauges;
     let mut t = Terminal::new(TestBackend::new(70, 30)).unwrap();
-    t.draw(|f| ui::draw_gauges(f, f.area(), &s)).unwrap();
+    t.draw(|f| view::draw_gauges(f, f.area(), &s)).unwrap();
     let out = t.backend().to_string();
     assert!(out.contains("profile · #3 · rms_norm_kernel"), "{out}");
     assert!(out.contains("19.1%"), "{out}");
@@ -1371,7 +1371,7 @@ fn names_whole_and_the_diff_wide_enough() {
     for (w, h) in [(120u16, 40u16), (160, 45), (200, 50), (240, 60)] {
         let text = screen(&s, w, h);
         assert!(text.contains(&longest), "{w}x{h}: `{longest}` cut:\n{text}");
-        let (left, _) = super::ui::left_width(&s, w);
+        let (left, _) = super::view::left_width(&s, w);
         let gauges = if w >= 200 {
             (w - left - 92).clamp(44, 70)
         } else {

@@ -1,0 +1,28 @@
+//! The quit confirmation modal, while measurements are running.
+
+use super::{block, centered};
+use crate::tui::app::AppState;
+use ratatui::prelude::*;
+use ratatui::widgets::{Clear, Paragraph};
+
+pub(super) fn draw_confirm(f: &mut Frame, area: Rect, s: &AppState) {
+    let t = &s.theme;
+    let r = centered(area, 52, 5);
+    f.render_widget(Clear, r);
+    let n = s.jobs.len();
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::from(format!(
+                "{n} measurement{} running.",
+                if n == 1 { " is" } else { "s are" }
+            )),
+            Line::from(Span::styled(
+                "Quit and cancel? y / n",
+                Style::default().fg(t.warn).add_modifier(Modifier::BOLD),
+            )),
+        ])
+        .alignment(Alignment::Center)
+        .block(block(t, true, "quit")),
+        r,
+    );
+}

@@ -1,10 +1,12 @@
-//! LLM backends over HTTP with streamed (SSE) replies: OpenAI-compatible chat completions
-//! (OpenAI, vLLM, SGLang, llama.cpp's server, Ollama) and the Anthropic Messages API.
+//! LLM backends over HTTP with streamed replies (server-sent events, parsed by
+//! `eventsource-stream`): OpenAI-compatible chat completions (OpenAI, vLLM, SGLang, llama.cpp's
+//! server, Ollama) and the Anthropic Messages API.
 //! Retries with backoff on 429, 5xx, dropped connections and timeouts; clear errors for 401,
 //! 404 and unknown models. Keys are sent in headers only and never appear in errors.
 
 use super::config::{BackendKind, Endpoint};
-use futures::StreamExt;
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -258,91 +260,74 @@ impl LlmClient {
                 )),
             });
         }
+        self.read_stream(&url, resp, request_id, on_delta).await
+    }
+
+    /// Reads the reply's event stream into a completion. A stream that ends without its
+    /// terminator still yields what it delivered, and fails only when that holds no text.
+    async fn read_stream(
+        &self,
+        url: &str,
+        resp: reqwest::Response,
+        request_id: Option<String>,
+        on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Completion, Attempt> {
         let mut c = Completion {
             request_id,
             ..Default::default()
         };
-        let mut stream = resp.bytes_stream();
-        let mut buf: Vec<u8> = Vec::new();
-        let mut done = false;
-        while !done {
-            let chunk = match tokio::time::timeout(self.timeout, stream.next()).await {
-                Err(_) => {
-                    return Err(Attempt::Retry(
-                        format!(
-                            "{url}: the stream stalled for {:.1} s",
-                            self.timeout.as_secs_f64()
-                        ),
-                        None,
-                    ));
-                }
-                Ok(None) => break,
-                Ok(Some(Err(e))) => {
-                    return Err(Attempt::Retry(
-                        format!(
-                            "{url}: stream broken: {}",
-                            crate::session::scrub(&e.to_string())
-                        ),
-                        None,
-                    ));
-                }
-                Ok(Some(Ok(b))) => b,
-            };
-            buf.extend_from_slice(&chunk);
-            // Whole events end with a blank line.
-            loop {
-                let text = String::from_utf8_lossy(&buf).replace("\r\n", "\n");
-                let Some(end) = text.find("\n\n") else { break };
-                let event = text[..end].to_string();
-                buf = text[end + 2..].as_bytes().to_vec();
-                if self.handle_event(&event, &mut c, on_delta)? {
-                    done = true;
-                    break;
-                }
+        let mut events = std::pin::pin!(events(resp, self.timeout));
+        while let Some(event) = events.next().await {
+            let event = event.map_err(|e| self.cut(url, e))?;
+            if self.handle_event(&event.event, &event.data, &mut c, on_delta)? {
+                return Ok(c);
             }
         }
-        if !done {
-            // The stream ended without its terminator: take what is complete.
-            let text = String::from_utf8_lossy(&buf).to_string();
-            if !text.trim().is_empty() {
-                self.handle_event(text.trim(), &mut c, on_delta)?;
-            }
-            if c.text.is_empty() {
-                return Err(Attempt::Retry(
-                    format!("{url}: the stream ended without a reply"),
-                    None,
-                ));
-            }
+        if c.text.is_empty() {
+            return Err(Attempt::Retry(
+                format!("{url}: the stream ended without a reply"),
+                None,
+            ));
         }
         Ok(c)
     }
 
-    /// Handles one SSE event; true at the end of the reply.
+    /// The retry for a stream that stopped before its end.
+    fn cut(&self, url: &str, e: EventStreamError<Cut>) -> Attempt {
+        let why = match e {
+            EventStreamError::Transport(Cut::Stalled) => {
+                return Attempt::Retry(
+                    format!(
+                        "{url}: the stream stalled for {:.1} s",
+                        self.timeout.as_secs_f64()
+                    ),
+                    None,
+                );
+            }
+            EventStreamError::Transport(Cut::Broken(e)) => e.to_string(),
+            EventStreamError::Utf8(e) => e.to_string(),
+            EventStreamError::Parser(e) => e.to_string(),
+        };
+        let why = crate::session::scrub(&why);
+        Attempt::Retry(format!("{url}: stream broken: {why}"), None)
+    }
+
+    /// Handles one SSE event (its type, `message` when unnamed, and its data); true at the end
+    /// of the reply.
     fn handle_event(
         &self,
-        event: &str,
+        name: &str,
+        data: &str,
         c: &mut Completion,
         on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
     ) -> Result<bool, Attempt> {
-        let mut name = String::new();
-        let mut data = String::new();
-        for line in event.lines() {
-            if let Some(v) = line.strip_prefix("event:") {
-                name = v.trim().to_string();
-            } else if let Some(v) = line.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(v.strip_prefix(' ').unwrap_or(v));
-            }
-        }
         if data.is_empty() {
             return Ok(false);
         }
         if data.trim() == "[DONE]" {
             return Ok(true);
         }
-        let v: Value = match serde_json::from_str(&data) {
+        let v: Value = match serde_json::from_str(data) {
             Ok(v) => v,
             // A malformed event: skip it (the reply parser judges the text).
             Err(_) => return Ok(false),
@@ -368,7 +353,7 @@ impl LlmClient {
         }
         match self.endpoint.kind {
             BackendKind::Anthropic => {
-                let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or(&name);
+                let ty = v.get("type").and_then(|t| t.as_str()).unwrap_or(name);
                 match ty {
                     "message_start" => {
                         let m = &v["message"];
@@ -411,4 +396,33 @@ impl LlmClient {
         }
         Ok(false)
     }
+}
+
+/// Why a response body stopped before its end.
+#[derive(Debug)]
+enum Cut {
+    /// No chunk within the idle timeout.
+    Stalled,
+    Broken(reqwest::Error),
+}
+
+/// The server-sent events of a response (parsed by `eventsource-stream`). Each body chunk is
+/// awaited at most `idle`: a stall or a transport error ends the stream with a [`Cut`]. A blank
+/// line closes the body so that a last event cut short by the end of the stream is delivered.
+fn events(
+    resp: reqwest::Response,
+    idle: Duration,
+) -> impl Stream<Item = Result<Event, EventStreamError<Cut>>> {
+    let body = Some(Box::pin(resp.bytes_stream()));
+    futures::stream::unfold(body, move |body| async move {
+        let mut body = body?;
+        let item = match tokio::time::timeout(idle, body.next()).await {
+            Err(_) => Err(Cut::Stalled),
+            Ok(None) => return Some((Ok(b"\n\n"[..].into()), None)),
+            Ok(Some(Err(e))) => Err(Cut::Broken(e)),
+            Ok(Some(Ok(chunk))) => return Some((Ok(chunk), Some(body))),
+        };
+        Some((item, None))
+    })
+    .eventsource()
 }

@@ -1,5 +1,16 @@
-//! Applies a unified diff to a kernel source. Context lines must match exactly; a hunk whose
-//! context is not at its stated line is searched for in the whole file (offset, no fuzz).
+//! Applies a unified diff to a kernel source. Context lines must match up to trailing
+//! whitespace; a hunk whose context is not at its stated line is searched for in the whole file
+//! (offset, no fuzz). Diffs are produced with `similar`.
+//!
+//! The applier is hand-written on purpose: the diffs come from language models, and the
+//! `diffy` crate (0.5, the well-kept unified-diff applier) rejects what they commonly write and
+//! this applier takes (the tests in `diffy_rejects_what_models_write` show each case):
+//! - a context line that lost its leading space is a parse error;
+//! - a hunk whose `@@ -a,b +c,d @@` counts are off is a parse error;
+//! - hunks whose stated lines are out of order are a parse error, though each is found by search;
+//! - a trailing-whitespace difference makes the hunk not apply;
+//! - its error says only "error applying hunk #N", where the model is told here which hunk, at
+//!   which line, and what the file has against what the hunk expects.
 
 #[derive(Debug, Clone, PartialEq)]
 struct Hunk {
@@ -192,5 +203,59 @@ mod tests {
         let new = "a\nB\nc\nd\ne\nf\n";
         assert_eq!(apply(SRC, &unified(SRC, new, 3)).unwrap(), new);
         assert_eq!(stat(SRC, new), "+2 −1 lines");
+    }
+
+    /// Each diff is what models write: applied here, rejected by `diffy` (see the module doc).
+    mod diffy_rejects_what_models_write {
+        use super::*;
+
+        fn diffy(source: &str, diff: &str) -> Result<String, String> {
+            let p = diffy::Patch::from_str(diff).map_err(|e| e.to_string())?;
+            diffy::apply(source, &p).map_err(|e| e.to_string())
+        }
+
+        fn both(source: &str, diff: &str, want: &str) -> String {
+            assert_eq!(apply(source, diff).unwrap(), want, "{diff}");
+            diffy(source, diff).expect_err(diff)
+        }
+
+        #[test]
+        fn a_context_line_without_its_leading_space() {
+            both(SRC, "@@ -2,3 +2,3 @@\nb\n-c\n+C\n d\n", "a\nb\nC\nd\ne\n");
+        }
+
+        #[test]
+        fn wrong_line_counts_in_the_hunk_header() {
+            both(SRC, "@@ -2,4 +2,4 @@\n b\n-c\n+C\n d\n", "a\nb\nC\nd\ne\n");
+        }
+
+        #[test]
+        fn hunks_out_of_order() {
+            let d = "@@ -9,2 +9,2 @@\n d\n-e\n+E\n@@ -1,2 +1,2 @@\n-a\n+A\n b\n";
+            both(SRC, d, "A\nb\nc\nd\nE\n");
+        }
+
+        #[test]
+        fn trailing_whitespace_differences() {
+            let src = "a\nb  \nc\nd\t\ne\n";
+            both(src, "@@ -2,3 +2,3 @@\n b\n-c\n+C\n d\n", "a\nb\nC\nd\ne\n");
+        }
+
+        #[test]
+        fn its_error_does_not_say_where() {
+            let d = "@@ -2,3 +2,3 @@\n b\n-zz\n+C\n d\n";
+            assert_eq!(diffy(SRC, d).unwrap_err(), "error applying hunk #1");
+            let e = apply(SRC, d).unwrap_err();
+            assert!(e.ends_with("line 3 is `c`, the hunk expects `zz`"), "{e}");
+        }
+
+        #[test]
+        fn well_formed_diffs_agree() {
+            let new = "a\nB\nc\nd\ne\nf\n";
+            let d = unified(SRC, new, 3);
+            assert_eq!(diffy(SRC, &d).unwrap(), apply(SRC, &d).unwrap());
+            let off = "@@ -40,3 +40,3 @@\n b\n-c\n+C\n d\n";
+            assert_eq!(diffy(SRC, off).unwrap(), apply(SRC, off).unwrap());
+        }
     }
 }

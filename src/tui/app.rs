@@ -3,6 +3,7 @@
 //! reducer) → `AppState` → `view::draw`. Side effects leave `update` as `Effect`s.
 
 use super::highlight::{DiffView, HighlightCache, Highlighter, build_diff};
+use super::keymap::Action;
 use super::theme::Theme;
 use crate::engine::client::JobEvent;
 use crate::engine::protocol::{DeviceInfo, Event, Verdict};
@@ -774,123 +775,6 @@ impl AppState {
     }
 }
 
-/// What the focused pane offers, for the bottom bar: (key, what).
-pub fn commands(state: &AppState) -> Vec<(&'static str, &'static str)> {
-    match &state.modal {
-        Modal::Help { .. } => return vec![("j/k", "scroll"), ("Esc/?/q", "close")],
-        Modal::ConfirmQuit => return vec![("y", "quit and cancel the job"), ("n/Esc", "stay")],
-        Modal::Steer(_) => return vec![("Enter", "send"), ("Esc", "cancel")],
-        Modal::Editor(_) => {
-            return vec![
-                ("Ctrl-S", "save + measure"),
-                ("Ctrl-Z/Y", "undo/redo"),
-                ("Esc", "close"),
-            ];
-        }
-        Modal::Sessions { .. } => {
-            return vec![("j/k", "session"), ("Enter", "replay"), ("Esc", "dismiss")];
-        }
-        Modal::None => {}
-    }
-    let mut v: Vec<(&str, &str)> = match state.focus {
-        PaneId::Operators => vec![("j/k", "operator"), ("g/G", "first/last"), ("P", "phase")],
-        PaneId::Revisions => vec![
-            ("j/k", "revision"),
-            ("y", "accept"),
-            ("n", "reject"),
-            ("e/E", "edit"),
-            ("m", "measure"),
-            ("p", "profile"),
-        ],
-        PaneId::Diff => vec![
-            ("j/k", "scroll"),
-            ("d", "vs parent/incumbent"),
-            ("f", "full source"),
-        ],
-        PaneId::Gauges => vec![("j/k", "shape"), ("m", "measure"), ("p", "profile")],
-        PaneId::Log => vec![("j/k", "scroll"), ("G", "follow")],
-    };
-    if state.replay.is_some() {
-        v.extend([(",/.", "step"), ("space", "play"), ("r/R", "next/prev rev")]);
-    } else {
-        v.extend([("s", "steer")]);
-    }
-    v.extend([("Tab", "pane"), ("?", "help"), ("q", "quit")]);
-    v
-}
-
-/// Every key, for the help overlay: (section, key, what).
-pub const HELP: &[(&str, &str, &str)] = &[
-    ("move", "Tab / l", "next pane"),
-    ("move", "Shift-Tab / h", "previous pane"),
-    ("move", "j / k, ↓ / ↑", "next / previous item (or scroll)"),
-    ("move", "g / G", "first / last item"),
-    (
-        "move",
-        "Ctrl-D / Ctrl-U, PgDn / PgUp",
-        "ten items down / up",
-    ),
-    ("view", "P", "phase filter: all → prefill → decode"),
-    ("view", "d", "diff against the parent / the incumbent"),
-    ("view", "f", "full source instead of the diff"),
-    ("view", "?", "this help"),
-    (
-        "decide",
-        "y",
-        "accept the selected revision (it becomes the incumbent)",
-    ),
-    ("decide", "n", "reject the selected revision"),
-    (
-        "decide",
-        "s",
-        "steer: a message for the agent's next iteration",
-    ),
-    (
-        "decide",
-        "a",
-        "start / stop the agent (default backend: the tuner)",
-    ),
-    (
-        "decide",
-        "x",
-        "agent dropout: mask about half of its history",
-    ),
-    (
-        "measure",
-        "m",
-        "re-measure the selected revision (quick: check + time, every shape)",
-    ),
-    (
-        "measure",
-        "p",
-        "ncu profile: the selected shape, else the largest",
-    ),
-    (
-        "measure",
-        "e",
-        "edit in the built-in editor; Ctrl-S saves a human revision and measures it",
-    ),
-    (
-        "measure",
-        "E",
-        "edit in $EDITOR; every save is recorded and measured",
-    ),
-    ("replay", ", / .", "step back / forward one event"),
-    ("replay", "[ / ]", "back / forward 10 events"),
-    ("replay", "r / R", "jump to the next / previous revision"),
-    ("replay", "0 / $", "start / end of the session"),
-    ("replay", "space", "play / pause"),
-    ("replay", "+ / -", "faster / slower"),
-    (
-        "editor",
-        "Ctrl-S",
-        "save (records a human revision, measures it)",
-    ),
-    ("editor", "Ctrl-Z / Ctrl-Y", "undo / redo"),
-    ("editor", "Esc", "close (twice to discard unsaved changes)"),
-    ("quit", "q / Ctrl-C", "quit (asks while a measurement runs)"),
-];
-
 /// The update function: applies one event to the state and returns the side effects.
 pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
     let fx = match ev {
@@ -1458,7 +1342,6 @@ fn playback_period(r: &Replay) -> Duration {
 }
 
 fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
     // modal first
     match &mut state.modal {
         Modal::Help { scroll } => {
@@ -1531,192 +1414,187 @@ fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
         }
         Modal::None => {}
     }
-    if ctrl && k.code == KeyCode::Char('c') {
-        return if state.measuring() {
-            state.modal = Modal::ConfirmQuit;
-            vec![]
-        } else {
-            quit_now(state)
-        };
-    }
-    let page = 10usize;
     let replaying = state.replay.is_some();
-    let read_only = |state: &mut AppState| -> bool {
-        if state.replay.is_some() {
-            state.log(
-                LogLevel::Warn,
-                "replay is read-only (use --resume FILE to continue the session)".into(),
-            );
-            true
-        } else {
-            false
-        }
-    };
-    match k.code {
-        KeyCode::Char('q') => {
+    match super::keymap::action(&k, replaying, false) {
+        Some(a) => on_action(state, a),
+        None => vec![],
+    }
+}
+
+/// Refuses a change in replay (read-only), with a line in the log.
+fn read_only(state: &mut AppState) -> bool {
+    if state.replay.is_some() {
+        state.log(
+            LogLevel::Warn,
+            "replay is read-only (use --resume FILE to continue the session)".into(),
+        );
+        true
+    } else {
+        false
+    }
+}
+
+/// What a key of the main view does (the keymap says which key is which action).
+fn on_action(state: &mut AppState, a: Action) -> Vec<Effect> {
+    const PAGE: isize = 10;
+    let live_only = matches!(
+        a,
+        Action::Agent
+            | Action::Dropout
+            | Action::Accept
+            | Action::Reject
+            | Action::Steer
+            | Action::Edit
+            | Action::ExternalEdit
+    );
+    if live_only && read_only(state) {
+        return vec![];
+    }
+    match a {
+        Action::Quit => {
             if state.measuring() {
                 state.modal = Modal::ConfirmQuit;
                 return vec![];
             }
             return quit_now(state);
         }
-        KeyCode::Char('?') => state.modal = Modal::Help { scroll: 0 },
-        KeyCode::Tab | KeyCode::Char('l') | KeyCode::Right => {
+        Action::Help => state.modal = Modal::Help { scroll: 0 },
+        Action::NextPane => {
             let i = PANES.iter().position(|p| *p == state.focus).unwrap_or(0);
             state.focus = PANES[(i + 1) % PANES.len()];
         }
-        KeyCode::BackTab | KeyCode::Char('h') | KeyCode::Left => {
+        Action::PrevPane => {
             let i = PANES.iter().position(|p| *p == state.focus).unwrap_or(0);
             state.focus = PANES[(i + PANES.len() - 1) % PANES.len()];
         }
-        KeyCode::Char('P') => {
-            let cur = state.selected_op();
-            state.phase = state.phase.next();
-            state.op_sel = 0;
-            if let Some(c) = &cur {
-                state.select_op_name(c);
-            }
-            if state.selected_op() != cur {
-                state.shape_sel = None;
-            }
-            state.select_latest_rev();
-        }
-        KeyCode::Char('p') => return profile_selected(state),
-        KeyCode::Char('d') => {
+        Action::Phase => next_phase(state),
+        Action::Profile => return profile_selected(state),
+        Action::DiffMode => {
             state.diff_mode = match state.diff_mode {
                 DiffMode::Parent => DiffMode::Incumbent,
                 DiffMode::Incumbent => DiffMode::Parent,
             };
             state.full_source = false;
         }
-        KeyCode::Char('f') => state.full_source = !state.full_source,
-        KeyCode::Char('a') => {
-            if read_only(state) {
-                return vec![];
-            }
-            return toggle_agent(state);
-        }
-        KeyCode::Char('x') => {
-            if read_only(state) {
-                return vec![];
-            }
-            match &state.agent {
-                Some(a) if a.running => {
-                    state.log(
-                        LogLevel::Steer,
-                        "agent: dropout asked: the next context masks about half of the history"
-                            .into(),
-                    );
-                    return vec![Effect::Agent(AgentCtl::Dropout)];
-                }
-                _ => state.log(LogLevel::Warn, "agent: not running (a starts it)".into()),
-            }
-        }
-        KeyCode::Char('y') | KeyCode::Char('n') => {
-            if read_only(state) {
-                return vec![];
-            }
-            let before = state.journal.len();
-            decide(state, k.code == KeyCode::Char('y'));
-            // Tell a running agent about decisions on its operator.
-            if state.journal.len() > before
-                && let Some(SessionEvent::Decision {
-                    op, rev, decision, ..
-                }) = state.journal.last().map(|r| r.event.clone())
-                && state
-                    .agent
-                    .as_ref()
-                    .is_some_and(|a| a.running && a.op == op)
-            {
-                return vec![Effect::Agent(AgentCtl::Decided { rev, decision })];
-            }
-        }
-        KeyCode::Char('s') => {
-            if read_only(state) {
-                return vec![];
-            }
+        Action::FullSource => state.full_source = !state.full_source,
+        Action::Agent => return toggle_agent(state),
+        Action::Dropout => return dropout(state),
+        Action::Accept | Action::Reject => return decide_selected(state, a == Action::Accept),
+        Action::Steer => {
             let mut ta = TextArea::default();
             ta.set_placeholder_text(
                 "a hint for the agent's next iteration, e.g. \"use one warp per row\"",
             );
             state.modal = Modal::Steer(ta);
         }
-        KeyCode::Char('m') => {
-            let (Some(op), Some(rev)) = (state.selected_op(), state.selected_rev().map(|r| r.rev))
-            else {
-                state.log(
-                    LogLevel::Warn,
-                    "nothing to measure: this operator has no kernel yet".into(),
-                );
-                return vec![];
-            };
-            return state.measure(&op, rev);
+        Action::Measure => return measure_selected(state),
+        Action::Edit => open_editor(state),
+        Action::ExternalEdit => return external_edit(state),
+        Action::StepForward => return replay_step(state, 1),
+        Action::StepBack => return replay_step(state, -1),
+        Action::Forward10 => return replay_step(state, 10),
+        Action::Back10 => return replay_step(state, -10),
+        Action::Start => replay_seek(state, 0),
+        Action::End => replay_seek(state, usize::MAX),
+        Action::NextRevision => replay_jump_revision(state, true),
+        Action::PrevRevision => replay_jump_revision(state, false),
+        Action::PlayPause => return play_pause(state),
+        Action::Faster | Action::Slower => return replay_speed(state, a == Action::Faster),
+        Action::Down => navigate(state, 1),
+        Action::Up => navigate(state, -1),
+        Action::PageDown => navigate(state, PAGE),
+        Action::PageUp => navigate(state, -PAGE),
+        Action::First => navigate(state, isize::MIN / 2),
+        Action::Last => navigate(state, isize::MAX / 2),
+        Action::EditorSave | Action::EditorUndo | Action::EditorRedo | Action::EditorClose => {}
+    }
+    vec![]
+}
+
+fn next_phase(state: &mut AppState) {
+    let cur = state.selected_op();
+    state.phase = state.phase.next();
+    state.op_sel = 0;
+    if let Some(c) = &cur {
+        state.select_op_name(c);
+    }
+    if state.selected_op() != cur {
+        state.shape_sel = None;
+    }
+    state.select_latest_rev();
+}
+
+fn dropout(state: &mut AppState) -> Vec<Effect> {
+    match &state.agent {
+        Some(a) if a.running => {
+            state.log(
+                LogLevel::Steer,
+                "agent: dropout asked: the next context masks about half of the history".into(),
+            );
+            vec![Effect::Agent(AgentCtl::Dropout)]
         }
-        KeyCode::Char('e') => {
-            if read_only(state) {
-                return vec![];
-            }
-            open_editor(state);
+        _ => {
+            state.log(LogLevel::Warn, "agent: not running (a starts it)".into());
+            vec![]
         }
-        KeyCode::Char('E') => {
-            if read_only(state) {
-                return vec![];
-            }
-            return external_edit(state);
-        }
-        // replay
-        KeyCode::Char('.') if replaying => return replay_step(state, 1),
-        KeyCode::Char(',') if replaying => return replay_step(state, -1),
-        KeyCode::Char(']') if replaying => return replay_step(state, 10),
-        KeyCode::Char('[') if replaying => return replay_step(state, -10),
-        KeyCode::Char('0') if replaying => replay_seek(state, 0),
-        KeyCode::Char('$') if replaying => replay_seek(state, usize::MAX),
-        KeyCode::Char('r') if replaying => replay_jump_revision(state, true),
-        KeyCode::Char('R') if replaying => replay_jump_revision(state, false),
-        KeyCode::Char(' ') if replaying => {
-            if let Some(r) = &mut state.replay
-                && r.pos >= r.records.len()
-                && !r.playing
-            {
-                r.pos = 0;
-                state.model = Model::from_records(&state.suite, &[]);
-            }
-            let Some(r) = &mut state.replay else {
-                return vec![];
-            };
-            r.playing = !r.playing;
-            return vec![Effect::Playback(r.playing.then(|| playback_period(r)))];
-        }
-        KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Char('-') if replaying => {
-            let Some(r) = &mut state.replay else {
-                return vec![];
-            };
-            r.speed = if k.code == KeyCode::Char('-') {
-                r.speed.saturating_sub(1)
-            } else {
-                (r.speed + 1).min(SPEEDS.len() - 1)
-            };
-            if r.playing {
-                return vec![Effect::Playback(Some(playback_period(r)))];
-            }
-        }
-        // navigation within the focused pane
-        code => {
-            let delta: Option<isize> = match code {
-                KeyCode::Char('j') | KeyCode::Down => Some(1),
-                KeyCode::Char('k') | KeyCode::Up => Some(-1),
-                KeyCode::Char('d') if ctrl => Some(page as isize),
-                KeyCode::Char('u') if ctrl => Some(-(page as isize)),
-                KeyCode::PageDown => Some(page as isize),
-                KeyCode::PageUp => Some(-(page as isize)),
-                KeyCode::Char('g') | KeyCode::Home => Some(isize::MIN / 2),
-                KeyCode::Char('G') | KeyCode::End => Some(isize::MAX / 2),
-                _ => None,
-            };
-            if let Some(d) = delta {
-                navigate(state, d);
-            }
-        }
+    }
+}
+
+/// y / n on the selected revision; a running agent hears of decisions on its operator.
+fn decide_selected(state: &mut AppState, accept: bool) -> Vec<Effect> {
+    let before = state.journal.len();
+    decide(state, accept);
+    if state.journal.len() > before
+        && let Some(SessionEvent::Decision {
+            op, rev, decision, ..
+        }) = state.journal.last().map(|r| r.event.clone())
+        && state
+            .agent
+            .as_ref()
+            .is_some_and(|a| a.running && a.op == op)
+    {
+        return vec![Effect::Agent(AgentCtl::Decided { rev, decision })];
+    }
+    vec![]
+}
+
+fn measure_selected(state: &mut AppState) -> Vec<Effect> {
+    let (Some(op), Some(rev)) = (state.selected_op(), state.selected_rev().map(|r| r.rev)) else {
+        state.log(
+            LogLevel::Warn,
+            "nothing to measure: this operator has no kernel yet".into(),
+        );
+        return vec![];
+    };
+    state.measure(&op, rev)
+}
+
+fn play_pause(state: &mut AppState) -> Vec<Effect> {
+    if let Some(r) = &mut state.replay
+        && r.pos >= r.records.len()
+        && !r.playing
+    {
+        r.pos = 0;
+        state.model = Model::from_records(&state.suite, &[]);
+    }
+    let Some(r) = &mut state.replay else {
+        return vec![];
+    };
+    r.playing = !r.playing;
+    vec![Effect::Playback(r.playing.then(|| playback_period(r)))]
+}
+
+fn replay_speed(state: &mut AppState, faster: bool) -> Vec<Effect> {
+    let Some(r) = &mut state.replay else {
+        return vec![];
+    };
+    r.speed = if faster {
+        (r.speed + 1).min(SPEEDS.len() - 1)
+    } else {
+        r.speed.saturating_sub(1)
+    };
+    if r.playing {
+        return vec![Effect::Playback(Some(playback_period(r)))];
     }
     vec![]
 }
@@ -1905,11 +1783,11 @@ fn open_editor(state: &mut AppState) {
 }
 
 fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
-    let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
+    let action = super::keymap::action(&k, false, true);
     let Modal::Editor(ed) = &mut state.modal else {
         return vec![];
     };
-    if ctrl && k.code == KeyCode::Char('s') {
+    if action == Some(Action::EditorSave) {
         let text = ed.text();
         if text == ed.base_source {
             state.log(
@@ -1928,7 +1806,7 @@ fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
         }
         return fx;
     }
-    if k.code == KeyCode::Esc {
+    if action == Some(Action::EditorClose) {
         if ed.text() != ed.base_source && !ed.confirm_discard {
             ed.confirm_discard = true;
             return vec![];
@@ -1937,12 +1815,16 @@ fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
         return vec![];
     }
     ed.confirm_discard = false;
-    if ctrl && k.code == KeyCode::Char('z') {
-        ed.textarea.undo();
-    } else if ctrl && k.code == KeyCode::Char('y') {
-        ed.textarea.redo();
-    } else {
-        ed.textarea.input(k);
+    match action {
+        Some(Action::EditorUndo) => {
+            ed.textarea.undo();
+        }
+        Some(Action::EditorRedo) => {
+            ed.textarea.redo();
+        }
+        _ => {
+            ed.textarea.input(k);
+        }
     }
     vec![]
 }

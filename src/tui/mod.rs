@@ -4,6 +4,7 @@
 mod agent_link;
 pub mod app;
 pub mod highlight;
+pub mod keymap;
 pub mod theme;
 pub mod view;
 

@@ -104,7 +104,7 @@ fn snapshot_help_overlay() {
     let mut s = fixture_state(vec![]);
     send(&mut s, vec![press(KeyCode::Char('?'))]);
     let out = screen(&s, 100, 40);
-    for (_, k, _) in HELP {
+    for (_, k, _) in super::keymap::help_rows() {
         assert!(out.contains(k), "help lacks {k}");
     }
     insta::assert_snapshot!("help_100x40", out);
@@ -534,7 +534,7 @@ fn navigation_phase_filter_and_diff_modes() {
     send(&mut s, vec![press(KeyCode::Tab)]);
     assert_eq!(s.focus, PaneId::Revisions);
     assert!(
-        super::app::commands(&s).iter().any(|(k, _)| *k == "y"),
+        super::keymap::key_bar(&s).iter().any(|(k, _)| *k == "y"),
         "hints come from the focused pane"
     );
     send(

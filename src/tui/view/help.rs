@@ -1,7 +1,8 @@
 //! The help modal: the key table by section, descriptions wrapped to the width.
 
 use super::{block, centered};
-use crate::tui::app::{AppState, HELP};
+use crate::tui::app::AppState;
+use crate::tui::keymap::help_rows;
 use ratatui::prelude::*;
 use ratatui::widgets::{Clear, Paragraph};
 
@@ -32,8 +33,8 @@ pub(super) fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
     let desc_w = (w.saturating_sub(2) as usize).saturating_sub(33).max(16);
     let mut lines = Vec::new();
     let mut last = "";
-    for (sec, k, what) in HELP {
-        if *sec != last {
+    for (sec, k, what) in help_rows() {
+        if sec != last {
             lines.push(Line::from(Span::styled(
                 sec.to_string(),
                 Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
@@ -41,7 +42,7 @@ pub(super) fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
             last = sec;
         }
         for (i, part) in wrap_words(what, desc_w).into_iter().enumerate() {
-            let key = if i == 0 { *k } else { "" };
+            let key = if i == 0 { k } else { "" };
             lines.push(Line::from(vec![
                 Span::styled(
                     format!("  {key:<30} "),

@@ -3,9 +3,12 @@
 
 mod agent_link;
 pub mod app;
+pub mod event;
 pub mod highlight;
 pub mod keymap;
+pub mod state;
 pub mod theme;
+pub mod update;
 pub mod view;
 
 #[cfg(test)]

@@ -1,0 +1,161 @@
+//! What happens to the app (`AppEvent`), what the agent task and the app tell each other
+//! (`AgentMsg`, `AgentCtl`), and the side effects `update` asks the runtime for (`Effect`).
+
+use crate::engine::client::JobEvent;
+use crate::engine::protocol::DeviceInfo;
+use crate::session::model::LogLevel;
+use crate::session::{Decision, SessionEvent};
+use crate::tui::highlight::Highlighter;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything that can happen to the app.
+#[derive(Debug)]
+pub enum AppEvent {
+    Key(KeyEvent),
+    Resize(u16, u16),
+    /// The worker's answer to hello: a device, or why there is none.
+    Hello(Result<HelloInfo, String>),
+    /// An event of a measurement job.
+    Job {
+        mid: u64,
+        event: JobEvent,
+    },
+    /// The syntax highlighter finished loading.
+    HighlighterReady(Result<Arc<Highlighter>, String>),
+    /// A watched kernel file was saved.
+    FileChanged {
+        path: PathBuf,
+        content: Result<String, String>,
+    },
+    /// $EDITOR returned.
+    EditorExited {
+        path: PathBuf,
+        status: String,
+    },
+    /// Replay playback step.
+    Tick,
+    /// SIGTERM / SIGHUP / SIGINT.
+    Signal(&'static str),
+    /// A message for the log from the runtime.
+    Log(LogLevel, String),
+    /// News from the running agent.
+    Agent(AgentMsg),
+    /// Where ncu (Nsight Compute) is, or why it cannot be used (looked up once at start).
+    NcuFound(Result<PathBuf, String>),
+    /// A deep profile finished (or could not run).
+    Profiled {
+        op: String,
+        rev: u32,
+        result: Result<Box<crate::profile::Profile>, String>,
+    },
+    /// A recorded session asked for in the picker was read.
+    ReplayLoaded {
+        name: String,
+        result: Result<crate::session::Loaded, String>,
+    },
+}
+
+/// What the agent task sends to the app.
+#[derive(Debug, Clone)]
+pub enum AgentMsg {
+    /// A session event to record (revisions, measurements, decisions, state changes).
+    Record(SessionEvent),
+    /// Live text of a streaming LLM reply.
+    Stream(String),
+    /// A retry or a corrective message: the streamed text so far is void.
+    StreamReset,
+    /// The loop ended (the stop reason was recorded already).
+    Finished(String),
+}
+
+/// What the app tells the running agent.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentCtl {
+    Decided {
+        rev: u32,
+        decision: Decision,
+    },
+    Steer(String),
+    Stop,
+    Dropout,
+    /// A deep profile of the agent's operator: its findings enter the next context.
+    Profile(crate::agent::ProfileNote),
+}
+
+#[derive(Debug, Clone)]
+pub struct HelloInfo {
+    pub device: Option<DeviceInfo>,
+    pub driver: String,
+    pub nvrtc: Option<String>,
+}
+
+/// Side effects requested by `update`, carried out by the runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// Compile, check and time a revision (JobKind::All, Mode::Quick) on every shape.
+    Measure {
+        op: String,
+        rev: u32,
+        mid: u64,
+        source: String,
+    },
+    Cancel {
+        mid: u64,
+    },
+    /// Write the kernel to `path`, watch it, suspend the TUI and run the editor on it.
+    ExternalEdit {
+        op: String,
+        path: PathBuf,
+        content: String,
+    },
+    /// Start (Some: period) or stop replay playback.
+    Playback(Option<Duration>),
+    /// Start the agent on an operator with its restored memory.
+    StartAgent {
+        op: String,
+        state: Box<crate::agent::AgentState>,
+        /// Sources measured earlier with their S_op (the tuner's memory).
+        sources: Vec<(String, Option<f64>)>,
+        seed: u64,
+    },
+    /// A message for the running agent.
+    Agent(AgentCtl),
+    /// Profile a revision on one shape under Nsight Compute, on a blocking task; the result
+    /// comes back as `AppEvent::Profiled`.
+    Profile {
+        op: String,
+        rev: u32,
+        shape: u32,
+        source: String,
+        /// The GPU's name (for the hardware profile of the findings).
+        device: String,
+        /// ncu when already found (else the task looks for it).
+        ncu: Option<PathBuf>,
+    },
+    /// Read a recorded session and open it in replay (`AppEvent::ReplayLoaded`).
+    OpenReplay(SessionFile),
+    Quit,
+}
+
+/// A recorded session the picker offers: a file of the workspace or a built-in demo.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionFile {
+    pub name: String,
+    /// None: the built-in copy (`session::demos`).
+    pub path: Option<PathBuf>,
+    pub bytes: u64,
+    /// Events (lines), when cheap to count.
+    pub events: Option<usize>,
+}
+
+/// A key press, for tests and the runtime.
+pub fn press(code: KeyCode) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
+}
+
+pub fn press_ctrl(c: char) -> AppEvent {
+    AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
+}

@@ -1,0 +1,627 @@
+//! The application state: the domain (suite, session model, recorder and journal, jobs,
+//! worker, agent) and the view (focus, selections, scrolls, modal, diff view). Rendering is a
+//! pure function of it (`view::draw`).
+
+use crate::session::model::{LogLevel, LogLine, Revision};
+use crate::session::store::now;
+use crate::session::{Author, Model, Record, Recorder, SessionEvent};
+use crate::suite::hardware::HardwareProfile;
+use crate::suite::roofline::{self, Bottleneck};
+use crate::suite::{PhaseFilter, Suite};
+use crate::tui::event::{Effect, SessionFile};
+use crate::tui::highlight::{DiffView, HighlightCache, Highlighter, build_diff};
+use crate::tui::theme::Theme;
+use ratatui_textarea::TextArea;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The agent as the UI shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentView {
+    pub op: String,
+    pub backend: String,
+    pub running: bool,
+    pub stopping: bool,
+    /// The reply being streamed (tail).
+    pub stream: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PaneId {
+    Operators,
+    Revisions,
+    Diff,
+    Gauges,
+    Log,
+}
+
+pub const PANES: [PaneId; 5] = [
+    PaneId::Operators,
+    PaneId::Revisions,
+    PaneId::Diff,
+    PaneId::Gauges,
+    PaneId::Log,
+];
+
+impl PaneId {
+    pub fn title(self) -> &'static str {
+        match self {
+            PaneId::Operators => "operators",
+            PaneId::Revisions => "revisions",
+            PaneId::Diff => "diff",
+            PaneId::Gauges => "shapes",
+            PaneId::Log => "log",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffMode {
+    Parent,
+    Incumbent,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerState {
+    Starting,
+    Ready { gpu: String, sm_clock_mhz: u32 },
+    NoGpu(String),
+}
+
+/// A running measurement.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobProgress {
+    pub op: String,
+    pub rev: u32,
+    pub stage: String,
+    pub shape: Option<u32>,
+    pub done: usize,
+    pub total: usize,
+}
+
+/// The built-in editor.
+pub struct EditorState {
+    pub op: String,
+    /// The revision the text came from (the parent of the next save).
+    pub base: Option<u32>,
+    pub base_source: String,
+    pub textarea: TextArea<'static>,
+    /// The last revision saved from this editor (its diagnostics are shown).
+    pub saved: Option<u32>,
+    pub confirm_discard: bool,
+}
+
+impl EditorState {
+    pub fn text(&self) -> String {
+        let mut s = self.textarea.lines().join("\n");
+        s.push('\n');
+        s
+    }
+}
+
+pub enum Modal {
+    None,
+    Help {
+        scroll: u16,
+    },
+    ConfirmQuit,
+    Steer(TextArea<'static>),
+    Editor(Box<EditorState>),
+    /// No GPU: the recorded sessions, to open one in replay.
+    Sessions {
+        sel: usize,
+    },
+}
+
+/// Replay: the recorded events and the position in them.
+pub struct Replay {
+    pub file: String,
+    pub records: Vec<Record>,
+    /// Events applied so far (0..=records.len()).
+    pub pos: usize,
+    pub playing: bool,
+    pub speed: usize,
+    pub warnings: Vec<String>,
+}
+
+pub const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 32.0];
+
+/// Events per second at speed 1×.
+pub const BASE_RATE: f64 = 4.0;
+
+/// A shape's static facts on the current hardware profile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ShapeInfo {
+    pub id: u32,
+    pub label: String,
+    pub flops: f64,
+    pub bytes: f64,
+    pub sol_ms: f64,
+    pub bottleneck: Option<Bottleneck>,
+}
+
+/// A watched kernel file ($EDITOR hand edits).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Watch {
+    pub op: String,
+    pub last_rev: Option<u32>,
+    pub last_content: String,
+}
+
+/// The inputs of the diff view (see `AppState::refresh`).
+#[derive(Debug, Clone, PartialEq)]
+struct DiffKey {
+    op: Option<String>,
+    rev: Option<u32>,
+    base: Option<u32>,
+    diags: Vec<crate::engine::protocol::Diagnostic>,
+    full_source: bool,
+    mode: DiffMode,
+    highlighter: bool,
+    theme: String,
+}
+
+pub struct AppState {
+    pub suite: Arc<Suite>,
+    pub model: Model,
+    pub theme: Theme,
+    pub hw: Option<HardwareProfile>,
+    pub shape_info: BTreeMap<String, Vec<ShapeInfo>>,
+    pub focus: PaneId,
+    pub phase: PhaseFilter,
+    pub op_sel: usize,
+    pub rev_sel: usize,
+    pub diff_mode: DiffMode,
+    pub full_source: bool,
+    pub diff_scroll: usize,
+    pub gauge_scroll: usize,
+    /// The shape selected in the shapes pane (an index into the operator's shapes); `p`
+    /// profiles it (else the largest shape).
+    pub shape_sel: Option<usize>,
+    /// ncu, once looked for.
+    pub ncu: Option<Result<PathBuf, String>>,
+    /// The profile running: operator, revision, shape.
+    pub profiling: Option<(String, u32, u32)>,
+    /// Recorded sessions offered when there is no GPU.
+    pub recorded_sessions: Vec<SessionFile>,
+    /// Lines from the bottom of the log (0: follow the end).
+    pub log_scroll: usize,
+    pub modal: Modal,
+    pub worker: WorkerState,
+    pub restarts: u64,
+    pub jobs: BTreeMap<u64, JobProgress>,
+    pub ui_log: Vec<LogLine>,
+    /// The session file's name, when this run records one.
+    pub session_name: Option<String>,
+    /// Numbers every recorded event, measurement and revision (shared with the agent task).
+    pub recorder: Recorder,
+    /// Events recorded during this run, in order; the runtime appends the ones it has not
+    /// written yet to the session file (`update` itself does no I/O).
+    pub journal: Vec<Record>,
+    pub replay: Option<Replay>,
+    pub highlighter: Option<Arc<Highlighter>>,
+    pub hl_cache: HighlightCache,
+    pub diff: DiffView,
+    diff_key: Option<DiffKey>,
+    /// How many times the diff view was built (it must not be rebuilt per streamed chunk).
+    pub diff_builds: u64,
+    pub kernels_dir: PathBuf,
+    pub watches: BTreeMap<PathBuf, Watch>,
+    pub quit: bool,
+    /// The agent, once started.
+    pub agent: Option<AgentView>,
+    /// The agent's configuration (settings + environment), or why it cannot start.
+    pub agent_cfg: Result<crate::agent::config::AgentConfig, String>,
+}
+
+impl AppState {
+    pub fn new(
+        suite: Arc<Suite>,
+        model: Model,
+        theme: Theme,
+        hw: Option<HardwareProfile>,
+        kernels_dir: PathBuf,
+    ) -> AppState {
+        let recorder = Recorder::for_model(&model);
+        let mut s = AppState {
+            suite,
+            model,
+            theme,
+            hw,
+            shape_info: BTreeMap::new(),
+            focus: PaneId::Operators,
+            phase: PhaseFilter::All,
+            op_sel: 0,
+            rev_sel: 0,
+            diff_mode: DiffMode::Parent,
+            full_source: false,
+            diff_scroll: 0,
+            gauge_scroll: 0,
+            shape_sel: None,
+            ncu: None,
+            profiling: None,
+            recorded_sessions: Vec::new(),
+            log_scroll: 0,
+            modal: Modal::None,
+            worker: WorkerState::Starting,
+            restarts: 0,
+            jobs: BTreeMap::new(),
+            ui_log: Vec::new(),
+            session_name: None,
+            recorder,
+            journal: Vec::new(),
+            replay: None,
+            highlighter: None,
+            hl_cache: HighlightCache::default(),
+            diff: DiffView::default(),
+            diff_key: None,
+            diff_builds: 0,
+            kernels_dir,
+            watches: BTreeMap::new(),
+            quit: false,
+            agent: None,
+            agent_cfg: crate::agent::config::resolve(&Default::default(), None),
+        };
+        s.compute_shape_info();
+        s.select_latest_rev();
+        s.refresh();
+        s
+    }
+
+    /// Names the session file this run records into (the runtime writes it).
+    pub fn attach_session(&mut self, path: &std::path::Path) {
+        self.session_name = path.file_name().map(|n| n.to_string_lossy().to_string());
+    }
+
+    /// Opens a replay positioned after its last event.
+    pub fn start_replay(&mut self, file: String, records: Vec<Record>, warnings: Vec<String>) {
+        for w in &warnings {
+            self.log(LogLevel::Warn, w.clone());
+        }
+        let pos = records.len();
+        self.model = Model::from_records(&self.suite, &records);
+        self.replay = Some(Replay {
+            file,
+            records,
+            pos,
+            playing: false,
+            speed: 2,
+            warnings,
+        });
+        self.hw_from_run();
+        self.select_session_op();
+        self.refresh();
+    }
+
+    /// Selects the operator the session is about (the one of its latest revision) and that
+    /// operator's latest revision.
+    pub fn select_session_op(&mut self) {
+        if let Some(op) = self.model.latest_op.clone() {
+            self.select_op_name(&op);
+        }
+        self.select_latest_rev();
+    }
+
+    pub(crate) fn hw_from_run(&mut self) {
+        if let Some(h) = self.model.run.hardware.clone()
+            && let Ok(p) = self.suite.hardware(&h)
+        {
+            self.hw = Some(p.clone());
+            self.compute_shape_info();
+        }
+    }
+
+    pub fn compute_shape_info(&mut self) {
+        let mut out = BTreeMap::new();
+        for p in &self.suite.problems {
+            let mut v = Vec::new();
+            for s in &p.shapes {
+                let label: Vec<String> = s
+                    .params
+                    .iter()
+                    .filter(|(_, v)| !matches!(v, crate::suite::expr::Value::List(_)))
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                let (flops, bytes, sol_ms, bn) = match p.work(s) {
+                    Ok(w) => {
+                        let sol = self.hw.as_ref().and_then(|h| roofline::sol(&w, h).ok());
+                        (
+                            w.total_flops(),
+                            w.bytes(),
+                            sol.map(|s| s.sol_ms()).unwrap_or(0.0),
+                            sol.map(|s| s.bottleneck),
+                        )
+                    }
+                    Err(_) => (0.0, 0.0, 0.0, None),
+                };
+                v.push(ShapeInfo {
+                    id: s.id,
+                    label: label.join(" "),
+                    flops,
+                    bytes,
+                    sol_ms,
+                    bottleneck: bn,
+                });
+            }
+            out.insert(p.name.clone(), v);
+        }
+        self.shape_info = out;
+    }
+
+    pub fn log(&mut self, level: LogLevel, text: String) {
+        self.ui_log.push(LogLine {
+            t: now(),
+            level,
+            text,
+        });
+        if self.ui_log.len() > 2000 {
+            self.ui_log.drain(..1000);
+        }
+    }
+
+    /// Records a session event: numbered by the recorder, applied through the reducer and
+    /// kept in the journal (which the runtime writes to the session file). In replay, events
+    /// only change the state shown.
+    pub fn record(&mut self, event: SessionEvent) {
+        let rec = self.recorder.stamp(event);
+        self.model.apply(&rec);
+        if self.replay.is_none() {
+            self.journal.push(rec);
+        }
+    }
+
+    // ---------- selection ----------
+
+    pub fn visible_ops(&self) -> Vec<String> {
+        self.suite
+            .by_weight(self.phase)
+            .into_iter()
+            .map(|p| p.name.clone())
+            .collect()
+    }
+
+    pub fn selected_op(&self) -> Option<String> {
+        self.visible_ops().get(self.op_sel).cloned()
+    }
+
+    pub fn selected_rev(&self) -> Option<&Revision> {
+        let op = self.selected_op()?;
+        self.model.ops.get(&op)?.revisions.get(self.rev_sel)
+    }
+
+    /// The shape selected in the shapes pane, if any.
+    pub fn selected_shape(&self) -> Option<u32> {
+        let op = self.selected_op()?;
+        let i = self.shape_sel?;
+        self.shape_info.get(&op)?.get(i).map(|s| s.id)
+    }
+
+    pub(crate) fn select_latest_rev(&mut self) {
+        let n = self
+            .selected_op()
+            .and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len()))
+            .unwrap_or(0);
+        self.rev_sel = n.saturating_sub(1);
+    }
+
+    pub fn select_rev_number(&mut self, rev: u32) {
+        if let Some(o) = self.selected_op().and_then(|o| self.model.ops.get(&o))
+            && let Some(i) = o.revisions.iter().position(|r| r.rev == rev)
+        {
+            self.rev_sel = i;
+        }
+    }
+
+    pub(crate) fn select_op_name(&mut self, op: &str) {
+        if let Some(i) = self.visible_ops().iter().position(|o| o == op) {
+            self.op_sel = i;
+        }
+    }
+
+    /// The revision the diff compares against.
+    pub fn diff_base(&self) -> Option<&Revision> {
+        let op = self.selected_op()?;
+        let o = self.model.ops.get(&op)?;
+        let r = o.revisions.get(self.rev_sel)?;
+        match self.diff_mode {
+            DiffMode::Parent => r.parent.and_then(|p| o.rev(p)),
+            DiffMode::Incumbent => o.incumbent.filter(|i| *i != r.rev).and_then(|i| o.rev(i)),
+        }
+    }
+
+    /// Keeps selections in range and rebuilds the diff view when its inputs changed. A
+    /// revision's source never changes, so the view is keyed by which revisions it shows (and
+    /// their diagnostics, the highlighter and the theme): events that change none of these
+    /// (streamed agent text, progress, log lines) cost a few comparisons, no hashing of sources.
+    pub fn refresh(&mut self) {
+        let n_ops = self.visible_ops().len();
+        self.op_sel = self.op_sel.min(n_ops.saturating_sub(1));
+        let n_revs = self
+            .selected_op()
+            .and_then(|o| self.model.ops.get(&o).map(|o| o.revisions.len()))
+            .unwrap_or(0);
+        self.rev_sel = self.rev_sel.min(n_revs.saturating_sub(1));
+        let key = self.diff_inputs();
+        if self.diff_key.as_ref() == Some(&key) {
+            return;
+        }
+        self.diff_key = Some(key);
+        self.rebuild_diff();
+    }
+
+    /// What the diff view shows: operator, revision, base, mode, diagnostics, highlighter, theme.
+    fn diff_inputs(&self) -> DiffKey {
+        let op = self.selected_op();
+        let r = self.selected_rev();
+        DiffKey {
+            rev: r.map(|r| r.rev),
+            base: if self.full_source {
+                None
+            } else {
+                self.diff_base().map(|b| b.rev)
+            },
+            diags: r
+                .map(|r| r.measurement.diagnostics.clone())
+                .unwrap_or_default(),
+            op,
+            full_source: self.full_source,
+            mode: self.diff_mode,
+            highlighter: self.highlighter.is_some(),
+            theme: self.theme.name.clone(),
+        }
+    }
+
+    fn rebuild_diff(&mut self) {
+        self.diff_builds += 1;
+        let (title, old, new, diags) = match (self.selected_op(), self.selected_rev()) {
+            (Some(op), Some(r)) => {
+                let base = self.diff_base();
+                let title = match (base, self.full_source) {
+                    (_, true) | (None, _) => format!("{op} v{} · full source", r.rev),
+                    (Some(b), false) => format!(
+                        "{op} v{} vs v{} ({})",
+                        r.rev,
+                        b.rev,
+                        match self.diff_mode {
+                            DiffMode::Parent => "parent",
+                            DiffMode::Incumbent => "incumbent",
+                        }
+                    ),
+                };
+                let old = if self.full_source {
+                    None
+                } else {
+                    base.map(|b| b.source.clone())
+                };
+                (
+                    title,
+                    old,
+                    r.source.clone(),
+                    r.measurement.diagnostics.clone(),
+                )
+            }
+            (Some(op), None) => (
+                format!("{op}: no kernel yet (e writes one)"),
+                None,
+                String::new(),
+                vec![],
+            ),
+            _ => ("no operator".into(), None, String::new(), vec![]),
+        };
+        let hl = self.highlighter.clone();
+        let new_hl = self.hl_cache.get(hl.as_deref(), &new);
+        let old_hl = old.as_ref().map(|o| self.hl_cache.get(hl.as_deref(), o));
+        self.diff = build_diff(
+            title,
+            old.as_deref(),
+            &new,
+            old_hl.as_ref(),
+            &new_hl,
+            self.full_source,
+            &diags,
+            &self.theme,
+        );
+        self.diff_scroll = self
+            .diff
+            .first_diag
+            .map(|d| d.saturating_sub(2))
+            .unwrap_or(0);
+    }
+
+    pub fn measuring(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
+    pub fn can_measure(&self) -> Result<(), String> {
+        match &self.worker {
+            WorkerState::Ready { .. } => Ok(()),
+            WorkerState::Starting => Err("the worker is still starting".into()),
+            WorkerState::NoGpu(why) => Err(format!("no GPU: browse and replay only ({why})")),
+        }
+    }
+
+    /// Records the revision (if the session lacks it) and a measurement start; returns the job.
+    pub(crate) fn measure(&mut self, op: &str, rev: u32) -> Vec<Effect> {
+        if let Err(e) = self.can_measure() {
+            self.log(LogLevel::Warn, format!("cannot measure {op} v{rev}: {e}"));
+            return vec![];
+        }
+        let Some(r) = self.model.ops.get(op).and_then(|o| o.rev(rev)).cloned() else {
+            return vec![];
+        };
+        if !r.recorded {
+            self.record(SessionEvent::Revision {
+                op: op.into(),
+                rev,
+                parent: r.parent,
+                author: r.author.clone(),
+                rationale: r.rationale.clone(),
+                source: r.source.clone(),
+                via: r.via.clone(),
+                request_id: None,
+                tokens_in: None,
+                tokens_out: None,
+                category: None,
+                knowledge: vec![],
+            });
+        }
+        let mid = self.recorder.ids().next_mid();
+        self.record(SessionEvent::MeasureStart {
+            op: op.into(),
+            rev,
+            mid,
+            mode: "quick".into(),
+        });
+        self.jobs.insert(
+            mid,
+            JobProgress {
+                op: op.into(),
+                rev,
+                stage: "queued".into(),
+                shape: None,
+                done: 0,
+                total: self.shape_info.get(op).map(|v| v.len()).unwrap_or(0),
+            },
+        );
+        vec![Effect::Measure {
+            op: op.into(),
+            rev,
+            mid,
+            source: r.source,
+        }]
+    }
+
+    /// Records a human revision and measures it at once.
+    pub(crate) fn save_human(
+        &mut self,
+        op: &str,
+        parent: Option<u32>,
+        source: String,
+        via: &str,
+    ) -> (u32, Vec<Effect>) {
+        let rev = self.recorder.ids().next_rev(op);
+        self.record(SessionEvent::Revision {
+            op: op.into(),
+            rev,
+            parent,
+            author: Author::Human,
+            rationale: match via {
+                "editor" => "hand edit (built-in editor)".into(),
+                _ => "hand edit ($EDITOR)".into(),
+            },
+            source,
+            via: Some(via.into()),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+            category: None,
+            knowledge: vec![],
+        });
+        if self.selected_op().as_deref() == Some(op) {
+            self.select_rev_number(rev);
+        }
+        let fx = self.measure(op, rev);
+        (rev, fx)
+    }
+}

@@ -1,0 +1,142 @@
+//! The agent in the app: its news (recorded events, streamed text) and starting / stopping it.
+
+use super::*;
+use crate::session::SessionEvent;
+use crate::session::model::LogLevel;
+
+pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
+    match m {
+        AgentMsg::Record(ev) => {
+            let select = match &ev {
+                SessionEvent::Revision { op, rev, .. } => {
+                    if let Some(a) = state.agent.as_mut() {
+                        a.stream.clear();
+                    }
+                    (state.selected_op().as_deref() == Some(op.as_str())).then_some(*rev)
+                }
+                _ => None,
+            };
+            state.record(ev);
+            if let Some(r) = select {
+                state.select_rev_number(r);
+            }
+        }
+        AgentMsg::Stream(t) => {
+            if let Some(a) = state.agent.as_mut() {
+                a.stream.push_str(&t);
+                if a.stream.len() > 8000 {
+                    let cut = a.stream.len() - 4000;
+                    let cut = (cut..a.stream.len())
+                        .find(|i| a.stream.is_char_boundary(*i))
+                        .unwrap_or(0);
+                    a.stream.drain(..cut);
+                }
+            }
+        }
+        AgentMsg::StreamReset => {
+            if let Some(a) = state.agent.as_mut() {
+                a.stream.clear();
+            }
+        }
+        AgentMsg::Finished(reason) => {
+            if let Some(a) = state.agent.as_mut() {
+                a.running = false;
+                a.stopping = false;
+                a.stream.clear();
+            }
+            state.log(LogLevel::Info, format!("agent finished: {reason}"));
+        }
+    }
+    vec![]
+}
+
+/// `a`: start the agent on the selected operator, or stop the running one.
+pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
+    if let Some(a) = state.agent.as_mut()
+        && a.running
+    {
+        a.stopping = true;
+        let op = a.op.clone();
+        state.log(
+            LogLevel::Info,
+            format!("agent on {op}: stopping after the current step"),
+        );
+        return vec![Effect::Agent(AgentCtl::Stop)];
+    }
+    let Some(op) = state.selected_op() else {
+        return vec![];
+    };
+    if let Err(e) = state.can_measure() {
+        state.log(LogLevel::Warn, format!("agent: cannot start on {op}: {e}"));
+        return vec![];
+    }
+    let cfg = match &state.agent_cfg {
+        Ok(c) => c.clone(),
+        Err(e) => {
+            state.log(LogLevel::Error, format!("agent: {e}"));
+            return vec![];
+        }
+    };
+    let Some((st, sources)) = crate::agent::setup::restore(&state.model, &op) else {
+        state.log(
+            LogLevel::Warn,
+            format!("agent: {op} has no kernel yet (no baseline.cu)"),
+        );
+        return vec![];
+    };
+    // The incumbent must be in the session before the agent measures it.
+    if let Some(r) = state
+        .model
+        .ops
+        .get(&op)
+        .and_then(|o| o.rev(st.incumbent_rev))
+        .cloned()
+        && !r.recorded
+    {
+        state.record(SessionEvent::Revision {
+            op: op.clone(),
+            rev: r.rev,
+            parent: r.parent,
+            author: r.author.clone(),
+            rationale: r.rationale.clone(),
+            source: r.source.clone(),
+            via: r.via.clone(),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+            category: None,
+            knowledge: vec![],
+        });
+    }
+    let backend = match &cfg.endpoint {
+        Some(e) => format!("{} ({})", e.model, e.kind.name()),
+        None => "tuner".to_string(),
+    };
+    let masked = st.history.iter().filter(|h| h.masked).count();
+    state.log(
+        LogLevel::Info,
+        format!(
+            "agent: {backend} on {op} from v{} ({} revisions remembered{}); y/n decide, s steers, x drops out, a stops",
+            st.incumbent_rev,
+            st.history.len(),
+            if masked > 0 {
+                format!(", {masked} masked")
+            } else {
+                String::new()
+            }
+        ),
+    );
+    state.agent = Some(AgentView {
+        op: op.clone(),
+        backend,
+        running: true,
+        stopping: false,
+        stream: String::new(),
+    });
+    vec![Effect::StartAgent {
+        op,
+        state: Box::new(st),
+        sources,
+        seed: crate::engine::fresh_seeds(1)[0],
+    }]
+}

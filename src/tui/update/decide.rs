@@ -1,0 +1,127 @@
+//! Accepting and rejecting revisions (by the engineer; a running agent hears of it).
+
+use super::*;
+use crate::session::model::LogLevel;
+use crate::session::{Author, DecidedBy, Decision, RevVerdict, SessionEvent};
+
+/// y / n on the selected revision; a running agent hears of decisions on its operator.
+pub(crate) fn decide_selected(state: &mut AppState, accept: bool) -> Vec<Effect> {
+    let before = state.journal.len();
+    decide(state, accept);
+    if state.journal.len() > before
+        && let Some(SessionEvent::Decision {
+            op, rev, decision, ..
+        }) = state.journal.last().map(|r| r.event.clone())
+        && state
+            .agent
+            .as_ref()
+            .is_some_and(|a| a.running && a.op == op)
+    {
+        return vec![Effect::Agent(AgentCtl::Decided { rev, decision })];
+    }
+    vec![]
+}
+
+/// The revision a waiting agent offers for a decision (its header says `waiting (vN: …)`).
+pub fn offered_rev(state: &AppState) -> Option<(String, u32)> {
+    let m = &state.model;
+    if m.agent_state.as_deref() != Some("waiting")
+        || !state.agent.as_ref().is_some_and(|a| a.running)
+    {
+        return None;
+    }
+    let op = m.agent_op.clone()?;
+    let r = m.agent_reason.as_deref()?.strip_prefix('v')?;
+    let n: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((op, n.parse().ok()?))
+}
+
+pub(crate) fn decide(state: &mut AppState, accept: bool) {
+    // While the agent waits on a revision, y / n answer it, whatever is selected.
+    if let Some((op, rev)) = offered_rev(state)
+        && state.selected_op().as_deref() == Some(op.as_str())
+        && state.selected_rev().map(|r| r.rev) != Some(rev)
+    {
+        state.select_rev_number(rev);
+        state.log(
+            LogLevel::Info,
+            format!(
+                "{} {op} v{rev}: the revision the agent waits on",
+                if accept { "accepting" } else { "rejecting" }
+            ),
+        );
+    }
+    let (Some(op), Some(r)) = (state.selected_op(), state.selected_rev().cloned()) else {
+        return;
+    };
+    if accept {
+        match r.verdict() {
+            RevVerdict::Score(_) => {}
+            RevVerdict::Unmeasured => {
+                state.log(
+                    LogLevel::Warn,
+                    format!(
+                        "cannot accept {op} v{}: not measured yet (m measures it)",
+                        r.rev
+                    ),
+                );
+                return;
+            }
+            RevVerdict::Measuring => {
+                state.log(
+                    LogLevel::Warn,
+                    format!("cannot accept {op} v{}: still measuring", r.rev),
+                );
+                return;
+            }
+            v => {
+                state.log(
+                    LogLevel::Warn,
+                    format!("cannot accept {op} v{}: {}", r.rev, v.label()),
+                );
+                return;
+            }
+        }
+        if state.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev)
+            && r.decision == Some(Decision::Accepted)
+        {
+            state.log(
+                LogLevel::Info,
+                format!("{op} v{} is already the incumbent", r.rev),
+            );
+            return;
+        }
+    } else if r.author == Author::Baseline {
+        state.log(
+            LogLevel::Warn,
+            format!("{op} v0 is the suite baseline; it cannot be rejected"),
+        );
+        return;
+    }
+    if !r.recorded {
+        state.record(SessionEvent::Revision {
+            op: op.clone(),
+            rev: r.rev,
+            parent: r.parent,
+            author: r.author.clone(),
+            rationale: r.rationale.clone(),
+            source: r.source.clone(),
+            via: r.via.clone(),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+            category: None,
+            knowledge: vec![],
+        });
+    }
+    state.record(SessionEvent::Decision {
+        op,
+        rev: r.rev,
+        decision: if accept {
+            Decision::Accepted
+        } else {
+            Decision::Rejected
+        },
+        by: DecidedBy::Human,
+    });
+}

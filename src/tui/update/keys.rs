@@ -1,0 +1,253 @@
+//! Keys: modal dialogs first, then the main view through the keymap's actions, and navigation.
+
+use super::*;
+use crate::session::SessionEvent;
+use crate::session::model::LogLevel;
+use crate::tui::keymap::Action;
+use crossterm::event::{KeyCode, KeyEvent};
+use ratatui_textarea::TextArea;
+
+pub(crate) fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
+    // modal first
+    match &mut state.modal {
+        Modal::Help { scroll } => {
+            match k.code {
+                KeyCode::Char('j') | KeyCode::Down => *scroll = scroll.saturating_add(1),
+                KeyCode::Char('k') | KeyCode::Up => *scroll = scroll.saturating_sub(1),
+                _ => state.modal = Modal::None,
+            }
+            return vec![];
+        }
+        Modal::ConfirmQuit => {
+            return match k.code {
+                KeyCode::Char('y') | KeyCode::Char('Y') | KeyCode::Enter => {
+                    state.modal = Modal::None;
+                    quit_now(state)
+                }
+                _ => {
+                    state.modal = Modal::None;
+                    vec![]
+                }
+            };
+        }
+        Modal::Steer(ta) => {
+            match k.code {
+                KeyCode::Esc => state.modal = Modal::None,
+                KeyCode::Enter => {
+                    let text = ta.lines().join(" ").trim().to_string();
+                    state.modal = Modal::None;
+                    if !text.is_empty() {
+                        let op = state.selected_op();
+                        state.record(SessionEvent::Steer {
+                            op,
+                            text: text.clone(),
+                        });
+                        if state.agent.as_ref().is_some_and(|a| a.running) {
+                            return vec![Effect::Agent(AgentCtl::Steer(text))];
+                        }
+                    }
+                }
+                _ => {
+                    ta.input(k);
+                }
+            }
+            return vec![];
+        }
+        Modal::Editor(_) => return editor_key(state, k),
+        Modal::Sessions { sel } => {
+            let n = state.recorded_sessions.len();
+            match k.code {
+                KeyCode::Char('j') | KeyCode::Down => *sel = (*sel + 1).min(n.saturating_sub(1)),
+                KeyCode::Char('k') | KeyCode::Up => *sel = sel.saturating_sub(1),
+                KeyCode::Enter => {
+                    let f = state.recorded_sessions.get(*sel).cloned();
+                    state.modal = Modal::None;
+                    if let Some(f) = f {
+                        state.log(LogLevel::Info, format!("opening {} in replay…", f.name));
+                        return vec![Effect::OpenReplay(f)];
+                    }
+                }
+                KeyCode::Esc | KeyCode::Char('q') => {
+                    state.modal = Modal::None;
+                    state.log(
+                        LogLevel::Info,
+                        "recorded sessions: atrex-tui replay FILE opens one later".into(),
+                    );
+                }
+                _ => {}
+            }
+            return vec![];
+        }
+        Modal::None => {}
+    }
+    let replaying = state.replay.is_some();
+    match crate::tui::keymap::action(&k, replaying, false) {
+        Some(a) => on_action(state, a),
+        None => vec![],
+    }
+}
+
+/// Refuses a change in replay (read-only), with a line in the log.
+pub(crate) fn read_only(state: &mut AppState) -> bool {
+    if state.replay.is_some() {
+        state.log(
+            LogLevel::Warn,
+            "replay is read-only (use --resume FILE to continue the session)".into(),
+        );
+        true
+    } else {
+        false
+    }
+}
+
+/// What a key of the main view does (the keymap says which key is which action).
+pub(crate) fn on_action(state: &mut AppState, a: Action) -> Vec<Effect> {
+    const PAGE: isize = 10;
+    let live_only = matches!(
+        a,
+        Action::Agent
+            | Action::Dropout
+            | Action::Accept
+            | Action::Reject
+            | Action::Steer
+            | Action::Edit
+            | Action::ExternalEdit
+    );
+    if live_only && read_only(state) {
+        return vec![];
+    }
+    match a {
+        Action::Quit => {
+            if state.measuring() {
+                state.modal = Modal::ConfirmQuit;
+                return vec![];
+            }
+            return quit_now(state);
+        }
+        Action::Help => state.modal = Modal::Help { scroll: 0 },
+        Action::NextPane => {
+            let i = PANES.iter().position(|p| *p == state.focus).unwrap_or(0);
+            state.focus = PANES[(i + 1) % PANES.len()];
+        }
+        Action::PrevPane => {
+            let i = PANES.iter().position(|p| *p == state.focus).unwrap_or(0);
+            state.focus = PANES[(i + PANES.len() - 1) % PANES.len()];
+        }
+        Action::Phase => next_phase(state),
+        Action::Profile => return profile_selected(state),
+        Action::DiffMode => {
+            state.diff_mode = match state.diff_mode {
+                DiffMode::Parent => DiffMode::Incumbent,
+                DiffMode::Incumbent => DiffMode::Parent,
+            };
+            state.full_source = false;
+        }
+        Action::FullSource => state.full_source = !state.full_source,
+        Action::Agent => return toggle_agent(state),
+        Action::Dropout => return dropout(state),
+        Action::Accept | Action::Reject => return decide_selected(state, a == Action::Accept),
+        Action::Steer => {
+            let mut ta = TextArea::default();
+            ta.set_placeholder_text(
+                "a hint for the agent's next iteration, e.g. \"use one warp per row\"",
+            );
+            state.modal = Modal::Steer(ta);
+        }
+        Action::Measure => return measure_selected(state),
+        Action::Edit => open_editor(state),
+        Action::ExternalEdit => return external_edit(state),
+        Action::StepForward => return replay_step(state, 1),
+        Action::StepBack => return replay_step(state, -1),
+        Action::Forward10 => return replay_step(state, 10),
+        Action::Back10 => return replay_step(state, -10),
+        Action::Start => replay_seek(state, 0),
+        Action::End => replay_seek(state, usize::MAX),
+        Action::NextRevision => replay_jump_revision(state, true),
+        Action::PrevRevision => replay_jump_revision(state, false),
+        Action::PlayPause => return play_pause(state),
+        Action::Faster | Action::Slower => return replay_speed(state, a == Action::Faster),
+        Action::Down => navigate(state, 1),
+        Action::Up => navigate(state, -1),
+        Action::PageDown => navigate(state, PAGE),
+        Action::PageUp => navigate(state, -PAGE),
+        Action::First => navigate(state, isize::MIN / 2),
+        Action::Last => navigate(state, isize::MAX / 2),
+        Action::EditorSave | Action::EditorUndo | Action::EditorRedo | Action::EditorClose => {}
+    }
+    vec![]
+}
+
+pub(crate) fn next_phase(state: &mut AppState) {
+    let cur = state.selected_op();
+    state.phase = state.phase.next();
+    state.op_sel = 0;
+    if let Some(c) = &cur {
+        state.select_op_name(c);
+    }
+    if state.selected_op() != cur {
+        state.shape_sel = None;
+    }
+    state.select_latest_rev();
+}
+
+pub(crate) fn dropout(state: &mut AppState) -> Vec<Effect> {
+    match &state.agent {
+        Some(a) if a.running => {
+            state.log(
+                LogLevel::Steer,
+                "agent: dropout asked: the next context masks about half of the history".into(),
+            );
+            vec![Effect::Agent(AgentCtl::Dropout)]
+        }
+        _ => {
+            state.log(LogLevel::Warn, "agent: not running (a starts it)".into());
+            vec![]
+        }
+    }
+}
+
+pub(crate) fn bump(v: usize, d: isize, len: usize) -> usize {
+    let n = (v as isize).saturating_add(d);
+    n.clamp(0, len.saturating_sub(1) as isize) as usize
+}
+
+pub(crate) fn navigate(state: &mut AppState, d: isize) {
+    match state.focus {
+        PaneId::Operators => {
+            let n = state.visible_ops().len();
+            let before = state.op_sel;
+            state.op_sel = bump(state.op_sel, d, n);
+            if before != state.op_sel {
+                state.select_latest_rev();
+                state.gauge_scroll = 0;
+                state.shape_sel = None;
+            }
+        }
+        PaneId::Revisions => {
+            let n = state
+                .selected_op()
+                .and_then(|o| state.model.ops.get(&o).map(|o| o.revisions.len()))
+                .unwrap_or(0);
+            state.rev_sel = bump(state.rev_sel, d, n);
+        }
+        PaneId::Diff => state.diff_scroll = bump(state.diff_scroll, d, state.diff.lines.len()),
+        PaneId::Gauges => {
+            // j/k select a shape (the first press selects the first one); `p` profiles it.
+            let n = state
+                .selected_op()
+                .and_then(|o| state.shape_info.get(&o).map(|v| v.len()))
+                .unwrap_or(0);
+            if n > 0 {
+                let cur = state.shape_sel.map(|x| x as isize).unwrap_or(-1);
+                let i = cur.saturating_add(d).clamp(0, n as isize - 1) as usize;
+                state.shape_sel = Some(i);
+                state.gauge_scroll = i;
+            }
+        }
+        PaneId::Log => {
+            let n = state.model.log.len() + state.ui_log.len();
+            // the log scrolls from the bottom: j goes towards newer lines
+            state.log_scroll = bump(state.log_scroll, -d, n);
+        }
+    }
+}

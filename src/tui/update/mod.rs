@@ -1,0 +1,203 @@
+//! The update function: one event applied to the state, the side effects returned. No I/O
+//! happens here (recorded events go to the journal, which the runtime writes). One file per
+//! concern: keys, jobs (measure, profile, worker), the agent, replay, the editor, decisions.
+
+use crate::engine::protocol::Verdict;
+use crate::session::SessionEvent;
+use crate::session::model::LogLevel;
+use crate::tui::app::*;
+use crossterm::event::KeyEventKind;
+
+mod agent;
+mod decide;
+mod editor;
+mod jobs;
+mod keys;
+mod replay;
+
+use agent::*;
+pub use decide::offered_rev;
+use decide::*;
+use editor::*;
+use jobs::*;
+use keys::*;
+pub use replay::replay_seek;
+use replay::*;
+
+/// The update function: applies one event to the state and returns the side effects.
+pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
+    let fx = match ev {
+        AppEvent::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => {
+            on_key(state, k)
+        }
+        AppEvent::Key(_) => vec![],
+        AppEvent::Resize(..) => vec![],
+        AppEvent::Hello(r) => {
+            on_hello(state, r);
+            vec![]
+        }
+        AppEvent::Job { mid, event } => on_job(state, mid, event),
+        AppEvent::HighlighterReady(Ok(h)) => {
+            state.highlighter = Some(h);
+            state.hl_cache.clear();
+            vec![]
+        }
+        AppEvent::HighlighterReady(Err(e)) => {
+            state.log(LogLevel::Warn, format!("syntax highlighting off: {e}"));
+            vec![]
+        }
+        AppEvent::FileChanged { path, content } => on_file(state, path, content),
+        AppEvent::EditorExited { path, status } => {
+            state.log(
+                LogLevel::Info,
+                format!(
+                    "editor closed ({status}); still watching {}",
+                    path.file_name()
+                        .map(|n| n.to_string_lossy().to_string())
+                        .unwrap_or_default()
+                ),
+            );
+            vec![]
+        }
+        AppEvent::Tick => {
+            let fx = replay_step(state, 1);
+            if state
+                .replay
+                .as_ref()
+                .map(|r| r.pos >= r.records.len())
+                .unwrap_or(true)
+            {
+                if let Some(r) = &mut state.replay {
+                    r.playing = false;
+                }
+                let mut v = fx;
+                v.push(Effect::Playback(None));
+                v
+            } else {
+                fx
+            }
+        }
+        AppEvent::Signal(name) => {
+            state.log(LogLevel::Warn, format!("{name}: quitting"));
+            quit_now(state)
+        }
+        AppEvent::Log(l, s) => {
+            state.log(l, s);
+            vec![]
+        }
+        AppEvent::Agent(m) => on_agent(state, m),
+        AppEvent::NcuFound(r) => {
+            state.ncu = Some(r);
+            vec![]
+        }
+        AppEvent::Profiled { op, rev, result } => on_profiled(state, op, rev, result),
+        AppEvent::ReplayLoaded { name, result } => {
+            match result {
+                Ok(loaded) => {
+                    let n = loaded.records.len();
+                    state.focus = PaneId::Operators;
+                    state.start_replay(name.clone(), loaded.records, loaded.warnings);
+                    state.log(
+                        LogLevel::Info,
+                        format!(
+                            "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions"
+                        ),
+                    );
+                }
+                Err(e) => state.log(LogLevel::Error, format!("cannot open {name}: {e}")),
+            }
+            vec![]
+        }
+    };
+    state.refresh();
+    fx
+}
+
+pub(crate) fn quit_now(state: &mut AppState) -> Vec<Effect> {
+    state.quit = true;
+    let mut fx: Vec<Effect> = state
+        .jobs
+        .keys()
+        .map(|m| Effect::Cancel { mid: *m })
+        .collect();
+    if state.agent.as_ref().is_some_and(|a| a.running) {
+        fx.push(Effect::Agent(AgentCtl::Stop));
+    }
+    let running: Vec<(u64, String, u32)> = state
+        .jobs
+        .iter()
+        .map(|(m, j)| (*m, j.op.clone(), j.rev))
+        .collect();
+    for (mid, op, rev) in running {
+        state.record(SessionEvent::MeasureDone {
+            op,
+            rev,
+            mid,
+            verdict: Verdict::Cancelled,
+            message: Some("cancelled at quit".into()),
+        });
+    }
+    state.jobs.clear();
+    fx.push(Effect::Quit);
+    fx
+}
+
+pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
+    match r {
+        Ok(HelloInfo {
+            device: Some(d),
+            driver,
+            nvrtc,
+        }) => {
+            state.worker = WorkerState::Ready {
+                gpu: d.name.clone(),
+                sm_clock_mhz: d.sm_clock_mhz,
+            };
+            let prof = crate::engine::profile_for_device(&state.suite.hardware, &d.name).cloned();
+            if state.replay.is_none() {
+                if let Some(p) = prof {
+                    state.hw = Some(p);
+                    state.compute_shape_info();
+                }
+                let hardware = state.hw.as_ref().map(|h| h.key.clone());
+                state.record(SessionEvent::Device {
+                    gpu: Some(d.name.clone()),
+                    driver: Some(driver),
+                    nvrtc,
+                    hardware,
+                });
+            } else {
+                state.log(
+                    LogLevel::Info,
+                    format!(
+                        "GPU available: {} (m re-measures the selected revision)",
+                        d.name
+                    ),
+                );
+            }
+        }
+        Ok(HelloInfo { device: None, .. }) => {
+            state.worker = WorkerState::NoGpu("the worker found no GPU".into());
+            state.log(LogLevel::Info, "no GPU: browse and replay only".into());
+            offer_sessions(state);
+        }
+        Err(e) => {
+            state.worker = WorkerState::NoGpu(e.clone());
+            state.log(
+                LogLevel::Info,
+                format!("no GPU: browse and replay only ({e})"),
+            );
+            offer_sessions(state);
+        }
+    }
+}
+
+/// Without a GPU, a new session can only browse: offer the recorded ones.
+pub(crate) fn offer_sessions(state: &mut AppState) {
+    if state.replay.is_none()
+        && !state.recorded_sessions.is_empty()
+        && matches!(state.modal, Modal::None)
+    {
+        state.modal = Modal::Sessions { sel: 0 };
+    }
+}

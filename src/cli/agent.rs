@@ -61,7 +61,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
         .config
         .map(|p| p.to_path_buf())
         .or_else(crate::config::Settings::default_path);
-    let settings = crate::config::Settings::load(cfg_file.as_deref()).map_err(|e| e.to_string())?;
+    let settings = crate::config::Settings::load(cfg_file.as_deref())?;
     let mut cfg = config::resolve(&settings.agent, a.backend)?;
     if let Some(n) = a.max_iters {
         cfg.budget.max_iters = n;

@@ -24,7 +24,7 @@ pub const EXIT_NO_GPU: i32 = 2;
 pub(crate) use crate::engine::runtime;
 
 fn load_suite(ws: &Workspace) -> Result<Suite, String> {
-    Suite::load(ws.suite_source()).map_err(|e| e.to_string())
+    Ok(Suite::load(ws.suite_source())?)
 }
 
 pub fn main() -> i32 {

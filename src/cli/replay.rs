@@ -7,7 +7,7 @@ use std::time::Instant;
 
 /// `replay FILE --json [--timing]`: the summary of a session, without a terminal.
 pub fn run(ws: &Workspace, file: &Path, timing: bool) -> Result<i32, String> {
-    let suite = Suite::load(ws.suite_source()).map_err(|e| e.to_string())?;
+    let suite = Suite::load(ws.suite_source())?;
     let t0 = Instant::now();
     let loaded = crate::session::demos::load_file_or_demo(file)?;
     let t1 = Instant::now();

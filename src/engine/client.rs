@@ -11,6 +11,18 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
+/// Sends to a job's owner. The owner may have stopped listening (a cancelled or abandoned job,
+/// a command that ended): then there is nobody left to tell and the client goes on.
+fn tell<T>(owner: &mpsc::UnboundedSender<T>, v: T) {
+    if owner.send(v).is_err() {}
+}
+
+/// Answers a caller waiting for a reply (hello, calibrate); one that stopped waiting (a
+/// timeout) needs no answer.
+fn answer<T>(reply: oneshot::Sender<T>, v: T) {
+    if reply.send(v).is_err() {}
+}
+
 /// How to start a worker.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -99,16 +111,26 @@ impl WorkerClient {
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let (etx, erx) = mpsc::unbounded_channel();
-        let _ = self.tx.send(Msg::Submit {
+        // The supervisor ends only with the client; a job submitted after that ends at once.
+        if let Err(mpsc::error::SendError(Msg::Submit { events, .. })) = self.tx.send(Msg::Submit {
             id,
             job: Box::new(job),
             events: etx,
-        });
+        }) {
+            tell(
+                &events,
+                JobEvent::WorkerLost {
+                    verdict: Verdict::Error,
+                    message: "the worker client has stopped".into(),
+                },
+            );
+        }
         (id, erx)
     }
 
     pub fn cancel(&self, id: u64) {
-        let _ = self.tx.send(Msg::Cancel { id });
+        // Without a supervisor there is no job left to cancel.
+        if self.tx.send(Msg::Cancel { id }).is_err() {}
     }
 
     pub async fn hello(&self) -> Result<Event, String> {
@@ -372,7 +394,7 @@ async fn supervise(
                         }
                         Err(e) => Err(e),
                     };
-                    let _ = reply.send(r);
+                    answer(reply, r);
                 }
                 Some(Msg::Calibrate { reply }) => {
                     let r = match ensure(&cfg, &mut proc).await {
@@ -392,7 +414,7 @@ async fn supervise(
                         }
                         Err(e) => Err(e),
                     };
-                    let _ = reply.send(r);
+                    answer(reply, r);
                 }
             }
             continue;
@@ -412,10 +434,13 @@ async fn supervise(
             let p = match ensure(&cfg, &mut proc).await {
                 Ok(p) => p,
                 Err(e) => {
-                    let _ = events.send(JobEvent::WorkerLost {
-                        verdict: Verdict::Error,
-                        message: e,
-                    });
+                    tell(
+                        &events,
+                        JobEvent::WorkerLost {
+                            verdict: Verdict::Error,
+                            message: e,
+                        },
+                    );
                     break 'job;
                 }
             };
@@ -463,7 +488,7 @@ async fn supervise(
                                     Ok(None) => {}
                                     Ok(Some(ev)) => {
                                         let done = matches!(ev, Event::Done { .. });
-                                        let _ = events.send(JobEvent::Worker(ev));
+                                        tell(&events, JobEvent::Worker(ev));
                                         if done { break 'job; }
                                     }
                                 }
@@ -480,14 +505,14 @@ async fn supervise(
                             Some(Msg::Cancel { id: c }) => {
                                 queue.retain(|(q, _, ev)| {
                                     if *q == c {
-                                        let _ = ev.send(JobEvent::WorkerLost { verdict: Verdict::Cancelled, message: "cancelled before it started".into() });
+                                        tell(ev, JobEvent::WorkerLost { verdict: Verdict::Cancelled, message: "cancelled before it started".into() });
                                     }
                                     *q != c
                                 });
                             }
                             Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
-                            Some(Msg::Hello { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
-                            Some(Msg::Calibrate { reply }) => { let _ = reply.send(Err("the worker is busy with a job".into())); }
+                            Some(Msg::Hello { reply }) => { answer(reply, Err("the worker is busy with a job".into())); }
+                            Some(Msg::Calibrate { reply }) => { answer(reply, Err("the worker is busy with a job".into())); }
                         }
                     }
                 }
@@ -498,28 +523,34 @@ async fn supervise(
             drop_proc(&mut proc).await;
             restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if protocol {
-                let _ = events.send(JobEvent::WorkerLost {
-                    verdict,
-                    message: format!(
-                        "protocol error: {message}; the job ends without these results and the worker was restarted"
-                    ),
-                });
+                tell(
+                    &events,
+                    JobEvent::WorkerLost {
+                        verdict,
+                        message: format!(
+                            "protocol error: {message}; the job ends without these results and the worker was restarted"
+                        ),
+                    },
+                );
                 let _ = ensure(&cfg, &mut proc).await;
                 break 'job;
             }
             let after = guard.lost(verdict.clone(), &message);
             if let Some(result) = after.result {
-                let _ = events.send(JobEvent::Worker(Event::ShapeDone { id, result }));
+                tell(&events, JobEvent::Worker(Event::ShapeDone { id, result }));
             }
             match after.resume {
                 Some(left) if !cancelled => {
                     job.shapes.retain(|s| left.contains(&s.id));
                 }
                 _ => {
-                    let _ = events.send(JobEvent::WorkerLost {
-                        verdict,
-                        message: after.message,
-                    });
+                    tell(
+                        &events,
+                        JobEvent::WorkerLost {
+                            verdict,
+                            message: after.message,
+                        },
+                    );
                     // Restart at once so that the next job finds a warm worker.
                     let _ = ensure(&cfg, &mut proc).await;
                     break 'job;
@@ -619,7 +650,7 @@ impl WorkerPool {
                     e,
                     JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
                 );
-                let _ = tx.send(e);
+                tell(&tx, e);
                 if end {
                     break;
                 }

@@ -23,7 +23,7 @@ pub fn demo(name: &str) -> Option<&'static str> {
 
 /// Loads a session file; a path that does not exist but names a built-in session (by its file
 /// name) loads the built-in copy.
-pub fn load_file_or_demo(path: &Path) -> Result<Loaded, String> {
+pub fn load_file_or_demo(path: &Path) -> Result<Loaded, super::store::SessionError> {
     if !path.exists()
         && let Some(text) = path.file_name().and_then(|n| n.to_str()).and_then(demo)
     {

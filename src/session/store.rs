@@ -5,6 +5,16 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+pub use crate::error::SessionError;
+
+/// The error of an I/O call on `file`.
+fn io(file: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {
+    move |source| SessionError::Io {
+        file: file.to_path_buf(),
+        source,
+    }
+}
+
 /// A session file that was read: its records and what was skipped.
 #[derive(Debug, Clone, Default)]
 pub struct Loaded {
@@ -55,7 +65,7 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
 /// with a warning; a bad line before the last is an error naming the line. A line written by a
 /// newer format version is an error wherever it is (nothing of a newer file is dropped). Events
 /// of unknown kinds are kept as `unknown` and counted.
-pub fn parse_text(name: &str, text: &str) -> Result<Loaded, String> {
+pub fn parse_text(name: &str, text: &str) -> Result<Loaded, SessionError> {
     let out = parse_lines(name, text)?;
     Ok(out)
 }
@@ -66,7 +76,7 @@ fn newer_version(line: &str) -> Option<u64> {
     (n > FORMAT_VERSION as u64).then_some(n)
 }
 
-fn parse_lines(name: &str, text: &str) -> Result<Loaded, String> {
+fn parse_lines(name: &str, text: &str) -> Result<Loaded, SessionError> {
     let mut out = Loaded::default();
     let mut offset = 0usize;
     let mut last_seq = 0u64;
@@ -90,10 +100,11 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, String> {
         if parsed.is_err()
             && let Some(v) = newer_version(line)
         {
-            return Err(format!(
-                "{name}:{lineno}: written by a newer atrex-tui (session format {v}; this build reads \
-                 up to {FORMAT_VERSION}): update atrex-tui to open or continue it; the file was not changed"
-            ));
+            return Err(SessionError::Newer {
+                file: name.into(),
+                line: lineno,
+                version: v,
+            });
         }
         match parsed {
             Ok(r) if complete => {
@@ -101,10 +112,11 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, String> {
                     out.unknown += 1;
                 }
                 if r.seq <= last_seq {
-                    return Err(format!(
-                        "{name}:{lineno}: sequence number {} does not follow {last_seq}",
-                        r.seq
-                    ));
+                    return Err(SessionError::Line {
+                        file: name.into(),
+                        line: lineno,
+                        message: format!("sequence number {} does not follow {last_seq}", r.seq),
+                    });
                 }
                 last_seq = r.seq;
                 out.records.push(r);
@@ -123,7 +135,13 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, String> {
                     .push(format!("{name}:{lineno}: last line skipped: {why}"));
                 out.damaged_tail = Some((lineno, why));
             }
-            Err(e) => return Err(format!("{name}:{lineno}: {e}")),
+            Err(message) => {
+                return Err(SessionError::Line {
+                    file: name.into(),
+                    line: lineno,
+                    message,
+                });
+            }
         }
     }
     if out.unknown > 0 {
@@ -136,8 +154,8 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, String> {
 }
 
 /// Reads a session file.
-pub fn load(path: &Path) -> Result<Loaded, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn load(path: &Path) -> Result<Loaded, SessionError> {
+    let bytes = std::fs::read(path).map_err(io(path))?;
     let text = String::from_utf8_lossy(&bytes);
     parse_text(&path.display().to_string(), &text)
 }
@@ -269,15 +287,15 @@ pub struct SessionWriter {
 
 impl SessionWriter {
     /// Creates a new session file (fails if it exists).
-    pub fn create(path: &Path) -> Result<SessionWriter, String> {
+    pub fn create(path: &Path) -> Result<SessionWriter, SessionError> {
         if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+            std::fs::create_dir_all(d).map_err(io(d))?;
         }
         let file = OpenOptions::new()
             .create_new(true)
             .append(true)
             .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(io(path))?;
         Ok(SessionWriter {
             file: Some(file),
             path: path.to_path_buf(),
@@ -305,25 +323,26 @@ impl SessionWriter {
     /// is refused and left untouched. A damaged last line is moved to `FILE.damaged-<time>`
     /// before the append continues after the last good line. Returns the writer and what was
     /// read (its warnings say what was moved where).
-    pub fn continue_file(path: &Path) -> Result<(SessionWriter, Loaded), String> {
+    pub fn continue_file(path: &Path) -> Result<(SessionWriter, Loaded), SessionError> {
         let mut loaded = Self::check_continuable(path)?;
         let writer = SessionWriter::resume(path, &mut loaded)?;
         Ok((writer, loaded))
     }
 
     /// The checks of `continue_file`, reading only: what it would continue, or why not.
-    pub fn check_continuable(path: &Path) -> Result<Loaded, String> {
+    pub fn check_continuable(path: &Path) -> Result<Loaded, SessionError> {
         let shown = path.display().to_string();
-        let meta = std::fs::metadata(path).map_err(|e| format!("{shown}: {e}"))?;
+        let meta = std::fs::metadata(path).map_err(io(path))?;
         if meta.is_dir() {
-            return Err(format!("{shown}: is a folder, not a session file"));
+            return Err(SessionError::Other {
+                file: shown,
+                message: "is a folder, not a session file".into(),
+            });
         }
-        let bytes = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
-        let not_session = |why: &str| {
-            format!(
-                "{shown}: not an atrex-tui session ({why}); nothing was changed. A session file \
-                 starts with a `run_start` event (docs/session-format.md)"
-            )
+        let bytes = std::fs::read(path).map_err(io(path))?;
+        let not_session = |why: &str| SessionError::NotASession {
+            file: shown.clone(),
+            why: why.into(),
         };
         let first_end = bytes.iter().position(|b| *b == b'\n');
         let first = match first_end {
@@ -337,10 +356,10 @@ impl SessionWriter {
             return Err(not_session("it is empty or starts with an empty line"));
         }
         if let Some(v) = newer_version(first) {
-            return Err(format!(
-                "{shown}: written by a newer atrex-tui (session format {v}; this build writes \
-                 {FORMAT_VERSION}): update atrex-tui to continue it; the file was not changed"
-            ));
+            return Err(SessionError::NewerToContinue {
+                file: shown,
+                version: v,
+            });
         }
         match parse_line(first) {
             Ok(Record {
@@ -361,13 +380,11 @@ impl SessionWriter {
 
     /// Continues a loaded session: a skipped (damaged) tail is copied to `FILE.damaged-<time>`,
     /// then cut off, and the append continues after the last good line.
-    fn resume(path: &Path, loaded: &mut Loaded) -> Result<SessionWriter, String> {
+    fn resume(path: &Path, loaded: &mut Loaded) -> Result<SessionWriter, SessionError> {
         let shown = path.display().to_string();
-        let len = std::fs::metadata(path)
-            .map_err(|e| format!("{shown}: {e}"))?
-            .len();
+        let len = std::fs::metadata(path).map_err(io(path))?.len();
         if len > loaded.valid_len {
-            let bytes = std::fs::read(path).map_err(|e| format!("{shown}: {e}"))?;
+            let bytes = std::fs::read(path).map_err(io(path))?;
             let tail = &bytes[loaded.valid_len as usize..];
             if !tail.iter().all(|b| b.is_ascii_whitespace()) {
                 let mut keep = PathBuf::from(format!("{shown}.damaged-{}", now() as u64));
@@ -376,11 +393,12 @@ impl SessionWriter {
                     keep = PathBuf::from(format!("{shown}.damaged-{}-{n}", now() as u64));
                     n += 1;
                 }
-                std::fs::write(&keep, tail).map_err(|e| {
-                    format!(
-                        "{shown}: its damaged last line could not be kept in {} ({e}); nothing was changed",
+                std::fs::write(&keep, tail).map_err(|e| SessionError::Other {
+                    file: shown.clone(),
+                    message: format!(
+                        "its damaged last line could not be kept in {} ({e}); nothing was changed",
                         keep.display()
-                    )
+                    ),
                 })?;
                 let (line, why) = loaded.damaged_tail.clone().unwrap_or((0, "damaged".into()));
                 loaded.warnings.push(format!(
@@ -393,14 +411,13 @@ impl SessionWriter {
             let file = OpenOptions::new()
                 .write(true)
                 .open(path)
-                .map_err(|e| format!("{shown}: {e}"))?;
-            file.set_len(loaded.valid_len)
-                .map_err(|e| format!("{shown}: {e}"))?;
+                .map_err(io(path))?;
+            file.set_len(loaded.valid_len).map_err(io(path))?;
         }
         let file = OpenOptions::new()
             .append(true)
             .open(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(io(path))?;
         Ok(SessionWriter {
             file: Some(file),
             path: path.to_path_buf(),
@@ -415,8 +432,11 @@ impl SessionWriter {
     /// Writes one record (numbered by the session's `Recorder`): one write of one line;
     /// decisions are fsync'd. A deferred writer holds a run's start and device lines until the
     /// first other event.
-    pub fn write(&mut self, rec: &Record) -> Result<(), String> {
-        let mut line = serde_json::to_string(rec).map_err(|e| e.to_string())?;
+    pub fn write(&mut self, rec: &Record) -> Result<(), SessionError> {
+        let mut line = serde_json::to_string(rec).map_err(|e| SessionError::Other {
+            file: self.path.display().to_string(),
+            message: format!("cannot encode the event: {e}"),
+        })?;
         line = scrub(&line);
         line.push('\n');
         if self.file.is_none() {
@@ -428,24 +448,25 @@ impl SessionWriter {
                 return Ok(());
             }
             if let Some(d) = self.path.parent() {
-                std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+                std::fs::create_dir_all(d).map_err(io(d))?;
             }
             let f = OpenOptions::new()
                 .create_new(true)
                 .append(true)
                 .open(&self.path)
-                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+                .map_err(io(&self.path))?;
             self.file = Some(f);
             line = std::mem::take(&mut self.pending).concat() + &line;
         }
         let Some(file) = self.file.as_mut() else {
-            return Err(format!("{}: not open", self.path.display()));
+            return Err(SessionError::Other {
+                file: self.path.display().to_string(),
+                message: "not open".into(),
+            });
         };
-        file.write_all(line.as_bytes())
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        file.write_all(line.as_bytes()).map_err(io(&self.path))?;
         if rec.event.durable() {
-            file.sync_data()
-                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+            file.sync_data().map_err(io(&self.path))?;
         }
         Ok(())
     }

@@ -139,18 +139,20 @@ fn a_corrupt_middle_line_is_a_clear_error() {
     // see `unknown_kinds_are_kept_and_counted`).
     lines[3] = lines[3].replace("\"mid\":1", "\"mid\":\"one\"");
     let text = lines.join("\n") + "\n";
-    let e = parse_text("demo.jsonl", &text).unwrap_err();
+    let e = parse_text("demo.jsonl", &text).unwrap_err().to_string();
     assert!(e.starts_with("demo.jsonl:4: bad `compiled` event"), "{e}");
     let mut lines2: Vec<String> = recs
         .iter()
         .map(|r| serde_json::to_string(r).unwrap())
         .collect();
     lines2.swap(2, 3);
-    let e = parse_text("demo.jsonl", &(lines2.join("\n") + "\n")).unwrap_err();
+    let e = parse_text("demo.jsonl", &(lines2.join("\n") + "\n"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("demo.jsonl:4: sequence number"), "{e}");
     let newer =
         r#"{"v":2,"seq":1,"t":0,"kind":"steer","text":"x"}"#.to_string() + "\n" + &lines[0] + "\n";
-    let e = parse_text("n.jsonl", &newer).unwrap_err();
+    let e = parse_text("n.jsonl", &newer).unwrap_err().to_string();
     assert!(e.contains("newer"), "{e}");
 }
 
@@ -221,7 +223,7 @@ fn random_truncated_and_mutated_lines_never_panic() {
                 let _ = Model::from_records(&suite, &loaded.records);
             }
             Err(e) => {
-                assert!(e.starts_with("fuzz.jsonl:"), "{e}");
+                assert!(e.to_string().starts_with("fuzz.jsonl:"), "{e}");
                 errors += 1;
             }
         }
@@ -507,14 +509,17 @@ mod continuing {
             (&no_start, "event, not `run_start`"),
         ] {
             let before = std::fs::read(f).unwrap();
-            let e = SessionWriter::continue_file(f).err().expect("refused");
+            let e = SessionWriter::continue_file(f)
+                .err()
+                .expect("refused")
+                .to_string();
             assert!(
                 e.contains(needle) && e.contains("nothing was changed"),
                 "{e}"
             );
             assert_eq!(std::fs::read(f).unwrap(), before, "{}", f.display());
         }
-        let e = SessionWriter::continue_file(&d).err().unwrap();
+        let e = SessionWriter::continue_file(&d).err().unwrap().to_string();
         assert!(e.contains("is a folder"), "{e}");
     }
 
@@ -527,7 +532,7 @@ mod continuing {
         text.push_str(r#"{"v":99,"seq":999,"t":1.0,"kind":"future_thing","x":1}"#);
         text.push('\n');
         std::fs::write(&f, &text).unwrap();
-        let e = SessionWriter::continue_file(&f).err().unwrap();
+        let e = SessionWriter::continue_file(&f).err().unwrap().to_string();
         assert!(
             e.contains("newer atrex-tui") && e.contains("format 99"),
             "{e}"

@@ -60,10 +60,10 @@ pub struct Prepared {
 
 pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let cfg_path = opts.config.clone().or_else(Settings::default_path);
-    let settings = Settings::load(cfg_path.as_deref()).map_err(|e| e.to_string())?;
+    let settings = Settings::load(cfg_path.as_deref())?;
     let truecolor = theme::detect_truecolor() && !settings.force_256_colours;
     let th = theme::Theme::load(&settings.theme, truecolor)?;
-    let suite = Arc::new(Suite::load(ws.suite_source()).map_err(|e| e.to_string())?);
+    let suite = Arc::new(Suite::load(ws.suite_source())?);
     let hw = suite.hardware(&settings.hardware).ok().cloned();
     let kernels = ws.dir.join("kernels");
     if let Some(file) = &opts.replay {
@@ -362,7 +362,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
         loop {
             terminal
                 .draw(|f| view::draw(f, &state))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| format!("cannot draw on the terminal: {e}"))?;
             if first {
                 first = false;
                 let ms = t_start.elapsed().as_secs_f64() * 1e3;
@@ -397,7 +397,9 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
                         run_editor(&mut rtm, &mut state, &mut rx, suspend).await;
                         terminal = ratatui::try_init()
                             .map_err(|e| format!("cannot reopen the terminal: {e}"))?;
-                        terminal.clear().map_err(|e| e.to_string())?;
+                        terminal
+                            .clear()
+                            .map_err(|e| format!("cannot clear the terminal: {e}"))?;
                         input = crossterm::event::EventStream::new();
                     }
                 }
@@ -617,14 +619,17 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
                 Some(p) => crate::session::load(p),
                 None => match crate::session::demos::demo(&f.name) {
                     Some(text) => crate::session::parse_text(&f.name, text),
-                    None => Err(format!("{}: no such built-in session", f.name)),
+                    None => Err(crate::session::store::SessionError::Other {
+                        file: f.name.clone(),
+                        message: "no such built-in session".into(),
+                    }),
                 },
             };
             deliver(
                 &rtm.tx,
                 AppEvent::ReplayLoaded {
                     name: f.name,
-                    result,
+                    result: result.map_err(|e| e.to_string()),
                 },
             );
             None
@@ -741,12 +746,12 @@ fn watch(
             }
         },
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| format!("cannot watch {}: {e}", path.display()))?;
     // Watch the folder: editors often save by renaming a new file over the old one.
     let dir = path.parent().unwrap_or(Path::new("."));
     d.watcher()
         .watch(dir, notify::RecursiveMode::NonRecursive)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
     Ok(d)
 }
 

@@ -258,7 +258,8 @@ pub fn main(device: u32) -> i32 {
                     }),
                 }
             }
-            let _ = tx.send(Request::Shutdown);
+            // The main loop may have ended already (it stops on a fault); then it needs no word.
+            if tx.send(Request::Shutdown).is_err() {}
         });
     }
     let mut gpu: Option<Gpu> = None;

@@ -1,0 +1,219 @@
+//! The agent in the TUI: start, stream, decisions, steering, dropout, stop.
+
+use super::*;
+
+#[test]
+fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
+    let mut s = fixture_state(tuner_v3());
+    // Without a GPU it refuses.
+    s.worker = WorkerState::NoGpu("none".into());
+    assert!(send(&mut s, vec![press(KeyCode::Char('a'))]).is_empty());
+    assert!(s.ui_log.last().unwrap().text.contains("cannot start"));
+    s.worker = WorkerState::Ready {
+        gpu: "NVIDIA H200".into(),
+        sm_clock_mhz: 1980,
+    };
+    let fx = send(&mut s, vec![press(KeyCode::Char('a'))]);
+    let Some(Effect::StartAgent {
+        op, state, sources, ..
+    }) = fx.first()
+    else {
+        panic!("{fx:?}")
+    };
+    assert_eq!(op, "rms_norm");
+    // The agent remembers the session: the tuner's v3 and its S_op.
+    assert!(state.history.iter().any(|h| h.rev == Some(3)));
+    assert!(
+        sources
+            .iter()
+            .any(|(src, s)| src.contains("// v3") && s.is_some())
+    );
+    assert!(s.agent.as_ref().is_some_and(|a| a.running));
+    // Streaming text shows in the diff pane; a revision from the agent is selected.
+    send(
+        &mut s,
+        vec![AppEvent::Agent(AgentMsg::Stream(
+            "Hypothesis: wider loads".into(),
+        ))],
+    );
+    assert!(screen(&s, 200, 50).contains("Hypothesis: wider loads"));
+    let mut ev = revision(
+        "rms_norm",
+        4,
+        Some(1),
+        Author::Tuner,
+        "BLOCK = 512",
+        "// v4\nint y;\n",
+    );
+    if let SessionEvent::Revision {
+        category,
+        knowledge,
+        ..
+    } = &mut ev
+    {
+        *category = Some("launch-config".into());
+        *knowledge = vec!["hopper-h200".into(), "warp-per-row".into()];
+    }
+    send(&mut s, vec![AppEvent::Agent(AgentMsg::Record(ev))]);
+    assert_eq!(s.selected_rev().map(|r| r.rev), Some(4));
+    let sc = screen(&s, 200, 50);
+    assert!(
+        sc.contains("v4    tuner") && sc.contains("[launch-conf"),
+        "{sc}"
+    );
+    assert!(sc.contains("knowledge: hopper-h200, warp-per-row"), "{sc}");
+    for e in measured(
+        "rms_norm",
+        4,
+        9,
+        &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
+    ) {
+        send(&mut s, vec![AppEvent::Agent(AgentMsg::Record(e))]);
+    }
+    send(
+        &mut s,
+        vec![AppEvent::Agent(AgentMsg::Record(
+            SessionEvent::AgentState {
+                state: "waiting".into(),
+                reason: Some("v4: accept (y), reject (n) or steer (s)".into()),
+                op: Some("rms_norm".into()),
+                masked: vec![],
+            },
+        ))],
+    );
+    assert!(screen(&s, 200, 50).contains("tuner on rms_norm: waiting"));
+    // y decides for the agent too.
+    s.focus = PaneId::Revisions;
+    let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(
+        fx,
+        vec![Effect::Agent(AgentCtl::Decided {
+            rev: 4,
+            decision: Decision::Accepted
+        })]
+    );
+    // Steering goes to the session and to the agent.
+    send(&mut s, vec![press(KeyCode::Char('s'))]);
+    let mut evs = typed("try two rows per warp");
+    evs.push(press(KeyCode::Enter));
+    let fx = send(&mut s, evs);
+    assert_eq!(
+        fx,
+        vec![Effect::Agent(AgentCtl::Steer(
+            "try two rows per warp".into()
+        ))]
+    );
+    assert!(matches!(last_event(&s), SessionEvent::Steer { .. }));
+    assert_eq!(
+        send(&mut s, vec![press(KeyCode::Char('x'))]),
+        vec![Effect::Agent(AgentCtl::Dropout)]
+    );
+    // A dropout shows in the header and the log.
+    send(
+        &mut s,
+        vec![AppEvent::Agent(AgentMsg::Record(
+            SessionEvent::AgentState {
+                state: "dropout".into(),
+                reason: Some("asked by the engineer: 1 of 3 history entries masked (v3)".into()),
+                op: Some("rms_norm".into()),
+                masked: vec![3],
+            },
+        ))],
+    );
+    assert_eq!(s.model.agent_masked, vec![3]);
+    assert!(screen(&s, 200, 50).contains("(masked)"));
+    assert!(screen(&s, 200, 50).contains("dropout (asked by the engineer"));
+    assert_eq!(
+        send(&mut s, vec![press(KeyCode::Char('a'))]),
+        vec![Effect::Agent(AgentCtl::Stop)]
+    );
+    send(
+        &mut s,
+        vec![AppEvent::Agent(AgentMsg::Finished(
+            "stopped by the engineer".into(),
+        ))],
+    );
+    assert!(!s.agent.as_ref().unwrap().running);
+    assert!(
+        s.ui_log
+            .last()
+            .unwrap()
+            .text
+            .contains("agent finished: stopped by the engineer")
+    );
+}
+
+/// After a steering note the header follows the agent (not "waiting" on the old revision), and
+/// while the agent waits on a revision, `y` answers that revision even when another is
+/// selected, saying so.
+#[test]
+fn decision_keys_answer_the_revision_the_agent_offers() {
+    let mut extra = vec![revision(
+        "rms_norm",
+        4,
+        Some(1),
+        Author::Tuner,
+        "tuned",
+        "// v4\n",
+    )];
+    extra.extend(measured(
+        "rms_norm",
+        4,
+        9,
+        &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
+    ));
+    let mut s = fixture_state(extra);
+    s.agent = Some(AgentView {
+        op: "rms_norm".into(),
+        backend: "tuner".into(),
+        running: true,
+        stopping: false,
+        stream: String::new(),
+    });
+    let state = |st: &str, reason: &str| {
+        AppEvent::Agent(AgentMsg::Record(SessionEvent::AgentState {
+            state: st.into(),
+            reason: Some(reason.into()),
+            op: Some("rms_norm".into()),
+            masked: vec![],
+        }))
+    };
+    send(
+        &mut s,
+        vec![state("waiting", "v4: accept (y), reject (n) or steer (s)")],
+    );
+    assert!(screen(&s, 200, 50).contains("tuner on rms_norm: waiting (v4: accept"));
+    // The engineer steers: the agent goes on, and the header says so.
+    send(
+        &mut s,
+        vec![state(
+            "running",
+            "v4 left pending; steered, working on the next revision",
+        )],
+    );
+    let sc = screen(&s, 200, 50);
+    assert!(sc.contains("running (v4 left pending"), "{sc}");
+    assert!(!sc.contains("waiting (v4"), "{sc}");
+    // Waiting on v4 again while v2 is selected: y accepts v4 and says which.
+    send(
+        &mut s,
+        vec![state("waiting", "v4: accept (y), reject (n) or steer (s)")],
+    );
+    s.focus = PaneId::Revisions;
+    s.select_rev_number(2);
+    let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(
+        fx,
+        vec![Effect::Agent(AgentCtl::Decided {
+            rev: 4,
+            decision: Decision::Accepted
+        })]
+    );
+    assert!(
+        s.model.log.iter().chain(s.ui_log.iter()).any(|l| l
+            .text
+            .contains("accepting rms_norm v4: the revision the agent waits on")),
+        "{:?}",
+        s.ui_log
+    );
+}

@@ -1,0 +1,185 @@
+//! The built-in and the external editor: saved revisions, measured, with compile errors shown.
+
+use super::*;
+
+#[test]
+fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
+    let mut s = fixture_state(vec![]);
+    s.rev_sel = 1;
+    send(&mut s, vec![press(KeyCode::Char('e'))]);
+    assert!(matches!(s.modal, Modal::Editor(_)));
+    send(&mut s, vec![press_ctrl('s')]);
+    assert!(s.journal.is_empty(), "unchanged text is not saved");
+    send(&mut s, vec![press(KeyCode::Char('g'))]); // the editor takes keys as text
+    send(&mut s, typed("oops "));
+    let fx = send(&mut s, vec![press_ctrl('s')]);
+    let src = match &s.journal[0].event {
+        SessionEvent::Revision {
+            op,
+            rev,
+            parent,
+            author,
+            via,
+            source,
+            ..
+        } => {
+            assert_eq!(
+                (op.as_str(), *rev, *parent, author, via.as_deref()),
+                ("rms_norm", 3, Some(1), &Author::Human, Some("editor"))
+            );
+            source.clone()
+        }
+        e => panic!("{e:?}"),
+    };
+    assert!(src.starts_with("goops /* atrex:plan"), "{}", &src[..30]);
+    let mid = match &s.journal[1].event {
+        SessionEvent::MeasureStart { op, rev, mid, .. } => {
+            assert_eq!((op.as_str(), *rev), ("rms_norm", 3));
+            *mid
+        }
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(
+        fx,
+        vec![Effect::Measure {
+            op: "rms_norm".into(),
+            rev: 3,
+            mid,
+            source: src
+        }]
+    );
+    assert_eq!(s.selected_rev().unwrap().rev, 3);
+    assert_eq!(s.selected_rev().unwrap().verdict(), RevVerdict::Measuring);
+    // the worker reports a compile error on line 1
+    send(
+        &mut s,
+        vec![
+            AppEvent::Job {
+                mid,
+                event: JobEvent::Worker(Event::Progress {
+                    id: 9,
+                    stage: "compile".into(),
+                    shape: None,
+                    done: 0,
+                    total: 6,
+                }),
+            },
+            AppEvent::Job {
+                mid,
+                event: JobEvent::Worker(Event::Compiled {
+                    id: 9,
+                    which: "candidate".into(),
+                    ok: false,
+                    cached: false,
+                    ms: 120.0,
+                    diagnostics: vec![Diagnostic {
+                        line: 1,
+                        severity: "error".into(),
+                        msg: "identifier \"goops\" is undefined".into(),
+                    }],
+                    log: String::new(),
+                    resources: Default::default(),
+                }),
+            },
+            AppEvent::Job {
+                mid,
+                event: JobEvent::Worker(Event::Done {
+                    id: 9,
+                    verdict: Verdict::CompileError,
+                    message: None,
+                }),
+            },
+        ],
+    );
+    assert!(s.jobs.is_empty());
+    assert_eq!(
+        s.model.ops["rms_norm"].rev(3).unwrap().verdict(),
+        RevVerdict::CompileError
+    );
+    let out = screen(&s, 120, 40);
+    assert!(
+        out.contains("line 1: error: identifier \"goops\" is undefined"),
+        "{out}"
+    );
+    // closing the editor shows the diagnostic inline in the diff
+    send(&mut s, vec![press(KeyCode::Esc)]);
+    assert!(matches!(s.modal, Modal::None));
+    assert!(
+        s.diff
+            .lines
+            .iter()
+            .any(|l| l.to_string().contains("▲ error (line 1)"))
+    );
+}
+
+#[test]
+fn edit_without_a_gpu_records_but_does_not_measure() {
+    let mut s = fixture_state(vec![]);
+    s.worker = WorkerState::NoGpu("no driver".into());
+    send(
+        &mut s,
+        vec![
+            press(KeyCode::Char('e')),
+            press(KeyCode::Char('x')),
+            press_ctrl('s'),
+        ],
+    );
+    assert_eq!(s.journal.len(), 1);
+    assert!(matches!(last_event(&s), SessionEvent::Revision { .. }));
+    assert!(s.ui_log.last().unwrap().text.contains("no GPU"));
+    let fx = send(&mut s, vec![press(KeyCode::Esc), press(KeyCode::Char('m'))]);
+    assert!(fx.is_empty());
+}
+
+#[test]
+fn external_edit_records_and_measures_every_save() {
+    let mut s = fixture_state(vec![]);
+    s.rev_sel = 1;
+    let fx = send(&mut s, vec![press(KeyCode::Char('E'))]);
+    let path = match &fx[..] {
+        [Effect::ExternalEdit { op, path, content }] => {
+            assert_eq!(op, "rms_norm");
+            assert!(path.ends_with("rms_norm/v1.cu"), "{path:?}");
+            assert_eq!(content, &s.model.ops["rms_norm"].rev(1).unwrap().source);
+            path.clone()
+        }
+        other => panic!("{other:?}"),
+    };
+    let fx = send(
+        &mut s,
+        vec![AppEvent::FileChanged {
+            path: path.clone(),
+            content: Ok("// saved once\n".into()),
+        }],
+    );
+    assert!(
+        matches!(&fx[..], [Effect::Measure { rev: 3, .. }]),
+        "{fx:?}"
+    );
+    assert!(
+        matches!(&s.journal[0].event, SessionEvent::Revision { rev: 3, parent: Some(1), via: Some(v), .. } if v == "external")
+    );
+    // same content again: nothing; new content: v4 from v3
+    assert!(
+        send(
+            &mut s,
+            vec![AppEvent::FileChanged {
+                path: path.clone(),
+                content: Ok("// saved once\n".into())
+            }]
+        )
+        .is_empty()
+    );
+    let fx = send(
+        &mut s,
+        vec![AppEvent::FileChanged {
+            path,
+            content: Ok("// saved twice\n".into()),
+        }],
+    );
+    assert!(
+        matches!(&fx[..], [Effect::Measure { rev: 4, .. }]),
+        "{fx:?}"
+    );
+    assert_eq!(s.model.ops["rms_norm"].rev(4).unwrap().parent, Some(3));
+}

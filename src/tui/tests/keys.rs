@@ -1,0 +1,202 @@
+//! Keys on the main screen: accept, reject, steer, quit, navigation, phase filter, diff modes.
+
+use super::*;
+
+#[test]
+fn accept_makes_the_incumbent_and_is_recorded() {
+    let mut s = fixture_state(tuner_v3());
+    s.focus = PaneId::Revisions;
+    send(&mut s, vec![press(KeyCode::Char('G'))]);
+    assert_eq!(s.selected_rev().unwrap().rev, 3);
+    let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert!(fx.is_empty());
+    assert_eq!(
+        last_event(&s),
+        &SessionEvent::Decision {
+            op: "rms_norm".into(),
+            rev: 3,
+            decision: Decision::Accepted,
+            by: DecidedBy::Human
+        }
+    );
+    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(3));
+    assert!(screen(&s, 200, 50).contains("★ v3"));
+}
+
+#[test]
+fn reject_is_recorded_and_failing_revisions_cannot_be_accepted() {
+    let mut s = fixture_state(tuner_v3());
+    s.rev_sel = 3;
+    send(&mut s, vec![press(KeyCode::Char('n'))]);
+    assert_eq!(
+        last_event(&s),
+        &SessionEvent::Decision {
+            op: "rms_norm".into(),
+            rev: 3,
+            decision: Decision::Rejected,
+            by: DecidedBy::Human
+        }
+    );
+    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(1));
+    // v2 has a compile error: accepting it is refused, nothing recorded
+    s.rev_sel = 2;
+    let n = s.journal.len();
+    send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(s.journal.len(), n);
+    assert!(
+        s.ui_log
+            .last()
+            .unwrap()
+            .text
+            .contains("cannot accept rms_norm v2: compile error")
+    );
+    // the baseline cannot be rejected
+    s.rev_sel = 0;
+    send(&mut s, vec![press(KeyCode::Char('n'))]);
+    assert_eq!(s.journal.len(), n);
+}
+
+#[test]
+fn steer_is_recorded_and_shown_in_the_log() {
+    let mut s = fixture_state(vec![]);
+    send(&mut s, vec![press(KeyCode::Char('s'))]);
+    assert!(matches!(s.modal, Modal::Steer(_)));
+    send(&mut s, typed("use one warp per row"));
+    send(&mut s, vec![press(KeyCode::Enter)]);
+    assert!(matches!(s.modal, Modal::None));
+    assert_eq!(
+        last_event(&s),
+        &SessionEvent::Steer {
+            op: Some("rms_norm".into()),
+            text: "use one warp per row".into()
+        }
+    );
+    assert_eq!(s.model.steering.len(), 2);
+    assert!(screen(&s, 200, 50).contains("steer (rms_norm): use one warp per row"));
+    // Esc cancels without recording
+    let n = s.journal.len();
+    send(&mut s, vec![press(KeyCode::Char('s'))]);
+    send(&mut s, typed("x"));
+    send(&mut s, vec![press(KeyCode::Esc)]);
+    assert_eq!(s.journal.len(), n);
+}
+
+#[test]
+fn quit_confirms_while_measuring() {
+    let mut s = fixture_state(vec![]);
+    let fx = send(&mut s, vec![press(KeyCode::Char('m'))]);
+    let [Effect::Measure { mid, .. }] = fx[..] else {
+        panic!()
+    };
+    assert!(send(&mut s, vec![press(KeyCode::Char('q'))]).is_empty());
+    assert!(matches!(s.modal, Modal::ConfirmQuit));
+    send(&mut s, vec![press(KeyCode::Char('n'))]);
+    assert!(!s.quit);
+    let fx = send(
+        &mut s,
+        vec![press(KeyCode::Char('q')), press(KeyCode::Char('y'))],
+    );
+    assert_eq!(fx, vec![Effect::Cancel { mid }, Effect::Quit]);
+    assert!(s.quit);
+    let mut s = fixture_state(vec![]);
+    assert_eq!(
+        send(&mut s, vec![press(KeyCode::Char('q'))]),
+        vec![Effect::Quit]
+    );
+}
+
+#[test]
+fn navigation_phase_filter_and_diff_modes() {
+    let mut s = fixture_state(tuner_v3());
+    let before = s.selected_op();
+    send(&mut s, vec![press(KeyCode::Char('P'))]);
+    assert_eq!(s.phase, crate::suite::PhaseFilter::Prefill);
+    assert_eq!(
+        s.selected_op(),
+        before,
+        "rms_norm runs in prefill: stays selected"
+    );
+    send(
+        &mut s,
+        vec![press(KeyCode::Char('P')), press(KeyCode::Char('P'))],
+    );
+    assert_eq!(s.phase, crate::suite::PhaseFilter::All);
+    send(&mut s, vec![press(KeyCode::Char('g'))]);
+    assert_eq!(s.op_sel, 0);
+    send(&mut s, vec![press(KeyCode::Tab)]);
+    assert_eq!(s.focus, PaneId::Revisions);
+    assert!(
+        super::keymap::key_bar(&s).iter().any(|(k, _)| *k == "y"),
+        "hints come from the focused pane"
+    );
+    send(
+        &mut s,
+        vec![press(KeyCode::BackTab), press(KeyCode::Char('G'))],
+    );
+    let ops = s.visible_ops();
+    assert_eq!(s.selected_op().as_deref(), ops.last().map(|x| x.as_str()));
+    let i = ops.iter().position(|o| o == "rms_norm").unwrap();
+    s.op_sel = i;
+    s.rev_sel = 3;
+    s.refresh();
+    assert!(s.diff.title.contains("vs v1 (parent)"), "{}", s.diff.title);
+    send(&mut s, vec![press(KeyCode::Char('d'))]);
+    assert!(
+        s.diff.title.contains("v3 vs v1 (incumbent)"),
+        "{}",
+        s.diff.title
+    );
+    send(&mut s, vec![press(KeyCode::Char('f'))]);
+    assert!(s.diff.title.contains("full source"), "{}", s.diff.title);
+    let fx = send(&mut s, vec![press(KeyCode::Char('a'))]);
+    assert!(
+        s.ui_log
+            .last()
+            .unwrap()
+            .text
+            .contains("agent: tuner on rms_norm"),
+        "{:?}",
+        s.ui_log.last()
+    );
+    assert!(matches!(fx.as_slice(), [Effect::StartAgent { op, .. }] if op == "rms_norm"));
+}
+
+/// An operator with revisions shows what happened to it: `pending` while a revision waits for
+/// a decision, `tried` once decided without an improvement.
+#[test]
+fn operators_with_revisions_are_not_untouched() {
+    let s = fixture_state(vec![revision(
+        "silu_and_mul",
+        1,
+        Some(0),
+        Author::Human,
+        "hand edit",
+        "// edit\n",
+    )]);
+    assert_eq!(
+        s.model.ops["silu_and_mul"].status(),
+        crate::session::OpStatus::Pending
+    );
+    let s = fixture_state(vec![
+        revision(
+            "silu_and_mul",
+            1,
+            Some(0),
+            Author::Human,
+            "hand edit",
+            "// edit\n",
+        ),
+        SessionEvent::Decision {
+            op: "silu_and_mul".into(),
+            rev: 1,
+            decision: Decision::Rejected,
+            by: DecidedBy::Human,
+        },
+    ]);
+    assert_eq!(
+        s.model.ops["silu_and_mul"].status(),
+        crate::session::OpStatus::Tried
+    );
+    let text = screen(&s, 200, 50);
+    assert!(text.contains("○ tried"), "{text}");
+}

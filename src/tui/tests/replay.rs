@@ -1,0 +1,173 @@
+//! Replay: stepping and seeking, the recorded-session picker, the operator it opens on.
+
+use super::*;
+
+#[test]
+fn replay_steps_seek_and_rebuild_from_events_alone() {
+    let suite = Arc::new(fixture_suite());
+    let recs = records(demo_events(&suite));
+    let mut s = AppState::new(
+        suite.clone(),
+        Model::new(&suite),
+        Theme::builtin("dark", true).unwrap(),
+        None,
+        std::env::temp_dir(),
+    );
+    s.start_replay("demo".into(), recs.clone(), vec![]);
+    assert_eq!(s.replay.as_ref().unwrap().pos, recs.len());
+    for (keys, pos) in [
+        (vec![','], recs.len() - 1),
+        (vec!['[', '['], recs.len() - 21),
+        (vec!['.'], recs.len() - 20),
+        (vec!['0'], 0),
+        (vec!['$'], recs.len()),
+    ] {
+        send(
+            &mut s,
+            keys.into_iter().map(|c| press(KeyCode::Char(c))).collect(),
+        );
+        assert_eq!(s.replay.as_ref().unwrap().pos, pos);
+        assert!(
+            s.model == Model::from_records(&suite, &recs[..pos]),
+            "state at {pos} differs from a rebuild"
+        );
+    }
+    send(
+        &mut s,
+        vec![press(KeyCode::Char('0')), press(KeyCode::Char('r'))],
+    );
+    let pos = s.replay.as_ref().unwrap().pos;
+    assert!(matches!(
+        recs[pos - 1].event,
+        SessionEvent::Revision { rev: 0, .. }
+    ));
+    // read-only: decisions are refused, play starts a timer
+    let n = s.model.applied;
+    send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(s.model.applied, n);
+    let fx = send(&mut s, vec![press(KeyCode::Char(' '))]);
+    assert!(matches!(fx[..], [Effect::Playback(Some(_))]));
+    let before = s.replay.as_ref().unwrap().pos;
+    send(&mut s, vec![AppEvent::Tick]);
+    assert_eq!(s.replay.as_ref().unwrap().pos, before + 1);
+    assert!(s.journal.is_empty(), "replay writes nothing");
+}
+
+#[test]
+fn without_a_gpu_the_recorded_sessions_are_offered() {
+    let dir = std::env::temp_dir().join(format!("atrex-tui-picker-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("20250101-mine.jsonl"), "{}\n{}\n").unwrap();
+    std::fs::write(dir.join("current.jsonl"), "{}\n{}\n").unwrap();
+    std::fs::write(dir.join("started-only.jsonl"), "{}\n").unwrap();
+    std::fs::write(dir.join("notes.txt"), "x").unwrap();
+    let files = super::recorded_sessions(&dir, Some("current.jsonl"));
+    let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(
+        names,
+        vec![
+            "20250101-mine.jsonl",
+            "demo-hand-edits.jsonl",
+            "demo-agent-tuner.jsonl"
+        ]
+    );
+    assert_eq!(files[0].events, Some(2));
+    assert!(files[1].path.is_none() && files[1].events.unwrap() > 100);
+    // Hello fails: the picker opens.
+    let mut s = fixture_state(vec![]);
+    s.worker = WorkerState::Starting;
+    s.recorded_sessions = files;
+    send(
+        &mut s,
+        vec![AppEvent::Hello(Err("no CUDA driver (libcuda.so.1)".into()))],
+    );
+    assert!(matches!(s.modal, Modal::Sessions { sel: 0 }));
+    let sc = screen(&s, 80, 24);
+    assert!(
+        sc.contains("no GPU: browse and replay only — open a recorded session?"),
+        "{sc}"
+    );
+    assert!(
+        sc.contains("demo-agent-tuner.jsonl") && sc.contains("events"),
+        "{sc}"
+    );
+    insta::assert_snapshot!("session_picker_80x24", sc);
+    // Keys go to the picker: j moves, Enter opens in replay.
+    send(
+        &mut s,
+        vec![press(KeyCode::Char('j')), press(KeyCode::Char('j'))],
+    );
+    assert!(matches!(s.modal, Modal::Sessions { sel: 2 }));
+    let fx = send(&mut s, vec![press(KeyCode::Enter)]);
+    let [Effect::OpenReplay(f)] = &fx[..] else {
+        panic!("{fx:?}")
+    };
+    assert_eq!(f.name, "demo-agent-tuner.jsonl");
+    assert!(matches!(s.modal, Modal::None));
+    // The runtime reads it (built in) and hands it back: replay mode, as `atrex-tui replay`.
+    let text = crate::session::demos::demo(&f.name).unwrap();
+    let loaded = crate::session::parse_text(&f.name, text).unwrap();
+    let n = loaded.records.len();
+    send(
+        &mut s,
+        vec![AppEvent::ReplayLoaded {
+            name: f.name.clone(),
+            result: Ok(loaded),
+        }],
+    );
+    let r = s.replay.as_ref().expect("replay mode");
+    assert_eq!((r.pos, r.records.len()), (n, n));
+    assert!(screen(&s, 120, 30).contains("replay demo-agent-tuner.jsonl"));
+    // Read-only: decisions are refused.
+    let before = s.model.applied;
+    send(&mut s, vec![press(KeyCode::Char('y'))]);
+    assert_eq!(s.model.applied, before);
+    // Esc dismisses; a GPU-less hello in replay does not offer again.
+    let mut s = fixture_state(vec![]);
+    s.recorded_sessions = super::recorded_sessions(&dir, None);
+    send(&mut s, vec![AppEvent::Hello(Err("none".into()))]);
+    assert!(matches!(s.modal, Modal::Sessions { .. }));
+    let fx = send(&mut s, vec![press(KeyCode::Esc)]);
+    assert!(fx.is_empty());
+    assert!(matches!(s.modal, Modal::None));
+    assert!(s.replay.is_none());
+    // Nothing recorded: no picker.
+    let mut s = fixture_state(vec![]);
+    send(&mut s, vec![AppEvent::Hello(Err("none".into()))]);
+    assert!(matches!(s.modal, Modal::None));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Replay opens on the operator the session is about (its latest revision's), not on the
+/// first operator of the suite.
+#[test]
+fn replay_opens_on_the_operator_of_the_latest_revision() {
+    let suite = Arc::new(fixture_suite());
+    let mut ev = demo_events(&suite);
+    // The demo's latest revision is silu_and_mul v0; add a later rms_norm revision.
+    ev.push(revision(
+        "rms_norm",
+        3,
+        Some(1),
+        Author::Human,
+        "edit",
+        "// v3\n",
+    ));
+    for (events, op, rev) in [
+        (demo_events(&suite), "silu_and_mul", 0u32),
+        (ev, "rms_norm", 3),
+    ] {
+        let mut s = AppState::new(
+            suite.clone(),
+            Model::new(&suite),
+            Theme::builtin("dark", true).unwrap(),
+            None,
+            std::env::temp_dir(),
+        );
+        s.start_replay("demo".into(), records(events), vec![]);
+        assert_eq!(s.selected_op().as_deref(), Some(op));
+        let o = &s.model.ops[op];
+        assert_eq!(o.revisions[s.rev_sel].rev, rev);
+    }
+}

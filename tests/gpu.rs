@@ -599,3 +599,62 @@ async fn timing_only_jobs_check_what_timed_runs_wrote() {
     let (v, m) = final_verdict(&evs);
     assert_eq!(v, Verdict::Pass, "{m}");
 }
+
+/// The contract's Hopper extensions on the GPU: a kernel that loads and stores through TMA
+/// tensor maps, runs in clusters of two and asks for more than 48 KiB of dynamic shared memory
+/// passes every silu_and_mul shape; the CCCL headers (cuda/barrier, cuda/pipeline, cuda/ptx)
+/// compile under NVRTC and a kernel using cuda::barrier passes; a tensor map that reaches past its
+/// buffer is refused with the plan's line.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hopper_contract_tma_clusters_large_shared_memory_and_cccl() {
+    let (code, tma) = bench(&[
+        "silu_and_mul",
+        "--kernel",
+        "knowledge/templates/silu_and_mul_tma.cu",
+        "--quick",
+        "--device",
+        "0",
+    ]);
+    save("hopper_tma.json", &tma.to_string());
+    let bad: Vec<_> = verdicts(&tma)
+        .into_iter()
+        .filter(|(_, v, _)| v != "pass")
+        .collect();
+    assert!(
+        code == 0 && bad.is_empty(),
+        "TMA kernel: exit {code}: {bad:?}"
+    );
+    let (_, base) = bench(&["silu_and_mul", "--quick", "--device", "0"]);
+    println!(
+        "silu_and_mul quick: TMA template S_op {} · baseline S_op {}",
+        tma["s_op"], base["s_op"]
+    );
+    let (code, cccl) = bench(&[
+        "rms_norm",
+        "--kernel",
+        "tests/kernels/contract_cccl_barrier.cu",
+        "--quick",
+        "--device",
+        "0",
+    ]);
+    save("hopper_cccl.json", &cccl.to_string());
+    assert_eq!(code, 0, "CCCL kernel: {cccl}");
+    let (code, past) = bench(&[
+        "silu_and_mul",
+        "--kernel",
+        "tests/kernels/contract_tma_past_the_buffer.cu",
+        "--quick",
+        "--device",
+        "0",
+        "--shape",
+        "5",
+    ]);
+    save("hopper_tma_past.json", &past.to_string());
+    let text = past.to_string();
+    assert_ne!(code, 0);
+    assert!(
+        text.contains("launch plan line 4") && text.contains("reach") && text.contains("`x`"),
+        "{text}"
+    );
+}

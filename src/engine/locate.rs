@@ -86,6 +86,21 @@ fn has_lib(dir: &Path, prefix: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The include folders kernels compile with: the toolkit's (cuda_bf16.h, cuda_fp16.h,
+/// cuda_fp8.h …) and, where the toolkit keeps them apart (CUDA 13: include/cccl), the CCCL
+/// headers (`cuda/barrier`, `cuda/ptx`, `cuda/pipeline`, `cuda/std/…`).
+pub fn include_dirs() -> Vec<PathBuf> {
+    let Some(inc) = include_dir() else {
+        return Vec::new();
+    };
+    let cccl = inc.join("cccl");
+    let mut v = vec![inc];
+    if cccl.join("cuda").is_dir() {
+        v.push(cccl);
+    }
+    v
+}
+
 /// The CUDA include folder with cuda_bf16.h, cuda_fp16.h, cuda_fp8.h.
 pub fn include_dir() -> Option<PathBuf> {
     for root in cuda_roots() {

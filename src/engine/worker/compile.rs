@@ -6,7 +6,8 @@ use super::*;
 /// NVRTC with the options the harness uses; works without a GPU (offline compile checks).
 pub struct Compiler {
     pub arch: String,
-    pub include: Option<PathBuf>,
+    /// Include folders: the toolkit's and its CCCL headers' (see `locate::include_dirs`).
+    pub include: Vec<PathBuf>,
     pub nvrtc_version: String,
     pub cache_dir: Option<PathBuf>,
 }
@@ -20,7 +21,7 @@ impl Compiler {
         };
         Ok(Compiler {
             arch: arch.to_string(),
-            include: crate::engine::locate::include_dir(),
+            include: crate::engine::locate::include_dirs(),
             nvrtc_version,
             cache_dir: dirs::cache_dir().map(|d| d.join("atrex-tui").join("cubin")),
         })
@@ -35,7 +36,7 @@ impl Compiler {
             // Quoted includes are never looked up beside the worker (see `includes`).
             "--no-source-include".to_string(),
         ];
-        if let Some(inc) = &self.include {
+        for inc in &self.include {
             o.push(format!("-I{}", inc.display()));
         }
         o.extend(defines.iter().cloned());

@@ -8,6 +8,10 @@ pub(super) struct DevBuf {
     pub(super) bytes: usize,
 }
 
+/// The byte sizes of the live buffers by address: what a buffer holds as the harness sized it
+/// (the allocation itself may be larger), for the checks of tensor maps.
+static SIZES: Mutex<BTreeMap<sys::CUdeviceptr, usize>> = Mutex::new(BTreeMap::new());
+
 impl DevBuf {
     pub(super) fn new(bytes: usize) -> GResult<DevBuf> {
         let ptr = unsafe { cu::malloc_sync(bytes.max(256)) }.map_err(|e| {
@@ -15,15 +19,31 @@ impl DevBuf {
             g.msg = format!("allocating {bytes} bytes: {}", g.msg);
             g
         })?;
+        SIZES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(ptr, bytes);
         Ok(DevBuf { ptr, bytes })
+    }
+
+    /// The size of the live buffer at `ptr`, as the harness sized it.
+    pub(super) fn size_at(ptr: sys::CUdeviceptr) -> Option<usize> {
+        SIZES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&ptr)
+            .copied()
     }
 }
 
 impl Drop for DevBuf {
     fn drop(&mut self) {
-        unsafe {
-            let _ = cu::free_sync(self.ptr);
-        }
+        SIZES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.ptr);
+        // A free that fails leaves nothing to do: the context is going away with it.
+        if unsafe { cu::free_sync(self.ptr) }.is_err() {}
     }
 }
 
@@ -110,6 +130,11 @@ pub(super) struct Gpu {
     pub(super) modules: HashMap<String, Module>,
     pub(super) flush: DevBuf,
     pub(super) nvml: Option<Nvml>,
+    /// Encoded TMA tensor maps by map, buffer address and size (encoding is a host call: it
+    /// must not sit between a timed run's events).
+    pub(super) tensor_maps: HashMap<(plan::ResolvedTensorMap, u64, u64), sys::CUtensorMap>,
+    /// The most dynamic shared memory a block may ask for (bytes).
+    pub(super) max_smem_optin: u32,
 }
 
 /// The driver and NVRTC, probed without panicking when a library is missing.
@@ -191,6 +216,13 @@ impl Gpu {
             modules: HashMap::new(),
             flush,
             nvml: Nvml::open(&pci_id),
+            tensor_maps: HashMap::new(),
+            max_smem_optin: unsafe {
+                cu::device::get_attribute(
+                    dev,
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                )
+            }? as u32,
         };
         let c = g.compiler.compile_cubin(HARNESS_SRC, "harness.cu", &[])?;
         if !c.ok {
@@ -348,72 +380,6 @@ impl Gpu {
         let mut v = vec![0u8; buf.bytes];
         unsafe { cu::memcpy_dtoh_sync(&mut v, buf.ptr) }?;
         Ok(v)
-    }
-
-    /// Enqueues the launches of a loaded kernel on one set of buffers (does not synchronize).
-    pub(super) fn enqueue(
-        &mut self,
-        l: &Loaded,
-        env: &Env,
-        bufs: &HashMap<String, sys::CUdeviceptr>,
-    ) -> GResult<()> {
-        let penv = l.plan.env(env, &l.defines);
-        let launches = l
-            .plan
-            .resolve(&penv, &|n| bufs.contains_key(n))
-            .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
-        let module = self
-            .modules
-            .get_mut(&l.key)
-            .ok_or_else(|| gerr("module not loaded"))?;
-        for rl in &launches {
-            let f = module.function(&rl.kernel)?;
-            let mut storage: Vec<u64> = rl
-                .args
-                .iter()
-                .map(|a| match a {
-                    ResolvedArg::Buffer(n) => bufs[n],
-                    ResolvedArg::I32(v) => *v as u32 as u64,
-                    ResolvedArg::U32(v) => *v as u64,
-                    ResolvedArg::I64(v) => *v as u64,
-                    ResolvedArg::U64(v) => *v,
-                    ResolvedArg::F32(v) => v.to_bits() as u64,
-                    ResolvedArg::F64(v) => v.to_bits(),
-                })
-                .collect();
-            let mut args: Vec<*mut c_void> = storage
-                .iter_mut()
-                .map(|x| x as *mut u64 as *mut c_void)
-                .collect();
-            if rl.smem > 48 * 1024 {
-                unsafe {
-                    let _ = cu::function::set_function_attribute(
-                        f,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        rl.smem as i32,
-                    );
-                }
-            }
-            unsafe {
-                cu::launch_kernel(
-                    f,
-                    (rl.grid[0], rl.grid[1], rl.grid[2]),
-                    (rl.block[0], rl.block[1], rl.block[2]),
-                    rl.smem,
-                    self.stream,
-                    &mut args,
-                )
-            }
-            .map_err(|e| {
-                let mut g = GpuError::from(e);
-                g.msg = format!(
-                    "launching {} grid {:?} block {:?} smem {}: {}",
-                    rl.kernel, rl.grid, rl.block, rl.smem, g.msg
-                );
-                g
-            })?;
-        }
-        Ok(())
     }
 
     pub(super) fn scratch_for(

@@ -2,7 +2,8 @@
 //! A kernel that faults poisons the context: the worker reports it and exits; the client
 //! restarts it.
 //!
-//! Files: `device` (memory, modules, context, launches), `compile` (NVRTC, the include rule,
+//! Files: `device` (memory, modules, context), `launch` (launch plans onto the stream: tensor
+//! maps, clusters, large shared memory), `compile` (NVRTC, the include rule,
 //! launch plans, compile-only without a GPU), `inputs` (generators, checksums), `check`
 //! (correctness over seeds, dumps, the check of timed runs), `timing` (cold-L2 timing),
 //! `calibrate`, `job` (one job end to end); this file holds the main loop, the event writer
@@ -36,6 +37,7 @@ mod compile;
 mod device;
 mod inputs;
 mod job;
+mod launch;
 mod timing;
 
 use compile::*;

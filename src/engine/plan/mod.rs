@@ -1,6 +1,12 @@
 //! The launch plan of a candidate kernel: a TOML block inside a leading comment
 //! `/* atrex:plan ... */` (docs/kernel-contract.md).
 
+mod tensor_map;
+
+pub use tensor_map::{
+    Interleave, L2Promotion, OobFill, ResolvedTensorMap, Swizzle, TMA_DTYPES, TensorMap,
+};
+
 use crate::suite::expr::{self, Env, Expr, Value};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -73,6 +79,8 @@ pub struct Launch {
     pub grid: Vec<PlanExpr>,
     pub block: Vec<PlanExpr>,
     pub smem: Option<PlanExpr>,
+    /// Thread-block cluster dimensions (Hopper), launched through `cuLaunchKernelEx`.
+    pub cluster: Option<Vec<PlanExpr>>,
     pub args: Vec<Arg>,
     pub line: usize,
 }
@@ -91,6 +99,8 @@ pub struct Scratch {
 pub struct Plan {
     pub launches: Vec<Launch>,
     pub scratch: Vec<Scratch>,
+    /// TMA tensor maps, passed to kernels by name (`[[tensor_map]]`).
+    pub tensor_maps: Vec<TensorMap>,
     /// Tunable parameters and their candidate values, passed as -D defines.
     pub tune: BTreeMap<String, Vec<Value>>,
     /// The values in use (default: the first of each `tune` list).
@@ -109,6 +119,8 @@ struct RawPlan {
     #[serde(default)]
     scratch: Vec<Spanned<RawScratch>>,
     #[serde(default)]
+    tensor_map: Vec<Spanned<RawTensorMap>>,
+    #[serde(default)]
     tune: BTreeMap<String, Spanned<Vec<toml::Value>>>,
     #[serde(default)]
     defines: BTreeMap<String, Spanned<toml::Value>>,
@@ -124,7 +136,32 @@ struct RawLaunch {
     block: Spanned<ExprList>,
     #[serde(default)]
     smem: Option<Spanned<ExprOrNum>>,
+    #[serde(default)]
+    cluster: Option<Spanned<ExprList>>,
     args: Spanned<Vec<String>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTensorMap {
+    name: String,
+    tensor: String,
+    dtype: String,
+    dims: Vec<ExprOrNum>,
+    #[serde(default)]
+    strides: Vec<ExprOrNum>,
+    #[serde(rename = "box")]
+    boxes: Vec<ExprOrNum>,
+    #[serde(default)]
+    element_strides: Vec<ExprOrNum>,
+    #[serde(default)]
+    swizzle: Option<String>,
+    #[serde(default)]
+    interleave: Option<String>,
+    #[serde(default)]
+    l2_promotion: Option<String>,
+    #[serde(default)]
+    oob_fill: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -236,6 +273,10 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
             Some(s) => Some(pe(s.get_ref().text(), at(s.span().start), "smem")?),
             None => None,
         };
+        let cluster = match &r.cluster {
+            Some(c) => Some(dims(c, "cluster")?),
+            None => None,
+        };
         let aline = at(r.args.span().start);
         let mut args = Vec::new();
         for a in r.args.get_ref() {
@@ -273,6 +314,7 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
             grid,
             block,
             smem,
+            cluster,
             args,
             line,
         });
@@ -299,6 +341,10 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
             size: pe(r.size.text(), line, "scratch size")?,
             zero: r.zero,
         });
+    }
+    let mut tensor_maps = Vec::new();
+    for t in &raw.tensor_map {
+        tensor_maps.push(parse_tensor_map(t.get_ref(), at(t.span().start), &pe)?);
     }
     let mut tune = BTreeMap::new();
     for (k, vs) in &raw.tune {
@@ -351,10 +397,97 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
     Ok(Plan {
         launches,
         scratch,
+        tensor_maps,
         tune,
         defines,
         nondeterministic: raw.nondeterministic,
         lines: (first_line, last_line),
+    })
+}
+
+fn parse_tensor_map(
+    r: &RawTensorMap,
+    line: usize,
+    pe: &dyn Fn(String, usize, &str) -> Result<PlanExpr, PlanError>,
+) -> Result<TensorMap, PlanError> {
+    use tensor_map::*;
+    let err = |msg: String| PlanError {
+        line,
+        msg: format!("tensor map `{}`: {msg}", r.name),
+    };
+    if r.name.is_empty() || !r.name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return Err(err("a name is letters, digits and _".into()));
+    }
+    if !TMA_DTYPES.contains(&r.dtype.as_str()) {
+        return Err(err(format!(
+            "dtype `{}`: one of {}",
+            r.dtype,
+            TMA_DTYPES.join(", ")
+        )));
+    }
+    let list = |xs: &[ExprOrNum], what: &str| -> Result<Vec<PlanExpr>, PlanError> {
+        xs.iter().map(|x| pe(x.text(), line, what)).collect()
+    };
+    let dims = list(&r.dims, "dims")?;
+    let rank = dims.len();
+    if !(1..=5).contains(&rank) {
+        return Err(err(format!("{rank} dims; a tensor map has 1 to 5")));
+    }
+    let strides = list(&r.strides, "strides")?;
+    if !strides.is_empty() && strides.len() != rank - 1 {
+        return Err(err(format!(
+            "{} strides for {rank} dims: give the byte strides of dims 1.. ({} values) or none (packed)",
+            strides.len(),
+            rank - 1
+        )));
+    }
+    let boxes = list(&r.boxes, "box")?;
+    let element_strides = list(&r.element_strides, "element_strides")?;
+    for (what, n) in [
+        ("box", boxes.len()),
+        ("element_strides", element_strides.len()),
+    ] {
+        if n != rank && !(what == "element_strides" && n == 0) {
+            return Err(err(format!("{n} {what} values for {rank} dims")));
+        }
+    }
+    Ok(TensorMap {
+        name: r.name.clone(),
+        tensor: r.tensor.clone(),
+        dtype: r.dtype.clone(),
+        dims,
+        strides,
+        boxes,
+        element_strides,
+        swizzle: parse_enum(
+            "swizzle",
+            r.swizzle.as_deref(),
+            Swizzle::None,
+            SWIZZLES,
+            line,
+        )?,
+        interleave: parse_enum(
+            "interleave",
+            r.interleave.as_deref(),
+            Interleave::None,
+            INTERLEAVES,
+            line,
+        )?,
+        l2_promotion: parse_enum(
+            "l2_promotion",
+            r.l2_promotion.as_deref(),
+            L2Promotion::None,
+            PROMOTIONS,
+            line,
+        )?,
+        oob_fill: parse_enum(
+            "oob_fill",
+            r.oob_fill.as_deref(),
+            OobFill::Zero,
+            FILLS,
+            line,
+        )?,
+        line,
     })
 }
 
@@ -365,12 +498,16 @@ pub struct ResolvedLaunch {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub smem: u32,
+    /// Thread-block cluster dimensions, when the launch asks for clusters.
+    pub cluster: Option<[u32; 3]>,
     pub args: Vec<ResolvedArg>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ResolvedArg {
     Buffer(String),
+    /// A TMA tensor map, passed by value (128 bytes).
+    TensorMap(ResolvedTensorMap),
     I32(i32),
     I64(i64),
     U32(u32),
@@ -439,9 +576,27 @@ impl Plan {
                 Some(e) => eval_dim(e, env, "smem")?,
                 None => 0,
             };
+            let cluster = match &l.cluster {
+                Some(c) => Some(self.resolve_cluster(l, c, &grid, env)?),
+                None => None,
+            };
             let mut args = Vec::new();
             for a in &l.args {
                 args.push(match a {
+                    Arg::Buffer(name) if self.tensor_maps.iter().any(|t| &t.name == name) => {
+                        let t = self.tensor_maps.iter().find(|t| &t.name == name);
+                        let t = t.expect("found above").resolve(env)?;
+                        if !is_buffer(&t.tensor) {
+                            return Err(PlanError {
+                                line: t.line,
+                                msg: format!(
+                                    "tensor map {}: `{}` is not an input, output or scratch buffer",
+                                    t.name, t.tensor
+                                ),
+                            });
+                        }
+                        ResolvedArg::TensorMap(t)
+                    }
                     Arg::Buffer(name) => {
                         if !is_buffer(name) {
                             return Err(PlanError {
@@ -479,10 +634,45 @@ impl Plan {
                 grid,
                 block,
                 smem,
+                cluster,
                 args,
             });
         }
         Ok(out)
+    }
+
+    /// Cluster dimensions: at most 8 blocks (the portable size), dividing the grid.
+    fn resolve_cluster(
+        &self,
+        l: &Launch,
+        c: &[PlanExpr],
+        grid: &[u32; 3],
+        env: &Env,
+    ) -> Result<[u32; 3], PlanError> {
+        let mut cl = [1u32; 3];
+        for (i, e) in c.iter().enumerate() {
+            cl[i] = eval_dim(e, env, "cluster")?;
+        }
+        let n: u32 = cl.iter().product();
+        if n == 0 || n > 8 {
+            return Err(PlanError {
+                line: l.line,
+                msg: format!(
+                    "kernel {}: cluster {cl:?} has {n} blocks (1 to 8)",
+                    l.kernel
+                ),
+            });
+        }
+        if grid.iter().zip(&cl).any(|(g, c)| g % c != 0) {
+            return Err(PlanError {
+                line: l.line,
+                msg: format!(
+                    "kernel {}: grid {grid:?} is not a whole number of clusters {cl:?}",
+                    l.kernel
+                ),
+            });
+        }
+        Ok(cl)
     }
 
     /// Scratch sizes in elements for a shape.
@@ -625,5 +815,101 @@ __global__ void k() {}
                 .msg
                 .contains("threads")
         );
+    }
+
+    const TMA: &str = include_str!("../../../knowledge/templates/silu_and_mul_tma.cu");
+
+    fn tma_env(t: i64, d: i64) -> Env {
+        let mut e = Env::new();
+        e.insert("T".into(), Value::Int(t as i128));
+        e.insert("d".into(), Value::Int(d as i128));
+        e
+    }
+
+    fn resolve_tma(src: &str, t: i64, d: i64) -> Result<Vec<ResolvedLaunch>, PlanError> {
+        let p = parse(src)?;
+        let env = p.env(&tma_env(t, d), &p.defines);
+        p.resolve(&env, &|n| n == "x" || n == "out")
+    }
+
+    #[test]
+    fn tensor_maps_and_clusters_resolve_per_shape() {
+        let r = resolve_tma(TMA, 1000, 768).unwrap();
+        assert_eq!(r[0].grid, [12, 8, 1]);
+        assert_eq!(r[0].cluster, Some([2, 1, 1]));
+        assert_eq!(r[0].smem, 3 * 64 * 128 * 2 + 64, "above 48 KiB");
+        let ResolvedArg::TensorMap(x) = &r[0].args[0] else {
+            panic!("{:?}", r[0].args[0])
+        };
+        assert_eq!(
+            (x.dims.clone(), x.strides.clone(), x.boxes.clone()),
+            (vec![1536, 1000], vec![3072], vec![64, 128])
+        );
+        assert_eq!(x.l2_promotion, L2Promotion::B256);
+        assert_eq!(x.extent_bytes(), 1000 * 1536 * 2);
+        assert!(x.check_fits(1000 * 1536 * 2).is_ok());
+        let e = x.check_fits(999 * 1536 * 2).unwrap_err();
+        assert!(e.msg.contains("reach") && e.msg.contains("`x`"), "{e}");
+        assert_eq!(
+            e.line,
+            TMA.lines().position(|l| l == "[[tensor_map]]").unwrap() + 1
+        );
+        assert!(matches!(r[0].args[2], ResolvedArg::I32(768)));
+    }
+
+    #[test]
+    fn tensor_map_and_cluster_mistakes_name_the_line() {
+        let line_of =
+            |src: &str, needle: &str| src.lines().position(|l| l.contains(needle)).unwrap() + 1;
+        let cases: Vec<(String, &str)> = vec![
+            (
+                TMA.replace(
+                    "dtype = \"bf16\"\ndims = [\"2 * d\"",
+                    "dtype = \"bf17\"\ndims = [\"2 * d\"",
+                ),
+                "dtype `bf17`",
+            ),
+            (
+                TMA.replace(
+                    "box = [\"64\", \"ROWS\"]\nl2",
+                    "box = [\"4\", \"ROWS\"]\nl2",
+                ),
+                "multiple of 16",
+            ),
+            (
+                TMA.replace("l2_promotion = \"256B\"", "swizzle = \"64B\""),
+                "swizzle span",
+            ),
+            (
+                TMA.replace("l2_promotion = \"256B\"", "l2_promotion = \"512B\""),
+                "l2_promotion `512B`",
+            ),
+            (
+                TMA.replace("l2_promotion = \"256B\"", "strides = [\"2 * d * 2 + 2\"]"),
+                "multiple of 16 below",
+            ),
+            (
+                TMA.replace("cluster = [\"2\", \"1\", \"1\"]", "cluster = [\"16\"]"),
+                "1 to 8",
+            ),
+            (
+                TMA.replace("grid = [\"d / 64\"", "grid = [\"d / 64 + 1\""),
+                "whole number of clusters",
+            ),
+            (
+                TMA.replace("tensor = \"x\"", "tensor = \"y\""),
+                "not an input, output or scratch",
+            ),
+        ];
+        for (src, needle) in cases {
+            let e = resolve_tma(&src, 1000, 768).unwrap_err();
+            assert!(e.msg.contains(needle), "{needle}: {e}");
+            let plan_start = line_of(&src, "/* atrex:plan");
+            assert!(
+                e.line > plan_start,
+                "{needle}: line {} names the plan",
+                e.line
+            );
+        }
     }
 }

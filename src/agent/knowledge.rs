@@ -487,7 +487,8 @@ mod tests {
                 for a in &l.args {
                     if let crate::engine::plan::Arg::Buffer(b) = a {
                         let known = p.inputs.iter().chain(&p.outputs).any(|t| &t.name == b)
-                            || plan.scratch.iter().any(|s| &s.name == b);
+                            || plan.scratch.iter().any(|s| &s.name == b)
+                            || plan.tensor_maps.iter().any(|m| &m.name == b);
                         assert!(known, "{}: `{b}` is not a tensor of {}", d.path, p.name);
                     }
                 }

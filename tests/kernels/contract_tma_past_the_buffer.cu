@@ -34,7 +34,6 @@ ROWS = [128, 64]
 // clusters of two; a block that does not see its cluster writes nothing (the check then fails),
 // so a measured pass also shows the cluster launch took effect. d must be a multiple of 128.
 #include <cuda_bf16.h>
-#include <stdint.h>
 
 #ifndef ROWS
 #define ROWS 128
@@ -45,8 +44,8 @@ struct alignas(64) TensorMap {
     unsigned long long opaque[16];
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
 __device__ __forceinline__ float silu_rounded(float g) {
@@ -54,26 +53,26 @@ __device__ __forceinline__ float silu_rounded(float g) {
 }
 
 __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, int c0, int c1,
-                                            uint32_t bar) {
+                                            unsigned bar) {
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
         " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+        "l"(reinterpret_cast<unsigned long long>(map)), "r"(c0), "r"(c1), "r"(bar)
         : "memory");
 }
 
 __device__ __forceinline__ void tma_store_2d(const TensorMap* map, int c0, int c1,
                                              const void* src) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
-                     reinterpret_cast<uint64_t>(map)),
+                     reinterpret_cast<unsigned long long>(map)),
                  "r"(c0), "r"(c1), "r"(smem_addr(src))
                  : "memory");
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
-__device__ __forceinline__ void wait_parity(uint32_t bar, uint32_t parity) {
-    uint32_t done = 0;
+__device__ __forceinline__ void wait_parity(unsigned bar, unsigned parity) {
+    unsigned done = 0;
     while (!done) {
         asm volatile(
             "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
@@ -90,10 +89,10 @@ extern "C" __global__ void __launch_bounds__(128)
     __nv_bfloat16* gate = reinterpret_cast<__nv_bfloat16*>(smem);
     __nv_bfloat16* up = gate + 64 * ROWS;
     __nv_bfloat16* out = up + 64 * ROWS;
-    uint64_t* bar_ptr = reinterpret_cast<uint64_t*>(out + 64 * ROWS);
-    const uint32_t bar = smem_addr(bar_ptr);
+    unsigned long long* bar_ptr = reinterpret_cast<unsigned long long*>(out + 64 * ROWS);
+    const unsigned bar = smem_addr(bar_ptr);
 
-    uint32_t ranks;
+    unsigned ranks;
     asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(ranks));
     if (ranks != 2) return;
 
@@ -106,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(128)
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-        const uint32_t bytes = 2u * 64u * ROWS * 2u;
+        const unsigned bytes = 2u * 64u * ROWS * 2u;
         asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar),
                      "r"(bytes)
                      : "memory");

@@ -217,27 +217,7 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         }
     };
     let dtype = check_dtype(&raw.dtype, "dtype")?;
-    let mut phases = Vec::new();
-    for ph in raw.phase.get_ref() {
-        phases.push(match ph.as_str() {
-            "prefill" => Phase::Prefill,
-            "decode" => Phase::Decode,
-            other => {
-                return Err(e(
-                    "phase",
-                    line_of(text, raw.phase.span().start),
-                    format!("unknown phase `{other}` (prefill, decode)"),
-                ));
-            }
-        });
-    }
-    if phases.is_empty() {
-        return Err(e(
-            "phase",
-            line_of(text, raw.phase.span().start),
-            "no phase given".into(),
-        ));
-    }
+    let phases = parse_phases(&raw.phase, text, &e)?;
     if !(raw.importance.is_finite() && raw.importance >= 0.0) {
         return Err(LoadError {
             file: file.into(),
@@ -247,8 +227,111 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             msg: format!("importance {} is not a non-negative number", raw.importance),
         });
     }
+    let params = parse_params(raw.params, text, &e)?;
+    let lets = parse_lets(&raw.lets, text, &e)?;
+    let tensors = |raws: Vec<RawTensor>, kind: &str| {
+        parse_tensors(raws, kind, file, op, text, &e, &check_dtype)
+    };
+    let inputs = tensors(raw.inputs, "inputs")?;
+    let outputs = tensors(raw.outputs, "outputs")?;
+    for o in &outputs {
+        if inputs.iter().any(|i| i.name == o.name) {
+            let line = o.shape.first().map(|s| s.line).unwrap_or(1);
+            return Err(e(
+                &format!("outputs.{}", o.name),
+                line,
+                format!(
+                    "output `{}` has the name of an input; kernel arguments bind by name, so give it its own (e.g. `{}_out`)",
+                    o.name, o.name
+                ),
+            ));
+        }
+    }
+    if outputs.is_empty() {
+        return Err(LoadError {
+            file: file.into(),
+            operator: Some(op.into()),
+            field: Some("outputs".into()),
+            line: None,
+            msg: "an operator needs at least one output".into(),
+        });
+    }
+    let flops = parse_flops(&raw.work.flops, file, op, text, &e)?;
+    let read_bytes = parse_expr(file, op, "work.read_bytes", text, &raw.work.read_bytes)?;
+    let write_bytes = parse_expr(file, op, "work.write_bytes", text, &raw.work.write_bytes)?;
+
+    let shapes = parse_shapes(&raw.shapes, &params, text, &e)?;
+    if shapes.is_empty() {
+        return Err(LoadError {
+            file: file.into(),
+            operator: Some(op.into()),
+            field: Some("shapes".into()),
+            line: None,
+            msg: "no shapes".into(),
+        });
+    }
+    let p = Problem {
+        id,
+        name: folder.to_string(),
+        dtype,
+        phases,
+        importance: raw.importance,
+        upstream: raw.upstream,
+        summary: raw.summary,
+        lets,
+        params,
+        inputs,
+        outputs,
+        flops,
+        read_bytes,
+        write_bytes,
+        tolerance: raw.tolerance,
+        shapes,
+        file: file.to_string(),
+        generator: None,
+    };
+    check_evaluates(&p)?;
+    Ok(p)
+}
+
+/// The `phase` list: each one known, at least one.
+fn parse_phases(
+    phase: &Spanned<Vec<String>>,
+    text: &str,
+    e: &dyn Fn(&str, usize, String) -> LoadError,
+) -> Result<Vec<Phase>, LoadError> {
+    let mut phases = Vec::new();
+    for ph in phase.get_ref() {
+        phases.push(match ph.as_str() {
+            "prefill" => Phase::Prefill,
+            "decode" => Phase::Decode,
+            other => {
+                return Err(e(
+                    "phase",
+                    line_of(text, phase.span().start),
+                    format!("unknown phase `{other}` (prefill, decode)"),
+                ));
+            }
+        });
+    }
+    if phases.is_empty() {
+        return Err(e(
+            "phase",
+            line_of(text, phase.span().start),
+            "no phase given".into(),
+        ));
+    }
+    Ok(phases)
+}
+
+/// The `[params]` declarations: known types, defaults that convert.
+fn parse_params(
+    raw_params: BTreeMap<String, RawParam>,
+    text: &str,
+    e: &dyn Fn(&str, usize, String) -> LoadError,
+) -> Result<BTreeMap<String, ParamDecl>, LoadError> {
     let mut params = BTreeMap::new();
-    for (name, p) in raw.params {
+    for (name, p) in raw_params {
         let ty = p.ty.get_ref().clone();
         if !["int", "float", "bool", "str", "int_list", "float_list"].contains(&ty.as_str()) {
             return Err(e(
@@ -279,8 +362,17 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             },
         );
     }
+    Ok(params)
+}
+
+/// The `let` lines: `NAME = expression`, in order.
+fn parse_lets(
+    raw_lets: &[Spanned<String>],
+    text: &str,
+    e: &dyn Fn(&str, usize, String) -> LoadError,
+) -> Result<Vec<(String, SrcExpr)>, LoadError> {
     let mut lets = Vec::new();
-    for l in &raw.lets {
+    for l in raw_lets {
         let line = line_of(text, l.span().start);
         let s = l.get_ref();
         let Some((name, rhs)) = s.split_once('=') else {
@@ -305,92 +397,90 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             },
         ));
     }
-    let tensors = |raws: Vec<RawTensor>, kind: &str| -> Result<Vec<TensorSpec>, LoadError> {
-        let mut out = Vec::new();
-        let mut names = BTreeSet::new();
-        for t in raws {
-            let field = format!("{kind}.{}", t.name);
-            if !names.insert(t.name.clone()) {
-                return Err(e(
-                    &field,
-                    line_of(text, t.dtype.span().start),
-                    format!("duplicate {kind} name `{}`", t.name),
-                ));
-            }
-            // `=expression` picks the dtype per shape (a string parameter such as `dtype`).
-            let dtype = if let Some(src) = t.dtype.get_ref().strip_prefix('=') {
-                expr::parse(src.trim()).map_err(|x| {
-                    e(
-                        &format!("{field}.dtype"),
-                        line_of(text, t.dtype.span().start),
-                        format!("bad expression `{src}`: {x}"),
-                    )
-                })?;
-                t.dtype.get_ref().clone()
-            } else {
-                check_dtype(&t.dtype, &format!("{field}.dtype"))?
-            };
-            let shape = t
-                .shape
-                .iter()
-                .map(|s| parse_expr(file, op, &format!("{field}.shape"), text, s))
-                .collect::<Result<Vec<_>, _>>()?;
-            let compare = t.compare.unwrap_or_else(|| {
-                if dtype.starts_with("int")
-                    || dtype.starts_with("fp8")
-                    || dtype == "bool"
-                    || dtype == "uint8"
-                {
-                    "exact".into()
-                } else {
-                    "float".into()
-                }
-            });
-            if compare != "float" && compare != "exact" {
-                return Err(e(
-                    &format!("{field}.compare"),
-                    line_of(text, t.dtype.span().start),
-                    format!("unknown compare `{compare}` (float, exact)"),
-                ));
-            }
-            out.push(TensorSpec {
-                name: t.name,
-                dtype,
-                shape,
-                generator: t.generator.unwrap_or_else(|| "custom".into()),
-                values: t.values,
-                inplace: t.inplace,
-                compare,
-            });
-        }
-        Ok(out)
-    };
-    let inputs = tensors(raw.inputs, "inputs")?;
-    let outputs = tensors(raw.outputs, "outputs")?;
-    for o in &outputs {
-        if inputs.iter().any(|i| i.name == o.name) {
-            let line = o.shape.first().map(|s| s.line).unwrap_or(1);
+    Ok(lets)
+}
+
+/// The `inputs` or `outputs` tensors (`kind`): unique names, known dtypes or `=expression`,
+/// shapes that parse, a known compare mode.
+fn parse_tensors(
+    raws: Vec<RawTensor>,
+    kind: &str,
+    file: &str,
+    op: &str,
+    text: &str,
+    e: &dyn Fn(&str, usize, String) -> LoadError,
+    check_dtype: &dyn Fn(&Spanned<String>, &str) -> Result<String, LoadError>,
+) -> Result<Vec<TensorSpec>, LoadError> {
+    let mut out = Vec::new();
+    let mut names = BTreeSet::new();
+    for t in raws {
+        let field = format!("{kind}.{}", t.name);
+        if !names.insert(t.name.clone()) {
             return Err(e(
-                &format!("outputs.{}", o.name),
-                line,
-                format!(
-                    "output `{}` has the name of an input; kernel arguments bind by name, so give it its own (e.g. `{}_out`)",
-                    o.name, o.name
-                ),
+                &field,
+                line_of(text, t.dtype.span().start),
+                format!("duplicate {kind} name `{}`", t.name),
             ));
         }
-    }
-    if outputs.is_empty() {
-        return Err(LoadError {
-            file: file.into(),
-            operator: Some(op.into()),
-            field: Some("outputs".into()),
-            line: None,
-            msg: "an operator needs at least one output".into(),
+        // `=expression` picks the dtype per shape (a string parameter such as `dtype`).
+        let dtype = if let Some(src) = t.dtype.get_ref().strip_prefix('=') {
+            expr::parse(src.trim()).map_err(|x| {
+                e(
+                    &format!("{field}.dtype"),
+                    line_of(text, t.dtype.span().start),
+                    format!("bad expression `{src}`: {x}"),
+                )
+            })?;
+            t.dtype.get_ref().clone()
+        } else {
+            check_dtype(&t.dtype, &format!("{field}.dtype"))?
+        };
+        let shape = t
+            .shape
+            .iter()
+            .map(|s| parse_expr(file, op, &format!("{field}.shape"), text, s))
+            .collect::<Result<Vec<_>, _>>()?;
+        let compare = t.compare.unwrap_or_else(|| {
+            if dtype.starts_with("int")
+                || dtype.starts_with("fp8")
+                || dtype == "bool"
+                || dtype == "uint8"
+            {
+                "exact".into()
+            } else {
+                "float".into()
+            }
+        });
+        if compare != "float" && compare != "exact" {
+            return Err(e(
+                &format!("{field}.compare"),
+                line_of(text, t.dtype.span().start),
+                format!("unknown compare `{compare}` (float, exact)"),
+            ));
+        }
+        out.push(TensorSpec {
+            name: t.name,
+            dtype,
+            shape,
+            generator: t.generator.unwrap_or_else(|| "custom".into()),
+            values: t.values,
+            inplace: t.inplace,
+            compare,
         });
     }
+    Ok(out)
+}
+
+/// `work.flops`: one expression per known dtype.
+fn parse_flops(
+    raw_flops: &BTreeMap<String, Spanned<String>>,
+    file: &str,
+    op: &str,
+    text: &str,
+    e: &dyn Fn(&str, usize, String) -> LoadError,
+) -> Result<BTreeMap<String, SrcExpr>, LoadError> {
     let mut flops = BTreeMap::new();
-    for (d, s) in &raw.work.flops {
+    for (d, s) in raw_flops {
         if !DTYPES.contains(&d.as_str()) {
             return Err(e(
                 &format!("work.flops.{d}"),
@@ -403,12 +493,19 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             parse_expr(file, op, &format!("work.flops.{d}"), text, s)?,
         );
     }
-    let read_bytes = parse_expr(file, op, "work.read_bytes", text, &raw.work.read_bytes)?;
-    let write_bytes = parse_expr(file, op, "work.write_bytes", text, &raw.work.write_bytes)?;
+    Ok(flops)
+}
 
+/// The `[[shapes]]`: unique ids, parameters declared and given (or defaulted).
+fn parse_shapes(
+    raw_shapes: &[Spanned<RawShape>],
+    params: &BTreeMap<String, ParamDecl>,
+    text: &str,
+    e: &dyn Fn(&str, usize, String) -> LoadError,
+) -> Result<Vec<Shape>, LoadError> {
     let mut shapes = Vec::new();
     let mut ids = BTreeSet::new();
-    for s in &raw.shapes {
+    for s in raw_shapes {
         let line = line_of(text, s.span().start);
         let r = s.get_ref();
         if !ids.insert(r.id) {
@@ -435,7 +532,7 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             }
             sp.insert(k.clone(), val);
         }
-        for (k, d) in &params {
+        for (k, d) in params {
             if !sp.contains_key(k) && d.default.is_none() {
                 return Err(e(
                     &format!("shapes.params.{k}"),
@@ -452,37 +549,12 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             line,
         });
     }
-    if shapes.is_empty() {
-        return Err(LoadError {
-            file: file.into(),
-            operator: Some(op.into()),
-            field: Some("shapes".into()),
-            line: None,
-            msg: "no shapes".into(),
-        });
-    }
-    let p = Problem {
-        id,
-        name: folder.to_string(),
-        dtype,
-        phases,
-        importance: raw.importance,
-        upstream: raw.upstream,
-        summary: raw.summary,
-        lets,
-        params,
-        inputs,
-        outputs,
-        flops,
-        read_bytes,
-        write_bytes,
-        tolerance: raw.tolerance,
-        shapes,
-        file: file.to_string(),
-        generator: None,
-    };
-    // Evaluate everything once so that a bad expression or a missing parameter is reported at
-    // load time, with the shape's line.
+    Ok(shapes)
+}
+
+/// Evaluates everything once so that a bad expression or a missing parameter is reported at
+/// load time, with the shape's line.
+fn check_evaluates(p: &Problem) -> Result<(), LoadError> {
     for s in &p.shapes {
         let env = p.env(s).map_err(|mut x| {
             x.msg = format!("{} (shape at line {})", x.msg, s.line);
@@ -494,5 +566,5 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
             p.tensor_dtype(t, &env)?;
         }
     }
-    Ok(p)
+    Ok(())
 }

@@ -23,48 +23,8 @@ pub(super) fn lex(src: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
         match c {
             ' ' | '\t' => i += 1,
             '0'..='9' | '.' => {
-                let start = i;
-                let mut is_float = false;
-                while i < chars.len() {
-                    let ch = chars[i].1;
-                    if ch.is_ascii_digit() || ch == '_' {
-                        i += 1;
-                    } else if ch == '.' {
-                        is_float = true;
-                        i += 1;
-                    } else if (ch == 'e' || ch == 'E')
-                        && i + 1 < chars.len()
-                        && (chars[i + 1].1.is_ascii_digit()
-                            || ((chars[i + 1].1 == '-' || chars[i + 1].1 == '+')
-                                && i + 2 < chars.len()
-                                && chars[i + 2].1.is_ascii_digit()))
-                    {
-                        is_float = true;
-                        i += 2;
-                    } else {
-                        break;
-                    }
-                }
-                let end = if i < chars.len() {
-                    chars[i].0
-                } else {
-                    src.len()
-                };
-                let text: String = src[chars[start].0..end]
-                    .chars()
-                    .filter(|c| *c != '_')
-                    .collect();
-                let v = if is_float {
-                    match text.parse::<f64>() {
-                        Ok(x) => Value::Float(x),
-                        Err(_) => return err(pos, format!("bad number `{text}`")),
-                    }
-                } else {
-                    match text.parse::<i128>() {
-                        Ok(x) => Value::Int(x),
-                        Err(_) => return err(pos, format!("bad number `{text}`")),
-                    }
-                };
+                let (v, next) = number(src, &chars, i, pos)?;
+                i = next;
                 out.push((Tok::Num(v), pos));
             }
             c if c.is_alphabetic() || c == '_' => {
@@ -170,6 +130,58 @@ pub(super) fn lex(src: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
         }
     }
     Ok(out)
+}
+
+/// A number starting at `chars[i]` (byte `pos`): its value and the index just after it.
+fn number(
+    src: &str,
+    chars: &[(usize, char)],
+    mut i: usize,
+    pos: usize,
+) -> Result<(Value, usize), ExprError> {
+    let start = i;
+    let mut is_float = false;
+    while i < chars.len() {
+        let ch = chars[i].1;
+        if ch.is_ascii_digit() || ch == '_' {
+            i += 1;
+        } else if ch == '.' {
+            is_float = true;
+            i += 1;
+        } else if (ch == 'e' || ch == 'E')
+            && i + 1 < chars.len()
+            && (chars[i + 1].1.is_ascii_digit()
+                || ((chars[i + 1].1 == '-' || chars[i + 1].1 == '+')
+                    && i + 2 < chars.len()
+                    && chars[i + 2].1.is_ascii_digit()))
+        {
+            is_float = true;
+            i += 2;
+        } else {
+            break;
+        }
+    }
+    let end = if i < chars.len() {
+        chars[i].0
+    } else {
+        src.len()
+    };
+    let text: String = src[chars[start].0..end]
+        .chars()
+        .filter(|c| *c != '_')
+        .collect();
+    let v = if is_float {
+        match text.parse::<f64>() {
+            Ok(x) => Value::Float(x),
+            Err(_) => return err(pos, format!("bad number `{text}`")),
+        }
+    } else {
+        match text.parse::<i128>() {
+            Ok(x) => Value::Int(x),
+            Err(_) => return err(pos, format!("bad number `{text}`")),
+        }
+    };
+    Ok((v, i))
 }
 
 pub(super) fn describe(t: &Tok) -> String {

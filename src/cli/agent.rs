@@ -128,13 +128,16 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
                 knowledge: vec![],
             });
         }
-        let (state, sources) =
-            setup::restore(&sink.recording.model, &p.name).unwrap_or_else(|| {
-                (
-                    AgentState::new(&p.name, 0, baseline.code.clone(), None),
-                    vec![],
-                )
-            });
+        // A continued session restores the agent's memory; a new one starts from the baseline.
+        let restored = resumed
+            .then(|| setup::restore(&sink.recording.model, &p.name))
+            .flatten();
+        let (state, sources) = restored.unwrap_or_else(|| {
+            (
+                AgentState::new(&p.name, 0, baseline.code.clone(), None),
+                vec![],
+            )
+        });
         let seed = a.seed.unwrap_or_else(|| crate::engine::fresh_seeds(1)[0]);
         let mode = if a.auto {
             DecisionMode::Auto

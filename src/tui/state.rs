@@ -541,6 +541,28 @@ impl AppState {
         }
     }
 
+    /// Records a revision the state shows but the session does not hold yet (the suite
+    /// baseline, an unrecorded incumbent) before an event refers to it.
+    pub(crate) fn ensure_recorded(&mut self, op: &str, r: &Revision) {
+        if r.recorded {
+            return;
+        }
+        self.record(SessionEvent::Revision {
+            op: op.into(),
+            rev: r.rev,
+            parent: r.parent,
+            author: r.author.clone(),
+            rationale: r.rationale.clone(),
+            source: r.source.clone(),
+            via: r.via.clone(),
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+            category: None,
+            knowledge: vec![],
+        });
+    }
+
     /// Records the revision (if the session lacks it) and a measurement start; returns the job.
     pub(crate) fn measure(&mut self, op: &str, rev: u32) -> Vec<Effect> {
         if let Err(e) = self.can_measure() {
@@ -550,22 +572,7 @@ impl AppState {
         let Some(r) = self.model.ops.get(op).and_then(|o| o.rev(rev)).cloned() else {
             return vec![];
         };
-        if !r.recorded {
-            self.record(SessionEvent::Revision {
-                op: op.into(),
-                rev,
-                parent: r.parent,
-                author: r.author.clone(),
-                rationale: r.rationale.clone(),
-                source: r.source.clone(),
-                via: r.via.clone(),
-                request_id: None,
-                tokens_in: None,
-                tokens_out: None,
-                category: None,
-                knowledge: vec![],
-            });
-        }
+        self.ensure_recorded(op, &r);
         let mid = self.recorder.ids().next_mid();
         self.record(SessionEvent::MeasureStart {
             op: op.into(),

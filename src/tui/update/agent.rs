@@ -91,22 +91,8 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
         .get(&op)
         .and_then(|o| o.rev(st.incumbent_rev))
         .cloned()
-        && !r.recorded
     {
-        state.record(SessionEvent::Revision {
-            op: op.clone(),
-            rev: r.rev,
-            parent: r.parent,
-            author: r.author.clone(),
-            rationale: r.rationale.clone(),
-            source: r.source.clone(),
-            via: r.via.clone(),
-            request_id: None,
-            tokens_in: None,
-            tokens_out: None,
-            category: None,
-            knowledge: vec![],
-        });
+        state.ensure_recorded(&op, &r);
     }
     let backend = match &cfg.endpoint {
         Some(e) => format!("{} ({})", e.model, e.kind.name()),

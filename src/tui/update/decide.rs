@@ -98,22 +98,7 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
         );
         return;
     }
-    if !r.recorded {
-        state.record(SessionEvent::Revision {
-            op: op.clone(),
-            rev: r.rev,
-            parent: r.parent,
-            author: r.author.clone(),
-            rationale: r.rationale.clone(),
-            source: r.source.clone(),
-            via: r.via.clone(),
-            request_id: None,
-            tokens_in: None,
-            tokens_out: None,
-            category: None,
-            knowledge: vec![],
-        });
-    }
+    state.ensure_recorded(&op, &r);
     state.record(SessionEvent::Decision {
         op,
         rev: r.rev,

@@ -89,22 +89,7 @@ pub(crate) fn on_profiled(
         return vec![];
     };
     // The session must hold the revision before its profile.
-    if !r.recorded {
-        state.record(SessionEvent::Revision {
-            op: op.clone(),
-            rev,
-            parent: r.parent,
-            author: r.author.clone(),
-            rationale: r.rationale.clone(),
-            source: r.source.clone(),
-            via: r.via.clone(),
-            request_id: None,
-            tokens_in: None,
-            tokens_out: None,
-            category: None,
-            knowledge: vec![],
-        });
-    }
+    state.ensure_recorded(&op, &r);
     let note = crate::agent::ProfileNote::from_profile(rev, &p);
     state.record(SessionEvent::Profile {
         op: op.clone(),

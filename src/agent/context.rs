@@ -3,7 +3,7 @@
 //! applied), measurements, retrieved knowledge and the engineer's steering notes.
 
 use super::knowledge::{self, Doc, Query};
-use super::{AgentState, HistoryEntry, MeasureSummary};
+use super::{AgentState, HistoryEntry, MeasureSummary, ProfileNote};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
 use std::fmt::Write;
@@ -232,6 +232,44 @@ pub fn build(
     k_docs: usize,
 ) -> Context {
     let arch = knowledge::arch_family(&hw.arch).to_string();
+    let profiles = state.relevant_profiles();
+    let symptoms = collect_symptoms(hw, state, incumbent_measure, &profiles);
+    let query = Query {
+        arch,
+        family: knowledge::family_of(&p.name).to_string(),
+        operator: p.name.clone(),
+        bottlenecks: bottlenecks(p, hw),
+        symptoms,
+    };
+    let picked = knowledge::retrieve(docs, &query, k_docs);
+    let system = system_prompt(hw);
+    let mut u = String::new();
+    let _ = writeln!(u, "## Operator\n{}", spec_text(p, hw));
+    write_incumbent(&mut u, state, incumbent_measure);
+    write_profiles(&mut u, state, &profiles);
+    write_history(&mut u, state);
+    write_knowledge(&mut u, &picked);
+    write_steering(&mut u, state);
+    let _ = writeln!(
+        u,
+        "\nPropose the next revision of the incumbent: one optimization idea, in the reply format."
+    );
+    Context {
+        system,
+        user: u,
+        knowledge: picked.iter().map(|(d, _)| d.meta.id.clone()).collect(),
+        query,
+    }
+}
+
+/// The symptoms to retrieve knowledge for: the incumbent's, the latest failures' anti-patterns
+/// and the deep profiles' findings.
+fn collect_symptoms(
+    hw: &HardwareProfile,
+    state: &AgentState,
+    incumbent_measure: Option<&MeasureSummary>,
+    profiles: &[&ProfileNote],
+) -> Vec<String> {
     let mut symptoms = incumbent_measure
         .map(|m| knowledge::symptoms_of(m, hw.sm_count, None))
         .unwrap_or_default();
@@ -248,23 +286,19 @@ pub fn build(
         }
     }
     // Deep profiles: their findings are measured evidence of what limits the kernel.
-    let profiles = state.relevant_profiles();
-    for n in &profiles {
+    for n in profiles {
         for s in knowledge::symptoms_of_findings(&n.rules) {
             if !symptoms.contains(&s) {
                 symptoms.push(s);
             }
         }
     }
-    let query = Query {
-        arch,
-        family: knowledge::family_of(&p.name).to_string(),
-        operator: p.name.clone(),
-        bottlenecks: bottlenecks(p, hw),
-        symptoms,
-    };
-    let picked = knowledge::retrieve(docs, &query, k_docs);
-    let system = format!(
+    symptoms
+}
+
+/// The system prompt: the role, how the harness compiles, checks and scores, the reply format.
+fn system_prompt(hw: &HardwareProfile) -> String {
+    format!(
         "You are a GPU kernel engineer optimizing one CUDA kernel for an {} ({}). The harness \
          compiles the file with NVRTC (-std=c++17, {}), checks it against a reference on fresh \
          random inputs (strict tolerance) and times it with a cold L2; the score S = T_SOL / \
@@ -275,9 +309,11 @@ pub fn build(
         hw.key,
         hw.arch,
         super::reply::format_instructions()
-    );
-    let mut u = String::new();
-    let _ = writeln!(u, "## Operator\n{}", spec_text(p, hw));
+    )
+}
+
+/// Writes the incumbent's source, S_op and latest measurement.
+fn write_incumbent(u: &mut String, state: &AgentState, incumbent_measure: Option<&MeasureSummary>) {
     let _ = writeln!(
         u,
         "## Incumbent (v{}{})\n```cuda\n{}```",
@@ -291,9 +327,13 @@ pub fn build(
     if let Some(m) = incumbent_measure {
         let _ = writeln!(u, "Incumbent {}", measure_line(m));
     }
+}
+
+/// Writes the Nsight Compute findings of the relevant deep profiles.
+fn write_profiles(u: &mut String, state: &AgentState, profiles: &[&ProfileNote]) {
     if !profiles.is_empty() {
         let _ = writeln!(u, "\n## Profiler findings (Nsight Compute)");
-        for n in &profiles {
+        for n in profiles {
             let _ = writeln!(
                 u,
                 "v{}{} on shape #{}: {}",
@@ -314,6 +354,10 @@ pub fn build(
             }
         }
     }
+}
+
+/// Writes the visible history (the recent entries in full) and says how much is hidden.
+fn write_history(u: &mut String, state: &AgentState) {
     let visible: Vec<&HistoryEntry> = state.visible().collect();
     let masked = state.history.len() - visible.len();
     if !visible.is_empty() {
@@ -329,9 +373,13 @@ pub fn build(
             );
         }
     }
+}
+
+/// Writes the retrieved knowledge documents (templates whole, others cut) and their pitfalls.
+fn write_knowledge(u: &mut String, picked: &[(&Doc, f64)]) {
     if !picked.is_empty() {
         let _ = writeln!(u, "\n## Knowledge");
-        for (d, _) in &picked {
+        for (d, _) in picked {
             let body: String = if d.meta.kind == "template" {
                 d.body.clone()
             } else {
@@ -343,20 +391,14 @@ pub fn build(
             }
         }
     }
+}
+
+/// Writes the engineer's steering notes.
+fn write_steering(u: &mut String, state: &AgentState) {
     if !state.steering.is_empty() {
         let _ = writeln!(u, "\n## Notes from the engineer (follow them)");
         for s in &state.steering {
             let _ = writeln!(u, "- {s}");
         }
-    }
-    let _ = writeln!(
-        u,
-        "\nPropose the next revision of the incumbent: one optimization idea, in the reply format."
-    );
-    Context {
-        system,
-        user: u,
-        knowledge: picked.iter().map(|(d, _)| d.meta.id.clone()).collect(),
-        query,
     }
 }

@@ -5,10 +5,13 @@ use crate::agent::AgentState;
 use crate::agent::StopReason;
 use crate::agent::config::{self, BackendKind};
 use crate::agent::driver::{DecisionMode, Proposer};
+use crate::agent::driver::{Driver, Gate, Measurer, Sink};
 use crate::agent::file_sink::FileSink;
 use crate::agent::setup::{self, NoGate, Setup};
 use crate::engine::client::{WorkerClient, WorkerConfig};
 use crate::session::{Author, Model, Recording, SessionEvent, SessionWriter};
+use crate::suite::Problem;
+use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Suite, Workspace};
 use serde_json::json;
 use std::path::Path;
@@ -83,20 +86,9 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
                 return Ok(crate::cli::EXIT_NO_GPU);
             }
         };
-        let hw = match a.hardware {
-            Some(h) => suite.hardware(h)?.clone(),
-            None => crate::engine::profile_for_device(&suite.hardware, &dev.name)
-                .ok_or_else(|| {
-                    format!(
-                        "no hardware profile matches `{}`; pass --hardware",
-                        dev.name
-                    )
-                })?
-                .clone(),
-        };
+        let hw = resolve_hardware(suite, a.hardware, &dev.name)?;
         let (path, recording, resumed) = open_session(suite, ws, a.session)?;
         let mut sink = FileSink::new(recording, !a.json);
-        use crate::agent::driver::Sink;
         sink.record(SessionEvent::RunStart {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             resumed,
@@ -107,37 +99,10 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             suite: suite.name.clone(),
             suite_version: suite.version.clone(),
         });
-        let recorded = |m: &Model| {
-            m.ops
-                .get(&p.name)
-                .is_some_and(|o| o.revisions.iter().any(|r| r.recorded))
-        };
-        if !recorded(&sink.recording.model) {
-            sink.record(SessionEvent::Revision {
-                op: p.name.clone(),
-                rev: 0,
-                parent: None,
-                author: Author::Baseline,
-                rationale: "suite baseline".into(),
-                source: baseline.code.clone(),
-                via: None,
-                request_id: None,
-                tokens_in: None,
-                tokens_out: None,
-                category: None,
-                knowledge: vec![],
-            });
-        }
+        record_baseline(&mut sink, &p.name, &baseline.code);
         // A continued session restores the agent's memory; a new one starts from the baseline.
-        let restored = resumed
-            .then(|| setup::restore(&sink.recording.model, &p.name))
-            .flatten();
-        let (state, sources) = restored.unwrap_or_else(|| {
-            (
-                AgentState::new(&p.name, 0, baseline.code.clone(), None),
-                vec![],
-            )
-        });
+        let (state, sources) =
+            initial_state(&sink.recording.model, resumed, &p.name, &baseline.code);
         let seed = a.seed.unwrap_or_else(|| crate::engine::fresh_seeds(1)[0]);
         let mode = if a.auto {
             DecisionMode::Auto
@@ -160,57 +125,150 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             sink,
         )?;
         let stop = d.run().await;
-        let st = &d.state;
-        let baseline_s = st.history.first().and_then(|h| h.s_op());
-        let best = st
-            .history
-            .iter()
-            .filter(|h| h.rev.is_some())
-            .filter_map(|h| h.s_op().map(|s| (h.rev.unwrap_or(0), s)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let report = Report {
+            p: &p,
+            dev_name: &dev.name,
+            hw: &hw,
+            auto: a.auto,
+            path: &path,
+            resumed,
+            stop: &stop,
+        };
         if a.json {
-            let doc = json!({
-                "operator": p.name,
-                "backend": d.proposer.name(),
-                "gpu": dev.name,
-                "hardware": hw.key,
-                "mode": if a.auto { "auto" } else { "suggest" },
-                "session": path.display().to_string(),
-                "resumed": resumed,
-                "stop_reason": stop.to_string(),
-                "iterations": st.iterations,
-                "dropouts": st.dropouts,
-                "tokens_in": st.tokens_in,
-                "tokens_out": st.tokens_out,
-                "baseline_s_op": baseline_s,
-                "incumbent": st.incumbent_rev,
-                "incumbent_s_op": st.incumbent_s,
-                "best": best.map(|(r, s)| json!({"rev": r, "s_op": s})),
-                "history": st.history,
-                "write_errors": d.sink.errors,
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-            );
+            print_json(&report, &d)?;
         } else {
-            println!(
-                "{}: {} iterations, stop: {stop}; S_op v0 {} → incumbent v{} {}{}; session {}",
-                p.name,
-                st.iterations,
-                baseline_s.map(|s| format!("{s:.4}")).unwrap_or("-".into()),
-                st.incumbent_rev,
-                st.incumbent_s
-                    .map(|s| format!("{s:.4}"))
-                    .unwrap_or("-".into()),
-                best.map(|(r, s)| format!(" (best measured v{r} {s:.4})"))
-                    .unwrap_or_default(),
-                path.display()
-            );
+            print_text(&report, &d.state);
         }
         Ok(match stop {
             StopReason::Backend(_) | StopReason::Measurement(_) => 1,
             _ => 0,
         })
     })
+}
+
+/// The hardware profile named with `--hardware`, else the one matching the device.
+fn resolve_hardware(
+    suite: &Suite,
+    hardware: Option<&str>,
+    dev_name: &str,
+) -> Result<HardwareProfile, String> {
+    Ok(match hardware {
+        Some(h) => suite.hardware(h)?.clone(),
+        None => crate::engine::profile_for_device(&suite.hardware, dev_name)
+            .ok_or_else(|| format!("no hardware profile matches `{dev_name}`; pass --hardware"))?
+            .clone(),
+    })
+}
+
+/// Records the suite baseline as revision 0 unless the session already has it.
+fn record_baseline(sink: &mut FileSink, op: &str, code: &str) {
+    let recorded = sink
+        .recording
+        .model
+        .ops
+        .get(op)
+        .is_some_and(|o| o.revisions.iter().any(|r| r.recorded));
+    if !recorded {
+        sink.record(SessionEvent::Revision {
+            op: op.to_string(),
+            rev: 0,
+            parent: None,
+            author: Author::Baseline,
+            rationale: "suite baseline".into(),
+            source: code.to_string(),
+            via: None,
+            request_id: None,
+            tokens_in: None,
+            tokens_out: None,
+            category: None,
+            knowledge: vec![],
+        });
+    }
+}
+
+/// The agent's starting memory: restored from a continued session, else fresh from the baseline.
+fn initial_state(
+    model: &Model,
+    resumed: bool,
+    op: &str,
+    baseline: &str,
+) -> (AgentState, Vec<(String, Option<f64>)>) {
+    let restored = resumed.then(|| setup::restore(model, op)).flatten();
+    restored.unwrap_or_else(|| (AgentState::new(op, 0, baseline.to_string(), None), vec![]))
+}
+
+/// The context the run's result is printed with.
+struct Report<'a> {
+    p: &'a Problem,
+    dev_name: &'a str,
+    hw: &'a HardwareProfile,
+    auto: bool,
+    path: &'a Path,
+    resumed: bool,
+    stop: &'a StopReason,
+}
+
+/// The baseline's S_op and the best measured revision with its S_op.
+fn scores(st: &AgentState) -> (Option<f64>, Option<(u32, f64)>) {
+    let baseline_s = st.history.first().and_then(|h| h.s_op());
+    let best = st
+        .history
+        .iter()
+        .filter(|h| h.rev.is_some())
+        .filter_map(|h| h.s_op().map(|s| (h.rev.unwrap_or(0), s)))
+        .max_by(|a, b| a.1.total_cmp(&b.1));
+    (baseline_s, best)
+}
+
+/// Prints the run as one pretty JSON document, history included.
+fn print_json<P: Proposer, M: Measurer, G: Gate>(
+    r: &Report<'_>,
+    d: &Driver<P, M, G, FileSink>,
+) -> Result<(), String> {
+    let st = &d.state;
+    let (baseline_s, best) = scores(st);
+    let doc = json!({
+        "operator": r.p.name,
+        "backend": d.proposer.name(),
+        "gpu": r.dev_name,
+        "hardware": r.hw.key,
+        "mode": if r.auto { "auto" } else { "suggest" },
+        "session": r.path.display().to_string(),
+        "resumed": r.resumed,
+        "stop_reason": r.stop.to_string(),
+        "iterations": st.iterations,
+        "dropouts": st.dropouts,
+        "tokens_in": st.tokens_in,
+        "tokens_out": st.tokens_out,
+        "baseline_s_op": baseline_s,
+        "incumbent": st.incumbent_rev,
+        "incumbent_s_op": st.incumbent_s,
+        "best": best.map(|(r, s)| json!({"rev": r, "s_op": s})),
+        "history": st.history,
+        "write_errors": d.sink.errors,
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// Prints the run as one line of text.
+fn print_text(r: &Report<'_>, st: &AgentState) {
+    let (baseline_s, best) = scores(st);
+    let stop = r.stop;
+    println!(
+        "{}: {} iterations, stop: {stop}; S_op v0 {} → incumbent v{} {}{}; session {}",
+        r.p.name,
+        st.iterations,
+        baseline_s.map(|s| format!("{s:.4}")).unwrap_or("-".into()),
+        st.incumbent_rev,
+        st.incumbent_s
+            .map(|s| format!("{s:.4}"))
+            .unwrap_or("-".into()),
+        best.map(|(r, s)| format!(" (best measured v{r} {s:.4})"))
+            .unwrap_or_default(),
+        r.path.display()
+    );
 }

@@ -5,9 +5,11 @@
 use crate::engine::client::{WorkerClient, WorkerConfig};
 use crate::engine::protocol::*;
 use crate::session::{Author, DecidedBy, Decision, Model, SessionEvent, SessionWriter};
+use crate::suite::Problem;
+use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Suite, Workspace};
 use serde_json::json;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What to do after measuring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -59,31 +61,7 @@ pub fn run(
         let (driver, nvrtc) = (probe.driver_version, probe.nvrtc_version);
         let hw = crate::engine::profile_for_device(&suite.hardware, &dev.name);
         // Open or create the session.
-        let (path, writer, model, fresh) = match session {
-            Some(f) if f.exists() => {
-                let (writer, loaded) = SessionWriter::continue_file(f)?;
-                for w in &loaded.warnings {
-                    eprintln!("atrex-tui: {w}");
-                }
-                let model = Model::from_records(suite, &loaded.records);
-                (f.to_path_buf(), writer, model, false)
-            }
-            Some(f) => (
-                f.to_path_buf(),
-                SessionWriter::create(f)?,
-                Model::new(suite),
-                true,
-            ),
-            None => {
-                let f = crate::session::store::new_session_path(&ws.sessions_dir());
-                (
-                    f.clone(),
-                    SessionWriter::create(&f)?,
-                    Model::new(suite),
-                    true,
-                )
-            }
-        };
+        let (path, writer, model, fresh) = open_session(suite, ws, session)?;
         let mut rec = crate::session::Recording::new(model, Some(writer));
         rec.append(SessionEvent::RunStart {
             tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -104,18 +82,7 @@ pub fn run(
             .map(|o| o.revisions.iter().any(|r| r.recorded))
             .unwrap_or(false);
         if !has_baseline {
-            let base = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?;
-            let v0 = rec.revision(
-                p,
-                Author::Baseline,
-                None,
-                "the suite's baseline",
-                &base.code,
-                None,
-            )?;
-            rec.measure(&client, suite, p, v0, mode, hw, progress)
-                .await?;
-            rec.decide(p, v0, Decision::Accepted, DecidedBy::Auto)?;
+            record_baseline(&mut rec, &client, suite, p, mode, hw, progress).await?;
         }
         let incumbent = rec.model.ops.get(&p.name).and_then(|o| o.incumbent);
         let incumbent_s = rec.model.ops.get(&p.name).and_then(|o| o.incumbent_s());
@@ -130,26 +97,7 @@ pub fn run(
         let s = rec
             .measure(&client, suite, p, rev, mode, hw, progress)
             .await?;
-        let decision = match decide {
-            Decide::None => None,
-            Decide::Accept => Some((Decision::Accepted, DecidedBy::Human)),
-            Decide::Reject => Some((Decision::Rejected, DecidedBy::Human)),
-            Decide::Auto => {
-                let better = match (s, incumbent_s) {
-                    (Some(new), Some(old)) => new > old * 1.01,
-                    (Some(_), None) => true,
-                    _ => false,
-                };
-                Some((
-                    if better {
-                        Decision::Accepted
-                    } else {
-                        Decision::Rejected
-                    },
-                    DecidedBy::Auto,
-                ))
-            }
-        };
+        let decision = decision_for(decide, s, incumbent_s);
         if let Some((d, by)) = decision {
             if d == Decision::Accepted && s.is_none() {
                 return Err(format!(
@@ -166,35 +114,158 @@ pub fn run(
             .and_then(|o| o.rev(rev))
             .map(|r| r.verdict().label())
             .unwrap_or_default();
+        let result = MeasureResult {
+            path: &path,
+            p,
+            kernel,
+            rev,
+            incumbent,
+            verdict: &verdict,
+            s,
+            incumbent_s,
+            decision,
+        };
         if as_json {
-            let doc = json!({
-                "session": path.display().to_string(),
-                "operator": p.name,
-                "rev": rev,
-                "parent": incumbent,
-                "verdict": verdict,
-                "s_op": s,
-                "incumbent_s_op_before": incumbent_s,
-                "decision": decision.map(|d| d.0),
-            });
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-            );
+            print_json(&result)?;
         } else {
-            println!(
-                "{} v{rev} ({}): {verdict}; incumbent before: {}; decision: {}; session {}",
-                p.name,
-                kernel.display(),
-                incumbent_s
-                    .map(|x| format!("S_op {x:.4}"))
-                    .unwrap_or_else(|| "none".into()),
-                decision
-                    .map(|d| format!("{:?}", d.0).to_lowercase())
-                    .unwrap_or_else(|| "pending".into()),
-                path.display()
-            );
+            print_text(&result);
         }
         Ok(if s.is_some() { 0 } else { 1 })
     })
+}
+
+/// Opens the session to continue (printing its load warnings) or creates a new one; returns
+/// its path, writer, state and whether it is fresh.
+fn open_session(
+    suite: &Suite,
+    ws: &Workspace,
+    session: Option<&Path>,
+) -> Result<(PathBuf, SessionWriter, Model, bool), String> {
+    Ok(match session {
+        Some(f) if f.exists() => {
+            let (writer, loaded) = SessionWriter::continue_file(f)?;
+            for w in &loaded.warnings {
+                eprintln!("atrex-tui: {w}");
+            }
+            let model = Model::from_records(suite, &loaded.records);
+            (f.to_path_buf(), writer, model, false)
+        }
+        Some(f) => (
+            f.to_path_buf(),
+            SessionWriter::create(f)?,
+            Model::new(suite),
+            true,
+        ),
+        None => {
+            let f = crate::session::store::new_session_path(&ws.sessions_dir());
+            (
+                f.clone(),
+                SessionWriter::create(&f)?,
+                Model::new(suite),
+                true,
+            )
+        }
+    })
+}
+
+/// Records, measures and accepts the suite's baseline as revision 0.
+async fn record_baseline(
+    rec: &mut crate::session::Recording,
+    client: &WorkerClient,
+    suite: &Suite,
+    p: &Problem,
+    mode: Mode,
+    hw: Option<&HardwareProfile>,
+    progress: bool,
+) -> Result<(), String> {
+    let base = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?;
+    let v0 = rec.revision(
+        p,
+        Author::Baseline,
+        None,
+        "the suite's baseline",
+        &base.code,
+        None,
+    )?;
+    rec.measure(client, suite, p, v0, mode, hw, progress)
+        .await?;
+    rec.decide(p, v0, Decision::Accepted, DecidedBy::Auto)?;
+    Ok(())
+}
+
+/// The decision asked for; `auto` accepts an S_op more than 1 % above the incumbent's.
+fn decision_for(
+    decide: Decide,
+    s: Option<f64>,
+    incumbent_s: Option<f64>,
+) -> Option<(Decision, DecidedBy)> {
+    match decide {
+        Decide::None => None,
+        Decide::Accept => Some((Decision::Accepted, DecidedBy::Human)),
+        Decide::Reject => Some((Decision::Rejected, DecidedBy::Human)),
+        Decide::Auto => {
+            let better = match (s, incumbent_s) {
+                (Some(new), Some(old)) => new > old * 1.01,
+                (Some(_), None) => true,
+                _ => false,
+            };
+            Some((
+                if better {
+                    Decision::Accepted
+                } else {
+                    Decision::Rejected
+                },
+                DecidedBy::Auto,
+            ))
+        }
+    }
+}
+
+/// What a measurement ended with, for printing.
+struct MeasureResult<'a> {
+    path: &'a Path,
+    p: &'a Problem,
+    kernel: &'a Path,
+    rev: u32,
+    incumbent: Option<u32>,
+    verdict: &'a str,
+    s: Option<f64>,
+    incumbent_s: Option<f64>,
+    decision: Option<(Decision, DecidedBy)>,
+}
+
+/// Prints the result as one pretty JSON document.
+fn print_json(r: &MeasureResult<'_>) -> Result<(), String> {
+    let doc = json!({
+        "session": r.path.display().to_string(),
+        "operator": r.p.name,
+        "rev": r.rev,
+        "parent": r.incumbent,
+        "verdict": r.verdict,
+        "s_op": r.s,
+        "incumbent_s_op_before": r.incumbent_s,
+        "decision": r.decision.map(|d| d.0),
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// Prints the result as one line of text.
+fn print_text(r: &MeasureResult<'_>) {
+    let (rev, verdict) = (r.rev, r.verdict);
+    println!(
+        "{} v{rev} ({}): {verdict}; incumbent before: {}; decision: {}; session {}",
+        r.p.name,
+        r.kernel.display(),
+        r.incumbent_s
+            .map(|x| format!("S_op {x:.4}"))
+            .unwrap_or_else(|| "none".into()),
+        r.decision
+            .map(|d| format!("{:?}", d.0).to_lowercase())
+            .unwrap_or_else(|| "pending".into()),
+        r.path.display()
+    );
 }

@@ -29,21 +29,11 @@ fn load_suite(ws: &Workspace) -> Result<Suite, String> {
 
 pub fn main() -> i32 {
     let cli = Cli::parse();
-    if let Some(c) = &cli.config
-        && !c.is_file()
-    {
-        eprintln!(
-            "atrex-tui: {}: {} (given with --config)",
-            c.display(),
-            if c.exists() {
-                "not a file"
-            } else {
-                "no such settings file"
-            }
-        );
+    if !config_usable(&cli) {
         return 2;
     }
     let ws = Workspace::resolve(cli.workspace.as_deref());
+    let config = cli.config.as_deref();
     let result = match cli.command {
         None => crate::tui::run(
             &ws,
@@ -67,17 +57,86 @@ pub fn main() -> i32 {
                 )
             }
         }
-        Some(Command::Suite {
+        Some(Command::Doctor { json }) => doctor::run(&ws, config, json),
+        Some(Command::Calibrate { device, json }) => calibrate::run(device, json),
+        Some(Command::ProfileTarget { device, job }) => {
+            return crate::engine::worker::profile_target(device, &job);
+        }
+        Some(Command::Worker { device, simulate }) => {
+            return if simulate {
+                crate::engine::simulate::main()
+            } else {
+                crate::engine::worker::main(device)
+            };
+        }
+        Some(
+            c
+            @ (Command::Suite { .. } | Command::ImportAtrexBench { .. } | Command::Compile { .. }),
+        ) => load_suite(&ws).and_then(|s| suite_command(&ws, &s, c)),
+        Some(
+            c @ (Command::Bench { .. }
+            | Command::Agent { .. }
+            | Command::Measure { .. }
+            | Command::Profile { .. }),
+        ) => load_suite(&ws).and_then(|s| gpu_command(&ws, &s, config, c)),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("atrex-tui: {e}");
+            1
+        }
+    }
+}
+
+/// Whether the settings file given with `--config` is a file; says why not on stderr.
+fn config_usable(cli: &Cli) -> bool {
+    if let Some(c) = &cli.config
+        && !c.is_file()
+    {
+        eprintln!(
+            "atrex-tui: {}: {} (given with --config)",
+            c.display(),
+            if c.exists() {
+                "not a file"
+            } else {
+                "no such settings file"
+            }
+        );
+        return false;
+    }
+    true
+}
+
+/// Runs a command that reads the suite without a GPU: `suite`, `import-atrex-bench`, `compile`.
+fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, String> {
+    match command {
+        Command::Suite {
             hardware,
             phase,
             shapes,
             json,
-        }) => load_suite(&ws).and_then(|s| suite::run(&s, &hardware, phase, shapes, json)),
-        Some(Command::ImportAtrexBench { dir, write, json }) => {
-            load_suite(&ws).and_then(|s| import::run(&s, &ws, &dir, write, json))
-        }
-        Some(Command::Doctor { json }) => doctor::run(&ws, cli.config.as_deref(), json),
-        Some(Command::Bench {
+        } => suite::run(s, &hardware, phase, shapes, json),
+        Command::ImportAtrexBench { dir, write, json } => import::run(s, ws, &dir, write, json),
+        Command::Compile {
+            op,
+            kernel,
+            arch,
+            json,
+        } => compile::run(s, &op, kernel.as_deref(), &arch, json),
+        _ => unreachable!("not a suite command"),
+    }
+}
+
+/// Runs a command that measures on the GPU: `bench`, `agent`, `measure`, `profile`.
+fn gpu_command(
+    ws: &Workspace,
+    s: &Suite,
+    config: Option<&std::path::Path>,
+    command: Command,
+) -> Result<i32, String> {
+    match command {
+        Command::Bench {
             op,
             kernel,
             shapes,
@@ -86,19 +145,17 @@ pub fn main() -> i32 {
             hardware,
             device,
             json,
-        }) => load_suite(&ws).and_then(|s| {
-            bench::run(
-                &s,
-                &op,
-                kernel.as_deref(),
-                &shapes,
-                quick,
-                hardware.as_deref(),
-                device,
-                json,
-            )
-        }),
-        Some(Command::Agent {
+        } => bench::run(
+            s,
+            &op,
+            kernel.as_deref(),
+            &shapes,
+            quick,
+            hardware.as_deref(),
+            device,
+            json,
+        ),
+        Command::Agent {
             op,
             backend,
             max_iters,
@@ -108,26 +165,23 @@ pub fn main() -> i32 {
             seed,
             session,
             json,
-        }) => load_suite(&ws).and_then(|s| {
-            agent::run(
-                &ws,
-                &s,
-                agent::Args {
-                    op: &op,
-                    backend,
-                    max_iters,
-                    auto,
-                    json,
-                    device,
-                    hardware: hardware.as_deref(),
-                    config: cli.config.as_deref(),
-                    seed,
-                    session: session.as_deref(),
-                },
-            )
-        }),
-        Some(Command::Calibrate { device, json }) => calibrate::run(device, json),
-        Some(Command::Measure {
+        } => agent::run(
+            ws,
+            s,
+            agent::Args {
+                op: &op,
+                backend,
+                max_iters,
+                auto,
+                json,
+                device,
+                hardware: hardware.as_deref(),
+                config,
+                seed,
+                session: session.as_deref(),
+            },
+        ),
+        Command::Measure {
             op,
             kernel,
             session,
@@ -136,60 +190,34 @@ pub fn main() -> i32 {
             quick,
             device,
             json,
-        }) => load_suite(&ws).and_then(|s| {
-            measure::run(
-                &s,
-                &ws,
-                &op,
-                &kernel,
-                session.as_deref(),
-                &rationale,
-                decide,
-                quick,
-                device,
-                json,
-            )
-        }),
-        Some(Command::Profile {
+        } => measure::run(
+            s,
+            ws,
+            &op,
+            &kernel,
+            session.as_deref(),
+            &rationale,
+            decide,
+            quick,
+            device,
+            json,
+        ),
+        Command::Profile {
             op,
             kernel,
             shape,
             clock_control,
             device,
             json,
-        }) => load_suite(&ws).and_then(|s| {
-            profile::run(
-                &s,
-                &op,
-                kernel.as_deref(),
-                shape,
-                &clock_control,
-                device,
-                json,
-            )
-        }),
-        Some(Command::ProfileTarget { device, job }) => {
-            return crate::engine::worker::profile_target(device, &job);
-        }
-        Some(Command::Compile {
-            op,
-            kernel,
-            arch,
+        } => profile::run(
+            s,
+            &op,
+            kernel.as_deref(),
+            shape,
+            &clock_control,
+            device,
             json,
-        }) => load_suite(&ws).and_then(|s| compile::run(&s, &op, kernel.as_deref(), &arch, json)),
-        Some(Command::Worker { device, simulate }) => {
-            return if simulate {
-                crate::engine::simulate::main()
-            } else {
-                crate::engine::worker::main(device)
-            };
-        }
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("atrex-tui: {e}");
-            1
-        }
+        ),
+        _ => unreachable!("not a GPU command"),
     }
 }

@@ -3,8 +3,11 @@
 use super::{EXIT_NO_GPU, runtime};
 use crate::engine::client::{WorkerClient, WorkerConfig};
 use crate::engine::outcome::*;
-use crate::suite::Suite;
+use crate::engine::protocol::{KernelResources, Source};
+use crate::profile::{KernelProfile, Profile};
 use crate::suite::kernels::candidate_kernel;
+use crate::suite::{Problem, Suite};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// `profile`: the candidate under Nsight Compute for one shape.
@@ -21,15 +24,7 @@ pub fn run(
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
     let candidate = candidate_kernel(suite, p, kernel)?;
-    let shape_id = match shape {
-        Some(s) => {
-            if p.shape(s).is_none() {
-                return Err(format!("{} has no shape {s}", p.name));
-            }
-            s
-        }
-        None => crate::profile::largest_shape(p).ok_or("no shapes")?,
-    };
+    let shape_id = resolve_shape(p, shape)?;
     let mut opts = match crate::profile::NcuOptions::find() {
         Ok(o) => o,
         Err(e) => {
@@ -39,23 +34,7 @@ pub fn run(
     };
     opts.clock_control = clock_control.to_string();
     let rt = runtime()?;
-    let (dev_name, resources) = rt
-        .block_on(async {
-            let client = WorkerClient::spawn(WorkerConfig::new(device));
-            let name = match client.device().await {
-                Ok((d, _)) => d.name,
-                Err(_) => return Err("no GPU".to_string()),
-            };
-            let res = compile_resources(&client, p, &candidate, shape_id).await?;
-            Ok((name, res))
-        })
-        .or_else(|e| {
-            if e == "no GPU" {
-                Ok((String::new(), None))
-            } else {
-                Err(e)
-            }
-        })?;
+    let (dev_name, resources) = device_and_resources(&rt, device, p, &candidate, shape_id)?;
     if dev_name.is_empty() {
         eprintln!("atrex-tui: no GPU {device}: profiling is unavailable");
         return Ok(EXIT_NO_GPU);
@@ -90,59 +69,69 @@ pub fn run(
         );
         return Ok(0);
     }
-    let pct = |v: Option<f64>| {
-        v.map(|x| format!("{x:5.1}%"))
-            .unwrap_or_else(|| "    -".into())
-    };
-    let bar = |v: Option<f64>| {
-        let n = (v.unwrap_or(0.0) / 5.0).round().clamp(0.0, 20.0) as usize;
-        format!("{}{}", "█".repeat(n), "·".repeat(20 - n))
-    };
+    print_text(&prof, &dev_name);
+    Ok(0)
+}
+
+/// The shape asked for (checked to exist), else the operator's largest.
+fn resolve_shape(p: &Problem, shape: Option<u32>) -> Result<u32, String> {
+    Ok(match shape {
+        Some(s) => {
+            if p.shape(s).is_none() {
+                return Err(format!("{} has no shape {s}", p.name));
+            }
+            s
+        }
+        None => crate::profile::largest_shape(p).ok_or("no shapes")?,
+    })
+}
+
+/// The device's name and the candidate's compiled resources; an empty name when there is no GPU.
+fn device_and_resources(
+    rt: &tokio::runtime::Runtime,
+    device: u32,
+    p: &Problem,
+    candidate: &Source,
+    shape_id: u32,
+) -> Result<(String, Option<BTreeMap<String, KernelResources>>), String> {
+    rt.block_on(async {
+        let client = WorkerClient::spawn(WorkerConfig::new(device));
+        let name = match client.device().await {
+            Ok((d, _)) => d.name,
+            Err(_) => return Err("no GPU".to_string()),
+        };
+        let res = compile_resources(&client, p, candidate, shape_id).await?;
+        Ok((name, res))
+    })
+    .or_else(|e| {
+        if e == "no GPU" {
+            Ok((String::new(), None))
+        } else {
+            Err(e)
+        }
+    })
+}
+
+/// A percentage, right-aligned, or a dash.
+fn pct(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:5.1}%"))
+        .unwrap_or_else(|| "    -".into())
+}
+
+/// A 20-cell bar of a percentage.
+fn bar(v: Option<f64>) -> String {
+    let n = (v.unwrap_or(0.0) / 5.0).round().clamp(0.0, 20.0) as usize;
+    format!("{}{}", "█".repeat(n), "·".repeat(20 - n))
+}
+
+/// Prints the profile as text: a header, each kernel's metrics, and the findings.
+fn print_text(prof: &Profile, dev_name: &str) {
     println!(
         "{} · {} · shape {} · {dev_name} · {:.1} s",
         prof.operator, prof.kernel_file, prof.shape, prof.wall_s
     );
     for k in &prof.kernels {
-        println!(
-            "kernel {}: {:.2} µs, grid {} × block {}, {} registers/thread, {:.2} waves/SM",
-            k.name,
-            k.duration_ns.unwrap_or(0.0) / 1e3,
-            k.grid_size.unwrap_or(0.0),
-            k.block_size.unwrap_or(0.0),
-            k.registers_per_thread.unwrap_or(0.0),
-            k.waves_per_sm.unwrap_or(0.0)
-        );
-        println!(
-            "  DRAM       {} {}  ({:.1} MB read, {:.1} MB written)",
-            bar(k.dram_throughput_pct),
-            pct(k.dram_throughput_pct),
-            k.dram_read_bytes.unwrap_or(0.0) / 1e6,
-            k.dram_write_bytes.unwrap_or(0.0) / 1e6
-        );
-        println!(
-            "  SM         {} {}",
-            bar(k.sm_throughput_pct),
-            pct(k.sm_throughput_pct)
-        );
-        println!(
-            "  occupancy  {} {} (theoretical {})",
-            bar(k.achieved_occupancy_pct),
-            pct(k.achieved_occupancy_pct),
-            pct(k.theoretical_occupancy_pct)
-        );
-        println!(
-            "  L1 hit {}  L2 hit {}  tensor pipe {}",
-            pct(k.l1_hit_pct),
-            pct(k.l2_hit_pct),
-            pct(k.tensor_pipe_pct)
-        );
-        let stalls: Vec<String> = k
-            .stalls
-            .iter()
-            .take(4)
-            .map(|(r, v)| format!("{r} {v:.2}"))
-            .collect();
-        println!("  stalls (cycles/instruction): {}", stalls.join(", "));
+        print_kernel(k);
     }
     if let Some(r) = prof.redundant_traffic_ratio {
         println!("DRAM bytes / Q = {r:.3}");
@@ -150,5 +139,48 @@ pub fn run(
     for f in &prof.findings {
         println!("{}", f.line());
     }
-    Ok(0)
+}
+
+/// Prints one kernel's launch, throughput, occupancy, hit rates and top stalls.
+fn print_kernel(k: &KernelProfile) {
+    println!(
+        "kernel {}: {:.2} µs, grid {} × block {}, {} registers/thread, {:.2} waves/SM",
+        k.name,
+        k.duration_ns.unwrap_or(0.0) / 1e3,
+        k.grid_size.unwrap_or(0.0),
+        k.block_size.unwrap_or(0.0),
+        k.registers_per_thread.unwrap_or(0.0),
+        k.waves_per_sm.unwrap_or(0.0)
+    );
+    println!(
+        "  DRAM       {} {}  ({:.1} MB read, {:.1} MB written)",
+        bar(k.dram_throughput_pct),
+        pct(k.dram_throughput_pct),
+        k.dram_read_bytes.unwrap_or(0.0) / 1e6,
+        k.dram_write_bytes.unwrap_or(0.0) / 1e6
+    );
+    println!(
+        "  SM         {} {}",
+        bar(k.sm_throughput_pct),
+        pct(k.sm_throughput_pct)
+    );
+    println!(
+        "  occupancy  {} {} (theoretical {})",
+        bar(k.achieved_occupancy_pct),
+        pct(k.achieved_occupancy_pct),
+        pct(k.theoretical_occupancy_pct)
+    );
+    println!(
+        "  L1 hit {}  L2 hit {}  tensor pipe {}",
+        pct(k.l1_hit_pct),
+        pct(k.l2_hit_pct),
+        pct(k.tensor_pipe_pct)
+    );
+    let stalls: Vec<String> = k
+        .stalls
+        .iter()
+        .take(4)
+        .map(|(r, v)| format!("{r} {v:.2}"))
+        .collect();
+    println!("  stalls (cycles/instruction): {}", stalls.join(", "));
 }

@@ -39,159 +39,216 @@ pub fn classify(
         let sm = k.sm_throughput_pct.unwrap_or(0.0);
         let mem = k.memory_throughput_pct.unwrap_or(dram).max(dram);
         // Grid too small / tail effect.
-        if let Some(w) = k.waves_per_sm {
-            if w < 1.0 {
-                let blocks = k.grid_size.unwrap_or(0.0);
-                if sm_count.map(|s| blocks < s as f64).unwrap_or(true) || w < 0.5 {
-                    out.push(f(
-                        "grid_too_small",
-                        k,
-                        "grid too small: the GPU is partly idle".into(),
-                        format!(
-                            "{blocks:.0} blocks, {w:.2} waves per SM{}",
-                            sm_count.map(|s| format!(" on {s} SMs")).unwrap_or_default()
-                        ),
-                    ));
-                }
-            } else if w < 4.0 && w.fract() > 0.0 && w.fract() < 0.5 {
+        launch_findings(&mut out, k, sm_count);
+        // Uncoalesced global access, register spills.
+        memory_access_findings(&mut out, k);
+        // Unintended fp64.
+        fp64_findings(&mut out, k);
+        // Shared-memory bank conflicts.
+        bank_conflict_findings(&mut out, k);
+        // Warp divergence.
+        divergence_findings(&mut out, k);
+        // Occupancy.
+        occupancy_findings(&mut out, k);
+        // Compute-bound without tensor cores.
+        tensor_core_findings(&mut out, k, low_precision, bottleneck, sm, mem);
+        // Overall classification.
+        bound_findings(&mut out, k, dram, sm, mem);
+    }
+    redundant_traffic_findings(&mut out, kernels, redundant);
+    out
+}
+
+/// Grid too small for the GPU, or a mostly empty last wave.
+fn launch_findings(out: &mut Vec<Finding>, k: &KernelProfile, sm_count: Option<u32>) {
+    if let Some(w) = k.waves_per_sm {
+        if w < 1.0 {
+            let blocks = k.grid_size.unwrap_or(0.0);
+            if sm_count.map(|s| blocks < s as f64).unwrap_or(true) || w < 0.5 {
                 out.push(f(
-                    "tail_effect",
+                    "grid_too_small",
                     k,
-                    "tail effect: the last wave runs mostly empty".into(),
+                    "grid too small: the GPU is partly idle".into(),
                     format!(
-                        "{w:.2} waves per SM: the last wave is {:.0}% full",
-                        w.fract() * 100.0
+                        "{blocks:.0} blocks, {w:.2} waves per SM{}",
+                        sm_count.map(|s| format!(" on {s} SMs")).unwrap_or_default()
                     ),
                 ));
             }
-        }
-        // Uncoalesced global access.
-        if let Some(spr) = k.global_ld_sectors_per_request
-            && spr > 16.5
-        {
+        } else if w < 4.0 && w.fract() > 0.0 && w.fract() < 0.5 {
             out.push(f(
-                "uncoalesced_access",
+                "tail_effect",
                 k,
-                "uncoalesced global loads".into(),
+                "tail effect: the last wave runs mostly empty".into(),
                 format!(
-                    "{spr:.1} sectors per load request (16 at most for fully used 16-byte accesses)"
-                ),
-            ));
-        }
-        // Register spills.
-        let local_bytes = k.local_bytes_per_thread.unwrap_or(0.0);
-        let local_traffic = k.local_sectors.unwrap_or(0.0);
-        if local_bytes > 0.0 || local_traffic > 0.0 {
-            out.push(f(
-                "register_spills",
-                k,
-                "register spills to local memory".into(),
-                format!("{local_bytes:.0} bytes of local memory per thread, {local_traffic:.0} local sectors moved"),
-            ));
-        }
-        // Unintended fp64.
-        if let Some(n) = k.fp64_per_cycle
-            && n > 0.0
-        {
-            out.push(f("unintended_fp64", k, "fp64 arithmetic in the kernel".into(), format!("{n:.3} fp64 thread instructions per cycle (dadd/dmul/dfma); a `double` literal or libm call is the usual cause")));
-        }
-        // Shared-memory bank conflicts.
-        if let (Some(c), Some(w)) = (k.shared_bank_conflicts, k.shared_wavefronts)
-            && w > 0.0
-            && c / w > 0.1
-            && c > 1000.0
-        {
-            out.push(f(
-                "bank_conflicts",
-                k,
-                "shared-memory bank conflicts".into(),
-                format!(
-                    "{c:.0} conflicts over {w:.0} shared wavefronts ({:.0}%)",
-                    100.0 * c / w
-                ),
-            ));
-        }
-        // Warp divergence.
-        if let Some(t) = k.threads_per_instruction
-            && t < 24.0
-        {
-            out.push(f(
-                "warp_divergence",
-                k,
-                "warp divergence or partial warps".into(),
-                format!("{t:.1} active threads per warp instruction (32 is full)"),
-            ));
-        }
-        // Occupancy.
-        if let (Some(a), Some(t)) = (k.achieved_occupancy_pct, k.theoretical_occupancy_pct)
-            && (t < 50.0 || a < 25.0)
-        {
-            out.push(f(
-                    "low_occupancy",
-                    k,
-                    "low occupancy".into(),
-                    format!(
-                        "achieved {a:.0}% of the warp slots, theoretical {t:.0}% ({} registers/thread, {:.0} B shared/block)",
-                        k.registers_per_thread.map(|r| format!("{r:.0}")).unwrap_or_else(|| "?".into()),
-                        k.shared_static_bytes.unwrap_or(0.0) + k.shared_dynamic_bytes.unwrap_or(0.0)
-                    ),
-                ));
-        }
-        // Compute-bound without tensor cores.
-        if low_precision
-            && sm >= 60.0
-            && sm > mem
-            && k.tensor_pipe_pct.map(|t| t < 5.0).unwrap_or(true)
-            && bottleneck == Some(Bottleneck::Compute)
-        {
-            out.push(f(
-                "compute_without_tensor_cores",
-                k,
-                "compute-bound without tensor cores".into(),
-                format!(
-                    "SM throughput {sm:.0}%, tensor pipe {}",
-                    k.tensor_pipe_pct
-                        .map(|t| format!("{t:.1}%"))
-                        .unwrap_or_else(|| "idle".into())
-                ),
-            ));
-        }
-        // Overall classification.
-        let top = k
-            .stalls
-            .first()
-            .map(|(r, v)| format!("top stall {r} ({v:.1} cycles per instruction)"))
-            .unwrap_or_default();
-        if mem >= 60.0 && mem >= sm {
-            out.push(f(
-                "memory_bound",
-                k,
-                "memory-bound".into(),
-                format!("memory throughput {mem:.0}% of peak (DRAM {dram:.0}%), SM {sm:.0}%"),
-            ));
-        } else if sm >= 60.0 && sm > mem {
-            out.push(f(
-                "compute_bound",
-                k,
-                "compute-bound".into(),
-                format!("SM throughput {sm:.0}% of peak, memory {mem:.0}%"),
-            ));
-        } else if k.dram_throughput_pct.is_some() || k.sm_throughput_pct.is_some() {
-            out.push(f(
-                "latency_bound",
-                k,
-                "latency-bound: neither memory nor compute is near its peak".into(),
-                format!(
-                    "memory {mem:.0}%, SM {sm:.0}%{}",
-                    if top.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; {top}")
-                    }
+                    "{w:.2} waves per SM: the last wave is {:.0}% full",
+                    w.fract() * 100.0
                 ),
             ));
         }
     }
+}
+
+/// Uncoalesced global loads and register spills to local memory.
+fn memory_access_findings(out: &mut Vec<Finding>, k: &KernelProfile) {
+    if let Some(spr) = k.global_ld_sectors_per_request
+        && spr > 16.5
+    {
+        out.push(f(
+            "uncoalesced_access",
+            k,
+            "uncoalesced global loads".into(),
+            format!(
+                "{spr:.1} sectors per load request (16 at most for fully used 16-byte accesses)"
+            ),
+        ));
+    }
+    // Register spills.
+    let local_bytes = k.local_bytes_per_thread.unwrap_or(0.0);
+    let local_traffic = k.local_sectors.unwrap_or(0.0);
+    if local_bytes > 0.0 || local_traffic > 0.0 {
+        out.push(f(
+            "register_spills",
+            k,
+            "register spills to local memory".into(),
+            format!("{local_bytes:.0} bytes of local memory per thread, {local_traffic:.0} local sectors moved"),
+        ));
+    }
+}
+
+/// fp64 arithmetic the kernel probably did not mean.
+fn fp64_findings(out: &mut Vec<Finding>, k: &KernelProfile) {
+    if let Some(n) = k.fp64_per_cycle
+        && n > 0.0
+    {
+        out.push(f("unintended_fp64", k, "fp64 arithmetic in the kernel".into(), format!("{n:.3} fp64 thread instructions per cycle (dadd/dmul/dfma); a `double` literal or libm call is the usual cause")));
+    }
+}
+
+/// Shared-memory bank conflicts over 10 % of the wavefronts.
+fn bank_conflict_findings(out: &mut Vec<Finding>, k: &KernelProfile) {
+    if let (Some(c), Some(w)) = (k.shared_bank_conflicts, k.shared_wavefronts)
+        && w > 0.0
+        && c / w > 0.1
+        && c > 1000.0
+    {
+        out.push(f(
+            "bank_conflicts",
+            k,
+            "shared-memory bank conflicts".into(),
+            format!(
+                "{c:.0} conflicts over {w:.0} shared wavefronts ({:.0}%)",
+                100.0 * c / w
+            ),
+        ));
+    }
+}
+
+/// Warp divergence or partial warps.
+fn divergence_findings(out: &mut Vec<Finding>, k: &KernelProfile) {
+    if let Some(t) = k.threads_per_instruction
+        && t < 24.0
+    {
+        out.push(f(
+            "warp_divergence",
+            k,
+            "warp divergence or partial warps".into(),
+            format!("{t:.1} active threads per warp instruction (32 is full)"),
+        ));
+    }
+}
+
+/// Low achieved or theoretical occupancy.
+fn occupancy_findings(out: &mut Vec<Finding>, k: &KernelProfile) {
+    if let (Some(a), Some(t)) = (k.achieved_occupancy_pct, k.theoretical_occupancy_pct)
+        && (t < 50.0 || a < 25.0)
+    {
+        out.push(f(
+                "low_occupancy",
+                k,
+                "low occupancy".into(),
+                format!(
+                    "achieved {a:.0}% of the warp slots, theoretical {t:.0}% ({} registers/thread, {:.0} B shared/block)",
+                    k.registers_per_thread.map(|r| format!("{r:.0}")).unwrap_or_else(|| "?".into()),
+                    k.shared_static_bytes.unwrap_or(0.0) + k.shared_dynamic_bytes.unwrap_or(0.0)
+                ),
+            ));
+    }
+}
+
+/// A low-precision compute-bound kernel that leaves the tensor cores idle.
+fn tensor_core_findings(
+    out: &mut Vec<Finding>,
+    k: &KernelProfile,
+    low_precision: bool,
+    bottleneck: Option<Bottleneck>,
+    sm: f64,
+    mem: f64,
+) {
+    if low_precision
+        && sm >= 60.0
+        && sm > mem
+        && k.tensor_pipe_pct.map(|t| t < 5.0).unwrap_or(true)
+        && bottleneck == Some(Bottleneck::Compute)
+    {
+        out.push(f(
+            "compute_without_tensor_cores",
+            k,
+            "compute-bound without tensor cores".into(),
+            format!(
+                "SM throughput {sm:.0}%, tensor pipe {}",
+                k.tensor_pipe_pct
+                    .map(|t| format!("{t:.1}%"))
+                    .unwrap_or_else(|| "idle".into())
+            ),
+        ));
+    }
+}
+
+/// The overall classification: memory-, compute- or latency-bound.
+fn bound_findings(out: &mut Vec<Finding>, k: &KernelProfile, dram: f64, sm: f64, mem: f64) {
+    let top = k
+        .stalls
+        .first()
+        .map(|(r, v)| format!("top stall {r} ({v:.1} cycles per instruction)"))
+        .unwrap_or_default();
+    if mem >= 60.0 && mem >= sm {
+        out.push(f(
+            "memory_bound",
+            k,
+            "memory-bound".into(),
+            format!("memory throughput {mem:.0}% of peak (DRAM {dram:.0}%), SM {sm:.0}%"),
+        ));
+    } else if sm >= 60.0 && sm > mem {
+        out.push(f(
+            "compute_bound",
+            k,
+            "compute-bound".into(),
+            format!("SM throughput {sm:.0}% of peak, memory {mem:.0}%"),
+        ));
+    } else if k.dram_throughput_pct.is_some() || k.sm_throughput_pct.is_some() {
+        out.push(f(
+            "latency_bound",
+            k,
+            "latency-bound: neither memory nor compute is near its peak".into(),
+            format!(
+                "memory {mem:.0}%, SM {sm:.0}%{}",
+                if top.is_empty() {
+                    String::new()
+                } else {
+                    format!("; {top}")
+                }
+            ),
+        ));
+    }
+}
+
+/// More DRAM traffic than the operator's Q, over all kernels.
+fn redundant_traffic_findings(
+    out: &mut Vec<Finding>,
+    kernels: &[KernelProfile],
+    redundant: Option<f64>,
+) {
     if let Some(r) = redundant
         && r > 1.25
     {
@@ -206,7 +263,6 @@ pub fn classify(
             evidence: format!("DRAM bytes are {r:.2}× the operator's Q (read + write)"),
         });
     }
-    out
 }
 
 #[cfg(test)]

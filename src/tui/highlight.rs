@@ -264,38 +264,15 @@ pub fn build_diff(
         .to_string()
         .len()
         .max(3);
-    let diags_at = |line: usize| -> Vec<&Diagnostic> {
-        diagnostics.iter().filter(|d| d.line == line).collect()
-    };
-    let push_diags = |v: &mut DiffView, ds: Vec<&Diagnostic>| {
-        if ds.is_empty() {
-            return;
-        }
-        if v.first_diag.is_none() {
-            v.first_diag = Some(v.lines.len());
-        }
-        v.lines.extend(diag_lines(&ds, t, width));
-    };
-    let plain = |hl: Option<&Highlighted>, idx: usize, text: &str| -> Vec<(Style, String)> {
-        hl.and_then(|h| h.get(idx).cloned())
-            .unwrap_or_else(|| vec![(Style::default().fg(t.fg), text.to_string())])
+    let cx = DiffCtx {
+        old_hl,
+        new_hl,
+        diagnostics,
+        t,
+        width,
     };
     let Some(old) = old else {
-        let orphan: Vec<&Diagnostic> = diagnostics
-            .iter()
-            .filter(|d| d.line == 0 || d.line > n_new)
-            .collect();
-        push_diags(&mut v, orphan);
-        for (i, line) in new.lines().enumerate() {
-            let mut spans = gutter(None, Some(i + 1), ' ', t, width);
-            spans.extend(
-                plain(Some(new_hl), i, line)
-                    .into_iter()
-                    .map(|(s, x)| Span::styled(x, s)),
-            );
-            v.lines.push(Line::from(spans));
-            push_diags(&mut v, diags_at(i + 1));
-        }
+        cx.full_source(&mut v, new, n_new);
         return v;
     };
     let diff = TextDiff::from_lines(old, new);
@@ -321,80 +298,163 @@ pub fn build_diff(
         for op in group {
             for change in diff.iter_inline_changes(op) {
                 let tag = change.tag();
-                let old_i = change.old_index();
-                let new_i = change.new_index();
-                // rebuild the line text and the emphasised byte ranges
-                let mut text = String::new();
-                let mut ranges = Vec::new();
-                for (emph, s) in change.iter_strings_lossy() {
-                    let s = s.trim_end_matches(['\n', '\r']);
-                    if emph && !s.is_empty() {
-                        ranges.push((text.len(), text.len() + s.len()));
-                    }
-                    text.push_str(s);
-                }
-                let (sign, base_bg, emph_bg, segs) = match tag {
-                    ChangeTag::Delete => {
-                        v.removed += 1;
-                        (
-                            '-',
-                            t.removed_bg,
-                            t.removed_emph_bg,
-                            plain(old_hl, old_i.unwrap_or(0), &text),
-                        )
-                    }
-                    ChangeTag::Insert => {
-                        v.added += 1;
-                        (
-                            '+',
-                            t.added_bg,
-                            t.added_emph_bg,
-                            plain(Some(new_hl), new_i.unwrap_or(0), &text),
-                        )
-                    }
-                    ChangeTag::Equal => (
-                        ' ',
-                        t.bg,
-                        t.bg,
-                        plain(Some(new_hl), new_i.unwrap_or(0), &text),
-                    ),
-                };
-                // Highlighted text must match the diff's text; fall back to plain otherwise.
-                let joined: String = segs.iter().map(|(_, s)| s.as_str()).collect();
-                let segs = if joined == text {
-                    segs
-                } else {
-                    vec![(Style::default().fg(t.fg), text.clone())]
-                };
-                let mut spans = gutter(old_i.map(|i| i + 1), new_i.map(|i| i + 1), sign, t, width);
-                if tag == ChangeTag::Equal {
-                    spans.extend(segs.into_iter().map(|(s, x)| Span::styled(x, s)));
-                } else {
-                    spans.extend(emphasise(&segs, &ranges, base_bg, emph_bg));
-                }
-                let mut line = Line::from(spans);
-                if tag != ChangeTag::Equal {
-                    line = line.style(Style::default().bg(base_bg));
-                }
+                let (old_i, new_i) = (change.old_index(), change.new_index());
+                let (text, ranges) = inline_text(&change);
+                let line = cx.change_line(&mut v, tag, old_i, new_i, &text, &ranges);
                 v.lines.push(line);
                 if let (Some(n), true) = (new_i, tag != ChangeTag::Delete) {
                     shown.insert(n + 1);
-                    push_diags(&mut v, diags_at(n + 1));
+                    cx.push_diags(&mut v, cx.diags_at(n + 1));
                 }
             }
         }
     }
-    // Diagnostics on lines outside the hunks go on top, so they are never hidden.
-    let hidden: Vec<&Diagnostic> = diagnostics
-        .iter()
-        .filter(|d| !shown.contains(&d.line))
-        .collect();
-    if !hidden.is_empty() {
-        let extra = diag_lines(&hidden, t, width);
-        let n = extra.len();
-        v.lines.splice(0..0, extra);
-        v.first_diag = Some(0);
-        let _ = n;
-    }
+    cx.prepend_hidden_diags(&mut v, &shown);
     v
+}
+
+/// Rebuilds a changed line's text and the byte ranges of its emphasised (changed) words.
+fn inline_text(change: &similar::InlineChange<'_, str>) -> (String, Vec<(usize, usize)>) {
+    let mut text = String::new();
+    let mut ranges = Vec::new();
+    for (emph, s) in change.iter_strings_lossy() {
+        let s = s.trim_end_matches(['\n', '\r']);
+        if emph && !s.is_empty() {
+            ranges.push((text.len(), text.len() + s.len()));
+        }
+        text.push_str(s);
+    }
+    (text, ranges)
+}
+
+/// What every line of one diff is rendered with: highlighting, diagnostics, theme, gutter width.
+struct DiffCtx<'a> {
+    old_hl: Option<&'a Highlighted>,
+    new_hl: &'a Highlighted,
+    diagnostics: &'a [Diagnostic],
+    t: &'a Theme,
+    width: usize,
+}
+
+impl<'a> DiffCtx<'a> {
+    /// The diagnostics on a line of the new source.
+    fn diags_at(&self, line: usize) -> Vec<&'a Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.line == line).collect()
+    }
+
+    /// Appends diagnostic lines, remembering where the first one went.
+    fn push_diags(&self, v: &mut DiffView, ds: Vec<&Diagnostic>) {
+        if ds.is_empty() {
+            return;
+        }
+        if v.first_diag.is_none() {
+            v.first_diag = Some(v.lines.len());
+        }
+        v.lines.extend(diag_lines(&ds, self.t, self.width));
+    }
+
+    /// A line's highlighted segments, or the text unstyled when there are none.
+    fn plain(&self, hl: Option<&Highlighted>, idx: usize, text: &str) -> Vec<(Style, String)> {
+        hl.and_then(|h| h.get(idx).cloned())
+            .unwrap_or_else(|| vec![(Style::default().fg(self.t.fg), text.to_string())])
+    }
+
+    /// The whole new source with its diagnostics (no old source to diff against).
+    fn full_source(&self, v: &mut DiffView, new: &str, n_new: usize) {
+        let orphan: Vec<&Diagnostic> = self
+            .diagnostics
+            .iter()
+            .filter(|d| d.line == 0 || d.line > n_new)
+            .collect();
+        self.push_diags(v, orphan);
+        for (i, line) in new.lines().enumerate() {
+            let mut spans = gutter(None, Some(i + 1), ' ', self.t, self.width);
+            spans.extend(
+                self.plain(Some(self.new_hl), i, line)
+                    .into_iter()
+                    .map(|(s, x)| Span::styled(x, s)),
+            );
+            v.lines.push(Line::from(spans));
+            self.push_diags(v, self.diags_at(i + 1));
+        }
+    }
+
+    /// Renders one changed (or equal) line, counting it as added or removed.
+    fn change_line(
+        &self,
+        v: &mut DiffView,
+        tag: ChangeTag,
+        old_i: Option<usize>,
+        new_i: Option<usize>,
+        text: &str,
+        ranges: &[(usize, usize)],
+    ) -> Line<'static> {
+        let t = self.t;
+        let (sign, base_bg, emph_bg, segs) = match tag {
+            ChangeTag::Delete => {
+                v.removed += 1;
+                (
+                    '-',
+                    t.removed_bg,
+                    t.removed_emph_bg,
+                    self.plain(self.old_hl, old_i.unwrap_or(0), text),
+                )
+            }
+            ChangeTag::Insert => {
+                v.added += 1;
+                (
+                    '+',
+                    t.added_bg,
+                    t.added_emph_bg,
+                    self.plain(Some(self.new_hl), new_i.unwrap_or(0), text),
+                )
+            }
+            ChangeTag::Equal => (
+                ' ',
+                t.bg,
+                t.bg,
+                self.plain(Some(self.new_hl), new_i.unwrap_or(0), text),
+            ),
+        };
+        // Highlighted text must match the diff's text; fall back to plain otherwise.
+        let joined: String = segs.iter().map(|(_, s)| s.as_str()).collect();
+        let segs = if joined == text {
+            segs
+        } else {
+            vec![(Style::default().fg(t.fg), text.to_string())]
+        };
+        let mut spans = gutter(
+            old_i.map(|i| i + 1),
+            new_i.map(|i| i + 1),
+            sign,
+            t,
+            self.width,
+        );
+        if tag == ChangeTag::Equal {
+            spans.extend(segs.into_iter().map(|(s, x)| Span::styled(x, s)));
+        } else {
+            spans.extend(emphasise(&segs, ranges, base_bg, emph_bg));
+        }
+        let mut line = Line::from(spans);
+        if tag != ChangeTag::Equal {
+            line = line.style(Style::default().bg(base_bg));
+        }
+        line
+    }
+
+    /// Puts diagnostics on lines outside the hunks on top, so they are never hidden.
+    fn prepend_hidden_diags(&self, v: &mut DiffView, shown: &std::collections::BTreeSet<usize>) {
+        let hidden: Vec<&Diagnostic> = self
+            .diagnostics
+            .iter()
+            .filter(|d| !shown.contains(&d.line))
+            .collect();
+        if !hidden.is_empty() {
+            let extra = diag_lines(&hidden, self.t, self.width);
+            let n = extra.len();
+            v.lines.splice(0..0, extra);
+            v.first_diag = Some(0);
+            let _ = n;
+        }
+    }
 }

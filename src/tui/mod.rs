@@ -3,6 +3,7 @@
 
 mod agent_link;
 pub mod app;
+mod effects;
 pub mod event;
 pub mod highlight;
 pub mod keymap;
@@ -15,7 +16,7 @@ pub mod view;
 mod tests;
 
 use crate::config::Settings;
-use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig};
+use crate::engine::client::{WorkerClient, WorkerConfig};
 use crate::engine::protocol::{Event, JobKind, Mode};
 use crate::session::model::LogLevel;
 use crate::session::{Model, SessionEvent, SessionWriter};
@@ -266,61 +267,118 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
         writer,
     } = p;
     let (tx, mut rx) = mpsc::unbounded_channel::<AppEvent>();
+    let client = spawn_worker(&settings, writer.as_ref());
+    spawn_background_tasks(&tx, &client, &settings, &state);
+    install_panic_hook();
+    let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
+    let mut rtm = Runtime {
+        tx: tx.clone(),
+        device: settings.device,
+        agent: None,
+        client,
+        jobs: Default::default(),
+        watchers: Vec::new(),
+        playback: None,
+        editor: settings.editor.clone(),
+        writer,
+        written: 0,
+    };
+    rtm.persist(&mut state);
+    // None while the editor has the terminal.
+    let mut input = Some(crossterm::event::EventStream::new());
+    let result = event_loop(
+        &mut rtm,
+        &mut state,
+        &mut rx,
+        &mut terminal,
+        &mut input,
+        t_start,
+    )
+    .await;
+    ratatui::restore();
+    for mid in rtm.jobs.values() {
+        rtm.client.cancel(*mid);
+    }
+    if let Some(p) = rtm.playback.take() {
+        p.abort();
+    }
+    result.map(|_| 0)
+}
+
+/// Spawns the worker subprocess behind its client, its stderr kept beside the session.
+fn spawn_worker(settings: &Settings, writer: Option<&SessionWriter>) -> WorkerClient {
     // The worker: a subprocess behind the client; hello tells whether there is a GPU.
     let mut cfg = WorkerConfig::new(settings.device);
     if let Some(w) = settings.watchdog_secs {
         cfg.watchdog = Duration::from_secs_f64(w);
     }
     // The worker's own stderr is kept beside the session (`SESSION.worker.log`).
-    if let Some(w) = &writer {
+    if let Some(w) = writer {
         let mut name = w.path().as_os_str().to_owned();
         name.push(".worker.log");
         cfg.log = Some(std::path::PathBuf::from(name));
     }
-    let client = WorkerClient::spawn(cfg);
+    WorkerClient::spawn(cfg)
+}
+
+/// Starts what runs beside the input loop: the ncu search, the worker's hello, the
+/// highlighter's loading and the signal handlers.
+fn spawn_background_tasks(tx: &Tx, client: &WorkerClient, settings: &Settings, state: &AppState) {
+    find_ncu_in_background(tx);
+    hello_in_background(tx, client);
+    load_highlighter_in_background(tx, settings, state);
+    forward_signals(tx);
+}
+
+/// Looks for ncu once, on a thread of its own.
+fn find_ncu_in_background(tx: &Tx) {
     // ncu is looked for once, off the input loop.
-    {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            deliver(
-                &tx,
-                AppEvent::NcuFound(crate::profile::NcuOptions::find().map(|o| o.ncu)),
-            );
-        });
-    }
-    {
-        let (client, tx) = (client.clone(), tx.clone());
-        tokio::spawn(async move {
-            let r = match tokio::time::timeout(Duration::from_secs(30), client.hello()).await {
-                Ok(Ok(Event::Hello { device, probe, .. })) => Ok(HelloInfo {
-                    device,
-                    driver: probe.driver_version,
-                    nvrtc: probe.nvrtc_version,
-                }),
-                Ok(Ok(other)) => Err(format!("unexpected worker reply {other:?}")),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err("the worker did not answer".into()),
-            };
-            deliver(&tx, AppEvent::Hello(r));
-        });
-    }
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        deliver(
+            &tx,
+            AppEvent::NcuFound(crate::profile::NcuOptions::find().map(|o| o.ncu)),
+        );
+    });
+}
+
+/// Asks the worker for its hello (device, driver, NVRTC), giving up after 30 s.
+fn hello_in_background(tx: &Tx, client: &WorkerClient) {
+    let (client, tx) = (client.clone(), tx.clone());
+    tokio::spawn(async move {
+        let r = match tokio::time::timeout(Duration::from_secs(30), client.hello()).await {
+            Ok(Ok(Event::Hello { device, probe, .. })) => Ok(HelloInfo {
+                device,
+                driver: probe.driver_version,
+                nvrtc: probe.nvrtc_version,
+            }),
+            Ok(Ok(other)) => Err(format!("unexpected worker reply {other:?}")),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err("the worker did not answer".into()),
+        };
+        deliver(&tx, AppEvent::Hello(r));
+    });
+}
+
+/// Loads syntax highlighting on a thread of its own.
+fn load_highlighter_in_background(tx: &Tx, settings: &Settings, state: &AppState) {
     // Syntax highlighting loads off the input loop.
-    {
-        let tx = tx.clone();
-        let name = settings
-            .syntax_theme
-            .clone()
-            .unwrap_or_else(|| state.theme.syntax_theme.clone());
-        let truecolor = state.theme.truecolor;
-        std::thread::spawn(move || {
-            deliver(
-                &tx,
-                AppEvent::HighlighterReady(
-                    highlight::Highlighter::new(&name, truecolor).map(Arc::new),
-                ),
-            );
-        });
-    }
+    let tx = tx.clone();
+    let name = settings
+        .syntax_theme
+        .clone()
+        .unwrap_or_else(|| state.theme.syntax_theme.clone());
+    let truecolor = state.theme.truecolor;
+    std::thread::spawn(move || {
+        deliver(
+            &tx,
+            AppEvent::HighlighterReady(highlight::Highlighter::new(&name, truecolor).map(Arc::new)),
+        );
+    });
+}
+
+/// Turns SIGTERM, SIGHUP and SIGINT into events, so the terminal is restored before leaving.
+fn forward_signals(tx: &Tx) {
     // SIGTERM / SIGHUP (SSH drop) / SIGINT (`kill -INT`; Ctrl-C is a key in raw mode): restore
     // the terminal and leave.
     #[cfg(unix)]
@@ -341,84 +399,73 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
             }
         }
     }
-    install_panic_hook();
-    let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
-    let mut rtm = Runtime {
-        tx: tx.clone(),
-        device: settings.device,
-        agent: None,
-        client,
-        jobs: Default::default(),
-        watchers: Vec::new(),
-        playback: None,
-        editor: settings.editor.clone(),
-        writer,
-        written: 0,
-    };
-    rtm.persist(&mut state);
-    let mut input = crossterm::event::EventStream::new();
+    #[cfg(not(unix))]
+    let _ = tx;
+}
+
+/// Draws, waits for input or app events, updates and carries out effects until quit.
+async fn event_loop(
+    rtm: &mut Runtime,
+    state: &mut AppState,
+    rx: &mut mpsc::UnboundedReceiver<AppEvent>,
+    terminal: &mut ratatui::DefaultTerminal,
+    input: &mut Option<crossterm::event::EventStream>,
+    t_start: Instant,
+) -> Result<(), String> {
     let mut first = true;
-    let result: Result<(), String> = async {
-        loop {
-            terminal
-                .draw(|f| view::draw(f, &state))
-                .map_err(|e| format!("cannot draw on the terminal: {e}"))?;
-            if first {
-                first = false;
-                let ms = t_start.elapsed().as_secs_f64() * 1e3;
-                state.log(LogLevel::Info, format!("first frame in {ms:.0} ms"));
-                continue;
-            }
-            let ev = tokio::select! {
-                e = input.next() => match e {
-                    Some(Ok(crossterm::event::Event::Key(k))) => AppEvent::Key(k),
-                    Some(Ok(crossterm::event::Event::Resize(w, h))) => AppEvent::Resize(w, h),
-                    Some(Ok(_)) => continue,
-                    Some(Err(e)) => return Err(format!("terminal input: {e}")),
-                    None => return Ok(()),
-                },
-                e = rx.recv() => match e { Some(e) => e, None => return Ok(()) },
-            };
-            let mut pending = vec![ev];
-            // coalesce whatever else is queued into one redraw
-            while let Ok(e) = rx.try_recv() {
-                pending.push(e);
-                if pending.len() > 256 {
-                    break;
-                }
-            }
-            for ev in pending {
-                let fx = app::update(&mut state, ev);
-                for e in fx {
-                    if let Some(suspend) = execute(&mut rtm, &mut state, e) {
-                        // $EDITOR: give the terminal away, keep handling events, take it back.
-                        drop(input);
-                        ratatui::restore();
-                        run_editor(&mut rtm, &mut state, &mut rx, suspend).await;
-                        terminal = ratatui::try_init()
-                            .map_err(|e| format!("cannot reopen the terminal: {e}"))?;
-                        terminal
-                            .clear()
-                            .map_err(|e| format!("cannot clear the terminal: {e}"))?;
-                        input = crossterm::event::EventStream::new();
-                    }
-                }
-            }
-            rtm.persist(&mut state);
-            if state.quit {
-                return Ok(());
+    loop {
+        terminal
+            .draw(|f| view::draw(f, state))
+            .map_err(|e| format!("cannot draw on the terminal: {e}"))?;
+        if first {
+            first = false;
+            let ms = t_start.elapsed().as_secs_f64() * 1e3;
+            state.log(LogLevel::Info, format!("first frame in {ms:.0} ms"));
+            continue;
+        }
+        let stream = input
+            .as_mut()
+            .expect("the input stream is reopened whenever the editor returns");
+        let ev = tokio::select! {
+            e = stream.next() => match e {
+                Some(Ok(crossterm::event::Event::Key(k))) => AppEvent::Key(k),
+                Some(Ok(crossterm::event::Event::Resize(w, h))) => AppEvent::Resize(w, h),
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => return Err(format!("terminal input: {e}")),
+                None => return Ok(()),
+            },
+            e = rx.recv() => match e { Some(e) => e, None => return Ok(()) },
+        };
+        let mut pending = vec![ev];
+        // coalesce whatever else is queued into one redraw
+        while let Ok(e) = rx.try_recv() {
+            pending.push(e);
+            if pending.len() > 256 {
+                break;
             }
         }
+        for ev in pending {
+            let fx = app::update(state, ev);
+            for e in fx {
+                if let Some(suspend) = execute(rtm, state, e) {
+                    // $EDITOR: give the terminal away, keep handling events, take it back.
+                    drop(input.take());
+                    ratatui::restore();
+                    run_editor(rtm, state, rx, suspend).await;
+                    *terminal = ratatui::try_init()
+                        .map_err(|e| format!("cannot reopen the terminal: {e}"))?;
+                    terminal
+                        .clear()
+                        .map_err(|e| format!("cannot clear the terminal: {e}"))?;
+                    *input = Some(crossterm::event::EventStream::new());
+                }
+            }
+        }
+        rtm.persist(state);
+        if state.quit {
+            return Ok(());
+        }
     }
-    .await;
-    ratatui::restore();
-    for mid in rtm.jobs.values() {
-        rtm.client.cancel(*mid);
-    }
-    if let Some(p) = rtm.playback.take() {
-        p.abort();
-    }
-    result.map(|_| 0)
 }
 
 /// Starts the agent task: the driver that `agent::setup` builds, with the human gate and the
@@ -477,110 +524,21 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             state: st,
             sources,
             seed,
-        } => {
-            if let Err(e) = start_agent(rtm, state, op, *st, sources, seed) {
-                if let Some(a) = state.agent.as_mut() {
-                    a.running = false;
-                }
-                state.log(LogLevel::Error, format!("agent: cannot start: {e}"));
-            }
-            None
-        }
-        Effect::Agent(c) => {
-            // A control message for an agent that has finished is moot.
-            if let Some(tx) = &rtm.agent
-                && tx.send(c).is_err()
-            {
-                rtm.agent = None;
-            }
-            None
-        }
+        } => effects::start_agent_or_log(rtm, state, op, *st, sources, seed),
+        Effect::Agent(c) => effects::send_to_agent(rtm, c),
         Effect::Measure {
             op,
             rev,
             mid,
             source,
-        } => {
-            match build_measure_job(state, &op, rev, source) {
-                Ok(job) => {
-                    let (id, mut erx) = rtm.client.submit(job);
-                    rtm.jobs.insert(mid, id);
-                    let tx = rtm.tx.clone();
-                    tokio::spawn(async move {
-                        while let Some(ev) = erx.recv().await {
-                            let end = matches!(
-                                ev,
-                                JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. }
-                            );
-                            if tx.send(AppEvent::Job { mid, event: ev }).is_err() || end {
-                                break;
-                            }
-                        }
-                    });
-                }
-                // The job could not be built: it ends like a lost one, through the event queue.
-                Err(msg) => deliver(
-                    &rtm.tx,
-                    AppEvent::Job {
-                        mid,
-                        event: JobEvent::WorkerLost {
-                            verdict: crate::engine::protocol::Verdict::Error,
-                            message: msg,
-                        },
-                    },
-                ),
-            }
-            None
-        }
-        Effect::Cancel { mid } => {
-            if let Some(id) = rtm.jobs.remove(&mid) {
-                rtm.client.cancel(id);
-            }
-            None
-        }
+        } => effects::submit_measure(rtm, state, &op, rev, mid, source),
+        Effect::Cancel { mid } => effects::cancel(rtm, mid),
         Effect::ExternalEdit {
             op: _,
             path,
             content,
-        } => {
-            if let Some(d) = path.parent()
-                && let Err(e) = std::fs::create_dir_all(d)
-            {
-                state.log(LogLevel::Error, format!("{}: {e}", d.display()));
-                return None;
-            }
-            if let Err(e) = std::fs::write(&path, &content) {
-                state.log(LogLevel::Error, format!("{}: {e}", path.display()));
-                return None;
-            }
-            match watch(&rtm.tx, &path) {
-                Ok(w) => rtm.watchers.push(w),
-                Err(e) => state.log(
-                    LogLevel::Warn,
-                    format!("cannot watch {}: {e}", path.display()),
-                ),
-            }
-            Some(path)
-        }
-        Effect::Playback(p) => {
-            if let Some(h) = rtm.playback.take() {
-                h.abort();
-            }
-            if let Some(period) = p {
-                let tx = rtm.tx.clone();
-                rtm.playback = Some(tokio::spawn(async move {
-                    let mut iv = tokio::time::interval(period);
-                    iv.tick().await;
-                    loop {
-                        iv.tick().await;
-                        if tx.send(AppEvent::Tick).is_err() {
-                            break;
-                        }
-                    }
-                }));
-            }
-            None
-        }
+        } => effects::external_edit(rtm, state, path, &content),
+        Effect::Playback(p) => effects::playback(rtm, p),
         Effect::Profile {
             op,
             rev,
@@ -589,51 +547,19 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             device,
             ncu,
         } => {
-            let (suite, client, tx, index) = (
-                state.suite.clone(),
-                rtm.client.clone(),
-                rtm.tx.clone(),
-                rtm.device,
-            );
-            tokio::spawn(async move {
-                let result = run_profile(
-                    suite,
-                    client,
-                    ProfileJob {
-                        op: op.clone(),
-                        rev,
-                        shape,
-                        source,
-                        device,
-                        index,
-                        ncu,
-                    },
-                )
-                .await;
-                deliver(&tx, AppEvent::Profiled { op, rev, result });
-            });
-            None
-        }
-        Effect::OpenReplay(f) => {
-            let result = match &f.path {
-                Some(p) => crate::session::load(p),
-                None => match crate::session::demos::demo(&f.name) {
-                    Some(text) => crate::session::parse_text(&f.name, text),
-                    None => Err(crate::session::store::SessionError::Other {
-                        file: f.name.clone(),
-                        message: "no such built-in session".into(),
-                    }),
-                },
+            let index = rtm.device;
+            let job = ProfileJob {
+                op,
+                rev,
+                shape,
+                source,
+                device,
+                index,
+                ncu,
             };
-            deliver(
-                &rtm.tx,
-                AppEvent::ReplayLoaded {
-                    name: f.name,
-                    result: result.map_err(|e| e.to_string()),
-                },
-            );
-            None
+            effects::start_profile(rtm, state, job)
         }
+        Effect::OpenReplay(f) => effects::open_replay(rtm, f),
         Effect::Quit => None,
     }
 }

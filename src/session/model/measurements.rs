@@ -1,0 +1,180 @@
+//! The measurements family of the reducer: a revision's measurement from its start through
+//! compilation, per-shape results and kernel output to its verdict. Events of an older
+//! measurement (another `mid`) than the revision's current one are ignored.
+
+use super::{LogLevel, MeasureStatus, Measurement, Model};
+use crate::engine::protocol::Verdict;
+use crate::session::event::SessionEvent;
+
+/// Lines of a kernel's output shown in the log per shape.
+const OUTPUT_LOG_LINES: usize = 5;
+
+impl Model {
+    /// Applies a `measure_start`, `compiled`, `shape_result`, `kernel_output` or
+    /// `measure_done` event.
+    pub(super) fn apply_measurements(&mut self, t: f64, ev: &SessionEvent) {
+        match ev {
+            SessionEvent::MeasureStart { op, rev, mid, mode } => {
+                self.last_mid = self.last_mid.max(*mid);
+                match self.op_mut(op).rev_mut(*rev) {
+                    Some(r) => {
+                        r.measurement = Measurement {
+                            status: MeasureStatus::Running,
+                            mid: *mid,
+                            mode: mode.clone(),
+                            ..Default::default()
+                        };
+                        self.log(
+                            t,
+                            LogLevel::Info,
+                            format!("{op} v{rev}: measuring ({mode})"),
+                        );
+                    }
+                    None => self.unknown(t, op, *rev, "measure_start"),
+                }
+            }
+            SessionEvent::Compiled {
+                op,
+                rev,
+                mid,
+                ok,
+                diagnostics,
+                log,
+            } => {
+                let mut line = None;
+                match self.op_mut(op).rev_mut(*rev) {
+                    Some(r) if r.measurement.mid == *mid => {
+                        r.measurement.compiled = Some(*ok);
+                        r.measurement.diagnostics = diagnostics.clone();
+                        r.measurement.compile_log = log.clone();
+                        if !ok {
+                            line = Some(match diagnostics.first() {
+                                Some(d) => format!(
+                                    "{op} v{rev}: compile error at line {}: {}",
+                                    d.line, d.msg
+                                ),
+                                None => format!("{op} v{rev}: compile error"),
+                            });
+                        }
+                    }
+                    Some(_) => {}
+                    None => self.unknown(t, op, *rev, "compiled"),
+                }
+                if let Some(l) = line {
+                    self.log(t, LogLevel::Error, l);
+                }
+            }
+            SessionEvent::ShapeResult {
+                op,
+                rev,
+                mid,
+                result,
+            } => match self.op_mut(op).rev_mut(*rev) {
+                Some(r) if r.measurement.mid == *mid => {
+                    r.measurement.results.insert(result.shape, result.clone());
+                }
+                Some(_) => {}
+                None => self.unknown(t, op, *rev, "shape_result"),
+            },
+            SessionEvent::KernelOutput {
+                op,
+                rev,
+                mid,
+                shape,
+                text,
+                dropped,
+            } => {
+                let mut lines = Vec::new();
+                match self.op_mut(op).rev_mut(*rev) {
+                    Some(r) if r.measurement.mid == *mid => {
+                        r.measurement.output.push((*shape, text.clone()));
+                        lines = output_log_lines(op, *rev, *shape, text, *dropped);
+                    }
+                    Some(_) => {}
+                    None => self.unknown(t, op, *rev, "kernel_output"),
+                }
+                for l in lines {
+                    self.log(t, LogLevel::Info, l);
+                }
+            }
+            SessionEvent::MeasureDone {
+                op,
+                rev,
+                mid,
+                verdict,
+                message,
+            } => self.measure_done(t, op, *rev, *mid, verdict, message),
+            _ => unreachable!("Model::apply routes only measurement events to apply_measurements"),
+        }
+    }
+
+    /// Ends a measurement with its verdict, logged as good or as a warning.
+    fn measure_done(
+        &mut self,
+        t: f64,
+        op: &str,
+        rev: u32,
+        mid: u64,
+        verdict: &Verdict,
+        message: &Option<String>,
+    ) {
+        let mut line = None;
+        match self.op_mut(op).rev_mut(rev) {
+            Some(r) if r.measurement.mid == mid => {
+                r.measurement.status = MeasureStatus::Done(verdict.clone());
+                r.measurement.message = message.clone();
+                let v = r.verdict();
+                let lvl = if v.failed() {
+                    LogLevel::Warn
+                } else {
+                    LogLevel::Good
+                };
+                line = Some((
+                    lvl,
+                    format!(
+                        "{op} v{rev}: {}{}",
+                        v.label(),
+                        message
+                            .as_deref()
+                            .map(|m| format!(" · {m}"))
+                            .unwrap_or_default()
+                    ),
+                ));
+            }
+            Some(_) => {}
+            None => self.unknown(t, op, rev, "measure_done"),
+        }
+        if let Some((l, s)) = line {
+            self.log(t, l, s);
+        }
+    }
+}
+
+/// The log lines for what a kernel printed: its first `OUTPUT_LOG_LINES` lines, then a count
+/// of the rest (and of the bytes over the limit that were not kept).
+fn output_log_lines(
+    op: &str,
+    rev: u32,
+    shape: Option<u32>,
+    text: &str,
+    dropped: u64,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let origin = shape.map(|s| format!(" shape {s}")).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    for l in all.iter().take(OUTPUT_LOG_LINES) {
+        lines.push(format!("{op} v{rev}{origin} printed: {l}"));
+    }
+    if all.len() > OUTPUT_LOG_LINES || dropped > 0 {
+        lines.push(format!(
+            "{op} v{rev}{origin}: {} more lines{} (all kept lines are in the session)",
+            all.len().saturating_sub(OUTPUT_LOG_LINES),
+            if dropped > 0 {
+                format!(", {dropped} bytes over the 64 KiB limit not kept")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    lines
+}

@@ -1,0 +1,431 @@
+//! The state of a session, built from its events alone by one reducer (`Model::apply`).
+//!
+//! Invariants of the reducer:
+//! - There is one reducer, used alike for live use, for resuming a session and for replay:
+//!   the state shown is always the fold of `Model::apply` over the session's records, from
+//!   `Model::new`.
+//! - It is deterministic: applying the same records in the same order always gives the same
+//!   state, log lines included; it reads nothing but the record and the state.
+//! - It never fails: an event naming a revision without a `revision` event is logged and
+//!   ignored, an event of a kind this build does not know is counted, and a measurement event
+//!   of an older measurement (another `mid`) leaves the revision as it is.
+//!
+//! `apply` only routes each event to its family, each in its own module: `run` (run start,
+//! device, errors, unknown kinds), `revisions` (revisions, decisions, profiles),
+//! `measurements` (a measurement from start to verdict) and `agent` (agent state, steering).
+
+mod agent;
+mod measurements;
+mod revisions;
+mod run;
+
+use super::event::{Author, DecidedBy, Decision, Record, SessionEvent};
+use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
+use crate::suite::roofline;
+use crate::suite::{PhaseFilter, Suite};
+use std::collections::BTreeMap;
+
+/// Where a revision's measurement stands.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum MeasureStatus {
+    #[default]
+    Unmeasured,
+    Running,
+    Done(Verdict),
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measurement {
+    pub status: MeasureStatus,
+    pub mid: u64,
+    pub mode: String,
+    /// None until the compile result arrives.
+    pub compiled: Option<bool>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub compile_log: String,
+    pub results: BTreeMap<u32, ShapeResult>,
+    pub message: Option<String>,
+    /// What the kernels printed, per shape (None: outside a shape), in arrival order.
+    pub output: Vec<(Option<u32>, String)>,
+}
+
+/// A revision's verdict as shown.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RevVerdict {
+    Unmeasured,
+    Measuring,
+    CompileError,
+    Incorrect,
+    Failed(String),
+    Score(f64),
+}
+
+impl RevVerdict {
+    pub fn label(&self) -> String {
+        match self {
+            RevVerdict::Unmeasured => "—".into(),
+            RevVerdict::Measuring => "measuring".into(),
+            RevVerdict::CompileError => "compile error".into(),
+            RevVerdict::Incorrect => "incorrect".into(),
+            RevVerdict::Failed(s) => s.clone(),
+            RevVerdict::Score(s) => format!("S {s:.3}"),
+        }
+    }
+    pub fn score(&self) -> Option<f64> {
+        match self {
+            RevVerdict::Score(s) => Some(*s),
+            _ => None,
+        }
+    }
+    pub fn failed(&self) -> bool {
+        matches!(
+            self,
+            RevVerdict::CompileError | RevVerdict::Incorrect | RevVerdict::Failed(_)
+        )
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Revision {
+    pub rev: u32,
+    pub parent: Option<u32>,
+    pub author: Author,
+    pub rationale: String,
+    pub source: String,
+    pub via: Option<String>,
+    pub decision: Option<Decision>,
+    pub decided_by: Option<DecidedBy>,
+    pub measurement: Measurement,
+    /// Recorded in the session (false for a baseline taken from the suite and not yet used).
+    pub recorded: bool,
+    /// The optimization category of an agent revision.
+    pub category: Option<String>,
+    /// Knowledge documents given to the agent for this revision.
+    pub knowledge: Vec<String>,
+    /// Request id and token counts of a model revision.
+    pub request_id: Option<String>,
+    pub tokens: Option<(u64, u64)>,
+    /// The latest deep profile (Nsight Compute) of this revision.
+    pub profile: Option<Box<crate::profile::Profile>>,
+}
+
+impl Revision {
+    pub fn verdict(&self) -> RevVerdict {
+        let m = &self.measurement;
+        if m.compiled == Some(false) {
+            return RevVerdict::CompileError;
+        }
+        match &m.status {
+            MeasureStatus::Unmeasured => RevVerdict::Unmeasured,
+            MeasureStatus::Running => RevVerdict::Measuring,
+            MeasureStatus::Done(v) => {
+                if m.results.values().any(|r| r.verdict == Verdict::Incorrect) {
+                    return RevVerdict::Incorrect;
+                }
+                if let Some(r) = m.results.values().find(|r| r.verdict != Verdict::Pass) {
+                    return RevVerdict::Failed(r.verdict.name().to_string());
+                }
+                if m.results.is_empty() || *v != Verdict::Pass {
+                    return match v {
+                        Verdict::CompileError => RevVerdict::CompileError,
+                        Verdict::Incorrect => RevVerdict::Incorrect,
+                        Verdict::Pass => RevVerdict::Failed("no results".into()),
+                        other => RevVerdict::Failed(other.name().to_string()),
+                    };
+                }
+                RevVerdict::Score(crate::engine::outcome::s_op_of(m.results.values()))
+            }
+        }
+    }
+}
+
+/// One operator's revisions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpState {
+    pub name: String,
+    pub revisions: Vec<Revision>,
+    pub incumbent: Option<u32>,
+}
+
+impl OpState {
+    pub fn rev(&self, rev: u32) -> Option<&Revision> {
+        self.revisions.iter().find(|r| r.rev == rev)
+    }
+    fn rev_mut(&mut self, rev: u32) -> Option<&mut Revision> {
+        self.revisions.iter_mut().find(|r| r.rev == rev)
+    }
+    pub fn next_rev(&self) -> u32 {
+        self.revisions
+            .iter()
+            .map(|r| r.rev + 1)
+            .max()
+            .unwrap_or(1)
+            .max(1)
+    }
+    pub fn incumbent_rev(&self) -> Option<&Revision> {
+        self.incumbent.and_then(|r| self.rev(r))
+    }
+    /// S_op of the incumbent, when measured and passing.
+    pub fn incumbent_s(&self) -> Option<f64> {
+        self.incumbent_rev().and_then(|r| r.verdict().score())
+    }
+    /// Best S_op over the revisions not rejected.
+    pub fn best_s(&self) -> Option<f64> {
+        self.revisions
+            .iter()
+            .filter(|r| r.decision != Some(Decision::Rejected))
+            .filter_map(|r| r.verdict().score())
+            .fold(None, |a: Option<f64>, s| Some(a.map_or(s, |a| a.max(s))))
+    }
+    /// S_op of the measured revisions, in revision order.
+    pub fn history(&self) -> Vec<f64> {
+        self.revisions
+            .iter()
+            .filter_map(|r| r.verdict().score())
+            .collect()
+    }
+    pub fn status(&self) -> OpStatus {
+        if self
+            .revisions
+            .iter()
+            .any(|r| r.measurement.status == MeasureStatus::Running)
+        {
+            return OpStatus::Measuring;
+        }
+        let latest = self
+            .revisions
+            .iter()
+            .filter(|r| r.measurement.status != MeasureStatus::Unmeasured)
+            .max_by_key(|r| r.measurement.mid);
+        if let Some(l) = latest
+            && l.verdict().failed()
+        {
+            return OpStatus::Failing;
+        }
+        let base = self.rev(0).and_then(|r| r.verdict().score());
+        match (self.incumbent, self.incumbent_s(), base) {
+            (Some(i), Some(s), Some(b)) if i > 0 && s > b => return OpStatus::Improved,
+            (Some(i), Some(_), None) if i > 0 => return OpStatus::Improved,
+            _ => {}
+        }
+        // A revision beyond the baseline that nobody decided on yet (a hand edit, a proposal).
+        if self
+            .revisions
+            .iter()
+            .any(|r| r.rev > 0 && r.recorded && r.decision.is_none())
+        {
+            return OpStatus::Pending;
+        }
+        if self.revisions.iter().any(|r| r.recorded && r.rev > 0) {
+            return OpStatus::Tried;
+        }
+        if self
+            .revisions
+            .iter()
+            .any(|r| r.measurement.status != MeasureStatus::Unmeasured)
+        {
+            return OpStatus::Measured;
+        }
+        OpStatus::Untouched
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpStatus {
+    Untouched,
+    /// The baseline measured, no other revision.
+    Measured,
+    /// Revised, nothing better than the baseline accepted.
+    Tried,
+    /// A revision waits for a decision.
+    Pending,
+    Measuring,
+    Improved,
+    Failing,
+}
+
+impl OpStatus {
+    pub fn label(self) -> &'static str {
+        match self {
+            OpStatus::Untouched => "untouched",
+            OpStatus::Measured => "measured",
+            OpStatus::Tried => "tried",
+            OpStatus::Pending => "pending",
+            OpStatus::Measuring => "measuring",
+            OpStatus::Improved => "improved",
+            OpStatus::Failing => "failing",
+        }
+    }
+}
+
+/// A line of the session's log, derived from events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub t: f64,
+    pub level: LogLevel,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogLevel {
+    Info,
+    Good,
+    Warn,
+    Error,
+    Steer,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunInfo {
+    pub tool_version: Option<String>,
+    pub gpu: Option<String>,
+    pub driver: Option<String>,
+    pub nvrtc: Option<String>,
+    pub hardware: Option<String>,
+    pub suite: Option<String>,
+    pub runs: usize,
+}
+
+/// The state of a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub ops: BTreeMap<String, OpState>,
+    pub run: RunInfo,
+    pub steering: Vec<(Option<String>, String)>,
+    pub agent_state: Option<String>,
+    /// The operator the agent last worked on, and the revisions its latest dropout masked.
+    pub agent_op: Option<String>,
+    pub agent_masked: Vec<u32>,
+    pub agent_reason: Option<String>,
+    pub log: Vec<LogLine>,
+    /// Events of kinds this build does not know (kept in the file, not shown).
+    pub unknown_events: usize,
+    /// The operator of the latest revision: the one the session is about.
+    pub latest_op: Option<String>,
+    pub applied: usize,
+    pub last_mid: u64,
+    /// The sequence number of the last record applied.
+    pub last_seq: u64,
+}
+
+impl Model {
+    /// The state before any event: every operator with its suite baseline as v0 (incumbent).
+    pub fn new(suite: &Suite) -> Model {
+        let mut ops = BTreeMap::new();
+        for p in &suite.problems {
+            let mut revisions = Vec::new();
+            let mut incumbent = None;
+            if let Ok(src) = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu") {
+                revisions.push(Revision {
+                    rev: 0,
+                    parent: None,
+                    author: Author::Baseline,
+                    rationale: "suite baseline".into(),
+                    source: src.code,
+                    via: None,
+                    decision: None,
+                    decided_by: None,
+                    measurement: Measurement::default(),
+                    recorded: false,
+                    category: None,
+                    knowledge: Vec::new(),
+                    request_id: None,
+                    tokens: None,
+                    profile: None,
+                });
+                incumbent = Some(0);
+            }
+            ops.insert(
+                p.name.clone(),
+                OpState {
+                    name: p.name.clone(),
+                    revisions,
+                    incumbent,
+                },
+            );
+        }
+        Model {
+            ops,
+            run: RunInfo::default(),
+            steering: Vec::new(),
+            agent_state: None,
+            agent_op: None,
+            agent_masked: Vec::new(),
+            agent_reason: None,
+            log: Vec::new(),
+            unknown_events: 0,
+            latest_op: None,
+            applied: 0,
+            last_mid: 0,
+            last_seq: 0,
+        }
+    }
+
+    /// Builds the state of a sequence of records.
+    pub fn from_records(suite: &Suite, records: &[Record]) -> Model {
+        let mut m = Model::new(suite);
+        for r in records {
+            m.apply(r);
+        }
+        m
+    }
+
+    fn log(&mut self, t: f64, level: LogLevel, text: String) {
+        self.log.push(LogLine { t, level, text });
+    }
+
+    /// Operator state, created on first mention (an operator that left the suite keeps its
+    /// history).
+    fn op_mut(&mut self, op: &str) -> &mut OpState {
+        self.ops.entry(op.to_string()).or_insert_with(|| OpState {
+            name: op.to_string(),
+            revisions: Vec::new(),
+            incumbent: None,
+        })
+    }
+
+    /// The reducer: applies one event. Never fails: events naming unknown revisions are logged.
+    pub fn apply(&mut self, rec: &Record) {
+        self.applied += 1;
+        self.last_seq = self.last_seq.max(rec.seq);
+        let t = rec.t;
+        let ev = &rec.event;
+        match ev {
+            SessionEvent::RunStart { .. }
+            | SessionEvent::Device { .. }
+            | SessionEvent::Error { .. }
+            | SessionEvent::Unknown => self.apply_run(t, ev),
+            SessionEvent::Revision { .. }
+            | SessionEvent::Decision { .. }
+            | SessionEvent::Profile { .. } => self.apply_revisions(t, ev),
+            SessionEvent::MeasureStart { .. }
+            | SessionEvent::Compiled { .. }
+            | SessionEvent::ShapeResult { .. }
+            | SessionEvent::KernelOutput { .. }
+            | SessionEvent::MeasureDone { .. } => self.apply_measurements(t, ev),
+            SessionEvent::AgentState { .. } | SessionEvent::Steer { .. } => self.apply_agent(t, ev),
+        }
+    }
+
+    /// Logs an event that names a revision without a `revision` event (it is ignored).
+    fn unknown(&mut self, t: f64, op: &str, rev: u32, what: &str) {
+        self.log(
+            t,
+            LogLevel::Warn,
+            format!("session: `{what}` names {op} v{rev}, which has no revision event; ignored"),
+        );
+    }
+
+    /// S_op of each operator's incumbent (measured and passing).
+    pub fn s_ops(&self) -> BTreeMap<String, f64> {
+        self.ops
+            .iter()
+            .filter_map(|(n, o)| o.incumbent_s().map(|s| (n.clone(), s)))
+            .collect()
+    }
+
+    /// S_agg over a phase view, from the incumbents.
+    pub fn s_agg(&self, suite: &Suite, phase: PhaseFilter) -> f64 {
+        roofline::s_agg(suite, phase, &self.s_ops())
+    }
+}

@@ -245,79 +245,7 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
     };
     let mut launches = Vec::new();
     for l in &raw.launch {
-        let line = at(l.span().start);
-        let r = l.get_ref();
-        let dims = |d: &Spanned<ExprList>, what: &str| -> Result<Vec<PlanExpr>, PlanError> {
-            let line = at(d.span().start);
-            let items: Vec<String> = match d.get_ref() {
-                ExprList::One(x) => vec![x.text()],
-                ExprList::Many(xs) => xs.iter().map(|x| x.text()).collect(),
-            };
-            if items.is_empty() || items.len() > 3 {
-                return Err(PlanError {
-                    line,
-                    msg: format!("{what} needs 1 to 3 dimensions, got {}", items.len()),
-                });
-            }
-            items.into_iter().map(|t| pe(t, line, what)).collect()
-        };
-        if r.kernel.is_empty() || !r.kernel.chars().all(|c| c.is_alphanumeric() || c == '_') {
-            return Err(PlanError {
-                line,
-                msg: format!("bad kernel name `{}`", r.kernel),
-            });
-        }
-        let grid = dims(&r.grid, "grid")?;
-        let block = dims(&r.block, "block")?;
-        let smem = match &r.smem {
-            Some(s) => Some(pe(s.get_ref().text(), at(s.span().start), "smem")?),
-            None => None,
-        };
-        let cluster = match &r.cluster {
-            Some(c) => Some(dims(c, "cluster")?),
-            None => None,
-        };
-        let aline = at(r.args.span().start);
-        let mut args = Vec::new();
-        for a in r.args.get_ref() {
-            if let Some((e, ty)) = a.rsplit_once(':') {
-                let Some(t) = ScalarType::parse(ty.trim()) else {
-                    return Err(PlanError {
-                        line: aline,
-                        msg: format!(
-                            "unknown argument type `{}` in `{a}` (i32, i64, u32, u64, f32, f64)",
-                            ty.trim()
-                        ),
-                    });
-                };
-                let x = pe(e.trim().to_string(), aline, "args")?;
-                args.push(Arg::Scalar {
-                    src: x.src,
-                    expr: x.expr,
-                    ty: t,
-                });
-            } else {
-                let name = a.trim();
-                if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
-                    return Err(PlanError {
-                        line: aline,
-                        msg: format!(
-                            "argument `{a}` is neither a buffer name nor `expression:type`"
-                        ),
-                    });
-                }
-                args.push(Arg::Buffer(name.to_string()));
-            }
-        }
-        launches.push(Launch {
-            kernel: r.kernel.clone(),
-            grid,
-            block,
-            smem,
-            cluster,
-            args,
-            line,
-        });
+        launches.push(parse_launch(l, at(l.span().start), &at, &pe)?);
     }
     if launches.is_empty() {
         return Err(PlanError {
@@ -487,6 +415,85 @@ fn parse_tensor_map(
             FILLS,
             line,
         )?,
+        line,
+    })
+}
+
+/// One `[[launch]]`: kernel name, grid, block, shared memory, cluster and arguments.
+fn parse_launch(
+    l: &Spanned<RawLaunch>,
+    line: usize,
+    at: &dyn Fn(usize) -> usize,
+    pe: &dyn Fn(String, usize, &str) -> Result<PlanExpr, PlanError>,
+) -> Result<Launch, PlanError> {
+    let r = l.get_ref();
+    let dims = |d: &Spanned<ExprList>, what: &str| -> Result<Vec<PlanExpr>, PlanError> {
+        let line = at(d.span().start);
+        let items: Vec<String> = match d.get_ref() {
+            ExprList::One(x) => vec![x.text()],
+            ExprList::Many(xs) => xs.iter().map(|x| x.text()).collect(),
+        };
+        if items.is_empty() || items.len() > 3 {
+            return Err(PlanError {
+                line,
+                msg: format!("{what} needs 1 to 3 dimensions, got {}", items.len()),
+            });
+        }
+        items.into_iter().map(|t| pe(t, line, what)).collect()
+    };
+    if r.kernel.is_empty() || !r.kernel.chars().all(|c| c.is_alphanumeric() || c == '_') {
+        return Err(PlanError {
+            line,
+            msg: format!("bad kernel name `{}`", r.kernel),
+        });
+    }
+    let grid = dims(&r.grid, "grid")?;
+    let block = dims(&r.block, "block")?;
+    let smem = match &r.smem {
+        Some(s) => Some(pe(s.get_ref().text(), at(s.span().start), "smem")?),
+        None => None,
+    };
+    let cluster = match &r.cluster {
+        Some(c) => Some(dims(c, "cluster")?),
+        None => None,
+    };
+    let aline = at(r.args.span().start);
+    let mut args = Vec::new();
+    for a in r.args.get_ref() {
+        if let Some((e, ty)) = a.rsplit_once(':') {
+            let Some(t) = ScalarType::parse(ty.trim()) else {
+                return Err(PlanError {
+                    line: aline,
+                    msg: format!(
+                        "unknown argument type `{}` in `{a}` (i32, i64, u32, u64, f32, f64)",
+                        ty.trim()
+                    ),
+                });
+            };
+            let x = pe(e.trim().to_string(), aline, "args")?;
+            args.push(Arg::Scalar {
+                src: x.src,
+                expr: x.expr,
+                ty: t,
+            });
+        } else {
+            let name = a.trim();
+            if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+                return Err(PlanError {
+                    line: aline,
+                    msg: format!("argument `{a}` is neither a buffer name nor `expression:type`"),
+                });
+            }
+            args.push(Arg::Buffer(name.to_string()));
+        }
+    }
+    Ok(Launch {
+        kernel: r.kernel.clone(),
+        grid,
+        block,
+        smem,
+        cluster,
+        args,
         line,
     })
 }

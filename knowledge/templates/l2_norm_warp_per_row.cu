@@ -5,10 +5,18 @@ operator = "l2_norm"
 architectures = ["hopper", "blackwell", "ada", "ampere"]
 families = ["row-reduction"]
 bottlenecks = ["memory"]
-category = "parallelism"
-expected_gain = "close to the bandwidth roofline for H = 2048 rows once enough rows are in flight"
+category = "technique demonstration"
+expected_gain = "none over the baseline on the H200 (measured below it or within 1 %); kept as a worked example. Intended: close to the bandwidth roofline for H = 2048 rows once enough rows are in flight"
 pitfalls = ["T = 1 shapes are launch-bound: nothing but fewer instructions helps", "eps is added to the sum of squares, not to the norm"]
+[measured]
+s_op = 0.5374
+baseline_s_op = 0.6453
+gpu = "NVIDIA H200"
+date = "2026-11-30"
+mode = "quick"
 */
+// Measured (NVIDIA H200, 2026-11-30, `bench --quick`): S_op 0.537 against the baseline's 0.645;
+// not faster than the baseline: a technique demonstration, ranked below the technique cards.
 /* atrex:plan
 [[launch]]
 kernel = "l2_norm_warp_row"

@@ -5,10 +5,18 @@ operator = "mrope"
 architectures = ["hopper", "blackwell", "ada", "ampere"]
 families = ["gather-scatter"]
 bottlenecks = ["memory"]
-category = "memory-coalescing"
-expected_gain = "coalesced bf16x2 pair loads; cos/sin rows read once per token from L1"
+category = "technique demonstration"
+expected_gain = "none over the baseline on the H200 (measured below it or within 1 %); kept as a worked example. Intended: coalesced bf16x2 pair loads; cos/sin rows read once per token from L1"
 pitfalls = ["the section of a frequency picks the cos/sin row (t, h or w)", "x1*c - x2*s without FMA contraction for bit parity", "dims beyond the rotary dim are copied unchanged"]
+[measured]
+s_op = 0.2263
+baseline_s_op = 0.4455
+gpu = "NVIDIA H200"
+date = "2026-11-30"
+mode = "quick"
 */
+// Measured (NVIDIA H200, 2026-11-30, `bench --quick`): S_op 0.226 against the baseline's 0.446;
+// not faster than the baseline: a technique demonstration, ranked below the technique cards.
 /* atrex:plan
 [[launch]]
 kernel = "mrope_neox"

@@ -5,10 +5,18 @@ operator = "rms_norm"
 architectures = ["hopper", "blackwell", "ada", "ampere"]
 families = ["row-reduction"]
 bottlenecks = ["memory"]
-category = "register-blocking"
-expected_gain = "1.1-1.4x over a two-pass kernel on rows that miss L1"
+category = "technique demonstration"
+expected_gain = "none over the baseline on the H200 (measured below it or within 1 %); kept as a worked example. Intended: 1.1-1.4x over a two-pass kernel on rows that miss L1"
 pitfalls = ["MAXV * 8 * THREADS must cover H or the fallback re-reads the row", "keep (x * inv) * w in this order for bit parity with the reference"]
+[measured]
+s_op = 0.2156
+baseline_s_op = 0.2335
+gpu = "NVIDIA H200"
+date = "2026-11-30"
+mode = "quick"
 */
+// Measured (NVIDIA H200, 2026-11-30, `bench --quick`): S_op 0.216 against the baseline's 0.234;
+// not faster than the baseline: a technique demonstration, ranked below the technique cards.
 /* atrex:plan
 [[launch]]
 kernel = "rms_norm_regcache"

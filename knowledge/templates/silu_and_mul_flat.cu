@@ -5,10 +5,18 @@ operator = "silu_and_mul"
 architectures = ["hopper", "blackwell", "ada", "ampere"]
 families = ["elementwise"]
 bottlenecks = ["memory"]
-category = "parallelism"
-expected_gain = "1.1-3x on shapes with few rows (T = 1 decode) where a row-per-block grid starves the GPU"
+category = "technique demonstration"
+expected_gain = "none over the baseline on the H200 (measured below it or within 1 %); kept as a worked example. Intended: 1.1-3x on shapes with few rows (T = 1 decode) where a row-per-block grid starves the GPU"
 pitfalls = ["bf16(silu(g)) is rounded before the multiply", "d % 8 != 0 takes the scalar path"]
+[measured]
+s_op = 0.5337
+baseline_s_op = 0.5536
+gpu = "NVIDIA H200"
+date = "2026-11-30"
+mode = "quick"
 */
+// Measured (NVIDIA H200, 2026-11-30, `bench --quick`): S_op 0.534 against the baseline's 0.554;
+// not faster than the baseline: a technique demonstration, ranked below the technique cards.
 /* atrex:plan
 [[launch]]
 kernel = "silu_and_mul_flat"

@@ -8,6 +8,12 @@ bottlenecks = ["memory"]
 category = "technique demonstration"
 expected_gain = "none on its own: a worked example of the launch plan's tensor maps, clusters and large dynamic shared memory, to build TMA pipelines on"
 pitfalls = ["the tensor map's box inner dimension must be a multiple of 16 bytes", "ordinary stores to shared memory that the copy engine reads next need fence.proxy.async before the barrier", "wait for the bulk store to finish reading shared memory (cp.async.bulk.wait_group.read) before the block exits", "grid.x must be a whole number of clusters"]
+[measured]
+s_op = 0.325
+baseline_s_op = 0.553
+gpu = "NVIDIA H200"
+date = "2026-11-30"
+mode = "full"
 */
 /* atrex:plan
 [[tensor_map]]

@@ -32,6 +32,72 @@ pub struct Meta {
     pub operator: String,
     /// Hardware notes: the main note of its architecture (always retrieved for it).
     pub primary: bool,
+    /// Templates: how the template stands against the operator's baseline (`[measured]`).
+    pub measured: Option<Measured>,
+}
+
+/// The category of a template kept as a worked example rather than as the best-known kernel.
+pub const DEMONSTRATION: &str = "technique demonstration";
+
+/// A template's measured standing, the `[measured]` table of its header: S_op of the template
+/// and of the operator's baseline, measured in the same mode on the same GPU on one date.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Measured {
+    /// S_op of the template (absent when `mode` is "not measured").
+    pub s_op: Option<f64>,
+    /// S_op of the operator's baseline in the same mode.
+    pub baseline_s_op: Option<f64>,
+    /// The GPU, as the driver names it ("NVIDIA H200").
+    pub gpu: String,
+    /// YYYY-MM-DD.
+    pub date: String,
+    /// "full" (5 seeds, adaptive timing), "quick" (1 seed), or "not measured".
+    pub mode: String,
+}
+
+impl Measured {
+    /// Earns its place as a best-known kernel: S_op more than 1 % above the baseline's (the
+    /// agent's own acceptance margin).
+    pub fn beats_baseline(&self) -> bool {
+        matches!((self.s_op, self.baseline_s_op), (Some(t), Some(b)) if t > b * 1.01)
+    }
+
+    /// What is wrong with the figures' shape, if anything.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let d = self.date.as_bytes();
+        let date_ok = d.len() == 10
+            && d[4] == b'-'
+            && d[7] == b'-'
+            && d.iter()
+                .enumerate()
+                .all(|(i, c)| i == 4 || i == 7 || c.is_ascii_digit());
+        if !date_ok {
+            out.push(format!("date `{}` is not YYYY-MM-DD", self.date));
+        }
+        if self.gpu.trim().is_empty() {
+            out.push("gpu is empty".into());
+        }
+        match self.mode.as_str() {
+            "full" | "quick" => {
+                for (name, v) in [("s_op", self.s_op), ("baseline_s_op", self.baseline_s_op)] {
+                    match v {
+                        Some(x) if (0.0..=1.0).contains(&x) => {}
+                        Some(x) => out.push(format!("{name} {x} is not an S_op (0 to 1)")),
+                        None => out.push(format!("{name} missing in mode `{}`", self.mode)),
+                    }
+                }
+            }
+            "not measured" => {
+                if self.s_op.is_some() || self.baseline_s_op.is_some() {
+                    out.push("figures given but mode is `not measured`".into());
+                }
+            }
+            m => out.push(format!("mode `{m}` (full, quick or not measured)")),
+        }
+        out
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -197,11 +263,15 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
             };
         }
         "template" => {
-            if m.operator == q.operator {
-                s += 8.0;
-            } else {
+            if m.operator != q.operator {
                 return 0.0;
             }
+            s += 8.0;
+            // The best-known kernels first; worked examples that do not beat the baseline
+            // (or were not measured) below the technique cards.
+            let earns = m.category != DEMONSTRATION
+                && m.measured.as_ref().is_some_and(Measured::beats_baseline);
+            s += if earns { 4.0 } else { -6.0 };
         }
         _ => {}
     }
@@ -471,6 +541,98 @@ mod tests {
                 d.path
             );
         }
+    }
+
+    #[test]
+    fn every_template_states_its_measured_standing_and_earns_its_place_or_says_so() {
+        let docs = docs();
+        let templates: Vec<&Doc> = docs.iter().filter(|d| d.meta.kind == "template").collect();
+        assert!(templates.len() >= 15, "{}", templates.len());
+        for d in templates {
+            let m = d
+                .meta
+                .measured
+                .as_ref()
+                .unwrap_or_else(|| panic!("{}: no [measured] table in its header", d.path));
+            let problems = m.problems();
+            assert!(problems.is_empty(), "{}: {problems:?}", d.path);
+            assert!(
+                m.beats_baseline() || d.meta.category == DEMONSTRATION,
+                "{}: S_op {:?} does not beat the baseline's {:?} by 1 %: label it `{DEMONSTRATION}`",
+                d.path,
+                m.s_op,
+                m.baseline_s_op
+            );
+            // The figure is also in the comment a reader sees, in the same words.
+            if let Some(s) = m.s_op {
+                let fig = format!("S_op {s:.3}");
+                assert!(
+                    d.body.contains(&fig),
+                    "{}: the header comment does not say `{fig}`",
+                    d.path
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn measured_figures_are_checked_for_shape() {
+        let ok = Measured {
+            s_op: Some(0.244),
+            baseline_s_op: Some(0.091),
+            gpu: "NVIDIA H200".into(),
+            date: "2026-11-30".into(),
+            mode: "full".into(),
+        };
+        assert!(ok.problems().is_empty() && ok.beats_baseline());
+        let tie = Measured {
+            s_op: Some(0.1261),
+            baseline_s_op: Some(0.1252),
+            ..ok.clone()
+        };
+        assert!(!tie.beats_baseline(), "within 1 % is not a win");
+        let bad = Measured {
+            s_op: Some(1.7),
+            baseline_s_op: None,
+            date: "30/11/2026".into(),
+            mode: "fast".into(),
+            ..ok.clone()
+        };
+        let p = bad.problems();
+        assert_eq!(p.len(), 2, "{p:?}");
+        let bad = Measured {
+            s_op: Some(1.7),
+            baseline_s_op: None,
+            ..ok.clone()
+        };
+        assert_eq!(bad.problems().len(), 2, "{:?}", bad.problems());
+        let none = Measured {
+            s_op: None,
+            baseline_s_op: None,
+            mode: "not measured".into(),
+            ..ok
+        };
+        assert!(none.problems().is_empty() && !none.beats_baseline());
+        // A template that loses to its baseline ranks below a technique card of its family.
+        let parse = |t: &str| parse_cu("t.cu", t).unwrap();
+        let head = |cat: &str, s: f64| {
+            format!(
+                "/* atrex:template\nid = \"t\"\noperator = \"rms_norm\"\narchitectures = [\"hopper\"]\nfamilies = [\"row-reduction\"]\ncategory = \"{cat}\"\n[measured]\ns_op = {s}\nbaseline_s_op = 0.2\ngpu = \"G\"\ndate = \"2026-11-30\"\nmode = \"quick\"\n*/"
+            )
+        };
+        let q = Query {
+            arch: "hopper".into(),
+            family: "row-reduction".into(),
+            operator: "rms_norm".into(),
+            bottlenecks: vec![],
+            symptoms: vec![],
+        };
+        let winner = parse(&head("parallelism", 0.3));
+        let loser = parse(&head("parallelism", 0.1));
+        let demo = parse(&head(DEMONSTRATION, 0.3));
+        assert!(score(&winner, &q) > score(&loser, &q));
+        assert!(score(&winner, &q) > score(&demo, &q));
+        assert_eq!(score(&loser, &q), score(&demo, &q));
     }
 
     #[test]

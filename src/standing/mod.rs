@@ -7,6 +7,7 @@
 //! bench JSON), `shipped` (the H200 standing built into the binary). `Store` reads everything
 //! once; `Store::view` judges it for a hardware profile and GPU without reading anything.
 
+pub mod accept;
 pub mod build;
 pub mod format;
 pub mod shipped;

@@ -156,6 +156,24 @@ impl Standing {
         }
     }
 
+    /// A short line for a header: "shipped, measured 2026-11-30 on NVIDIA H200",
+    /// "standing/H200.json", "standing/H200.json + shipped", "none yet".
+    pub fn short(&self) -> String {
+        let own = self.entries.values().any(|e| e.layer == Layer::Workspace);
+        let shipped = self.entries.values().find(|e| e.layer == Layer::Shipped);
+        let name = Path::new("standing").join(self.file.file_name().unwrap_or_default());
+        match (own, shipped) {
+            (false, None) => "none yet".into(),
+            (false, Some(e)) => format!(
+                "shipped, measured {} on {}",
+                e.record.measurement.day(),
+                e.record.fingerprint.gpu
+            ),
+            (true, None) => name.display().to_string(),
+            (true, Some(_)) => format!("{} + shipped", name.display()),
+        }
+    }
+
     /// The kernel a new session starts from for `op` (the incumbent's source, when it can be
     /// read) and a line saying where it comes from.
     pub fn start(&self, op: &str) -> Option<(String, String)> {
@@ -248,6 +266,11 @@ impl Store {
                 self.kernels.insert(k, text);
             }
         }
+    }
+
+    /// An operator's fingerprints as the suite defines it now.
+    pub fn print(&self, op: &str) -> Option<&OpPrint> {
+        self.prints.get(op)
     }
 
     /// Files reported and ignored.

@@ -29,7 +29,7 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             .standing
             .view
             .entry(&op)
-            .filter(|e| inc && v == RevVerdict::Unmeasured)
+            .filter(|_| inc && v == RevVerdict::Unmeasured)
             .filter(|e| e.source.as_deref() == Some(rv.source.as_str()))
             .map(|e| {
                 let m = e.record.measurement.s_op;

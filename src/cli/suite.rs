@@ -180,8 +180,8 @@ pub fn run(
         t.missing
     );
     println!(
-        "{:<30} {:<10} {:>8} {:>10} {:<15} {:>6} {:>7}  {}",
-        "operator", "id", "weight", "raw", "phase", "shapes", "S_op", "standing"
+        "{:<30} {:<10} {:>8} {:>10} {:<15} {:>6} {:>7}  standing",
+        "operator", "id", "weight", "raw", "phase", "shapes", "S_op"
     );
     for op in doc["operators"].as_array().into_iter().flatten() {
         let name = op["name"].as_str().unwrap_or("");

@@ -82,6 +82,7 @@ pub fn s_op_over(p: &Problem, shapes: &[ShapeMeasured], bench: bool) -> f64 {
 
 /// A record of a kernel measured on the operator's shapes. `kernel` is where the source is
 /// kept (see `store::kernel_path`).
+#[allow(clippy::too_many_arguments)]
 pub fn record(
     p: &Problem,
     print: &OpPrint,

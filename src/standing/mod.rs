@@ -214,6 +214,7 @@ impl Store {
             .iter()
             .map(|h| store::file_key(&h.key))
             .collect();
+        keys.sort();
         keys.dedup();
         for key in keys {
             let path = store::file_for(&ws.dir, &key);
@@ -261,9 +262,9 @@ impl Store {
             .flat_map(|f| f.operators.values().map(|r| r.kernel.clone()))
             .collect();
         for k in names {
-            if !self.kernels.contains_key(&k) {
-                let text = store::read_kernel(ws, source, &k);
-                self.kernels.insert(k, text);
+            if let std::collections::btree_map::Entry::Vacant(e) = self.kernels.entry(k) {
+                let text = store::read_kernel(ws, source, e.key());
+                e.insert(text);
             }
         }
     }

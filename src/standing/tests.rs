@@ -532,3 +532,79 @@ fn the_shipped_standing_gives_the_baselines_s_agg() {
     assert_eq!(shipped::load("another-suite"), Ok(None));
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// What the headless agent accepts becomes the standing's incumbent as it accepts it (the
+/// `measure --decide accept|auto` path goes through the same `Keeper`).
+#[test]
+fn an_accepted_revision_is_recorded_by_the_headless_sink() {
+    use crate::agent::driver::Sink;
+    use crate::session::fixtures::{fixture_suite, measured, revision};
+    use crate::session::{Author, DecidedBy, Decision, Model, Recording, SessionEvent};
+    let d = tempdir("keeper");
+    let suite = fixture_suite();
+    let p = suite.problem("rms_norm").unwrap().clone();
+    let mut sink =
+        crate::agent::file_sink::FileSink::new(Recording::new(Model::new(&suite), None), false);
+    sink.keeper = Some(accept::Keeper {
+        ws: ws(&d),
+        suite: suite.name.clone(),
+        problem: p.clone(),
+        print: OpPrint::of(&suite, &p),
+        bench: accept::Bench {
+            gpu: "NVIDIA H200".into(),
+            driver: "13.0".into(),
+            nvrtc: Some("13.0".into()),
+            hardware: "H200".into(),
+        },
+        session: accept::session_label(&d, &d.join("sessions/session-7.jsonl")),
+    });
+    sink.record(revision(
+        "rms_norm",
+        1,
+        Some(0),
+        Author::Tuner,
+        "ROWS 8",
+        "// tuned\n",
+    ));
+    let shapes: Vec<(u32, f64)> = p.shapes.iter().map(|s| (s.id, 0.4)).collect();
+    for ev in measured("rms_norm", 1, 1, &shapes) {
+        sink.record(ev);
+    }
+    assert!(
+        sink.standing.is_empty(),
+        "nothing recorded before a decision"
+    );
+    sink.record(SessionEvent::Decision {
+        op: "rms_norm".into(),
+        rev: 1,
+        decision: Decision::Accepted,
+        by: DecidedBy::Auto,
+    });
+    let [(1, Ok(file))] = &sink.standing[..] else {
+        panic!("{:?}", sink.standing)
+    };
+    assert_eq!(file, &d.join("standing/H200.json"));
+    let s = Store::load(&ws(&d), &suite);
+    let v = s.view("H200", Some("NVIDIA H200"));
+    let e = v.entry("rms_norm").unwrap();
+    assert_eq!(e.layer, Layer::Workspace);
+    assert!(e.fresh(), "{:?}", e.stale);
+    assert_eq!(e.s_op(), Some(0.4));
+    assert_eq!(e.source.as_deref(), Some("// tuned\n"));
+    assert_eq!(
+        e.record.origin,
+        Origin::Session {
+            session: "sessions/session-7.jsonl".into(),
+            rev: 1
+        }
+    );
+    // A rejection records nothing.
+    sink.record(SessionEvent::Decision {
+        op: "rms_norm".into(),
+        rev: 1,
+        decision: Decision::Rejected,
+        by: DecidedBy::Auto,
+    });
+    assert_eq!(sink.standing.len(), 1);
+    std::fs::remove_dir_all(&d).ok();
+}

@@ -8,5 +8,6 @@ pub mod engine;
 pub mod error;
 pub mod profile;
 pub mod session;
+pub mod standing;
 pub mod suite;
 pub mod tui;

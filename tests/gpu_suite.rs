@@ -92,3 +92,68 @@ fn every_baseline_passes_every_shape() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// `bench --all --full --record` on the fixture suite (three operators): every incumbent on
+/// every shape over the GPUs, the S_agg table, and the workspace's standing written, which
+/// `suite --json` then shows measured.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bench_all_records_the_standing() {
+    let ws = std::env::temp_dir().join(format!("atrex-benchall-gpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&ws);
+    copy_dir(&root().join("tests/fixtures/tui_ws"), &ws);
+    let out = Command::new(common::exe())
+        .args(["bench", "--all", "--full", "--record", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.code() == Some(0),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("S_agg (all phases"), "{text}");
+    assert!(text.contains("| rms_norm |"), "{text}");
+    let f = std::fs::read_to_string(ws.join("standing/H200.json"))
+        .or_else(|_| {
+            std::fs::read_dir(ws.join("standing"))
+                .unwrap()
+                .next()
+                .map(|e| std::fs::read_to_string(e.unwrap().path()))
+                .unwrap()
+        })
+        .unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&f).unwrap();
+    assert_eq!(doc["operators"].as_object().unwrap().len(), 3);
+    for (_, r) in doc["operators"].as_object().unwrap() {
+        assert_eq!(r["measurement"]["mode"], "full");
+        assert!(r["kernel"].as_str().unwrap().starts_with("kernels/"));
+        assert!(ws.join(r["kernel"].as_str().unwrap()).is_file());
+    }
+    let out = Command::new(common::exe())
+        .args(["suite", "--json", "--workspace"])
+        .arg(&ws)
+        .args(["--hardware", doc["hardware"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["standing"]["measured"].as_u64(), Some(3));
+    assert!(d["s_agg"]["all"].as_f64().unwrap() > 0.0);
+    if let Ok(o) = std::env::var("OUT") {
+        let _ = std::fs::write(PathBuf::from(o).join("bench-all.txt"), text.as_bytes());
+    }
+    std::fs::remove_dir_all(&ws).ok();
+}

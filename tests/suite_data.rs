@@ -367,3 +367,135 @@ fn a_calibrated_profile_uses_the_measured_bandwidth() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
 }
+
+/// `suite` shows where the suite stands: the shipped H200 standing in a fresh workspace (S_agg
+/// 0.117, every operator measured, marked shipped), stale on another profile, a workspace record
+/// over it, and a bad standing file named and ignored.
+#[test]
+fn suite_json_shows_the_standing() {
+    let tmp = tempdir("standing");
+    let json = |args: &[&str]| -> (serde_json::Value, String) {
+        let out = bin()
+            .args(["suite", "--json", "--workspace"])
+            .arg(&tmp)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            serde_json::from_slice(&out.stdout).unwrap(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (d, _) = json(&[]);
+    let three = |v: &serde_json::Value| format!("{:.3}", v.as_f64().unwrap());
+    assert_eq!(three(&d["s_agg"]["all"]), "0.117");
+    assert_eq!(three(&d["s_agg"]["prefill"]), "0.129");
+    assert_eq!(three(&d["s_agg"]["decode"]), "0.117");
+    let st = &d["standing"];
+    assert_eq!(st["hardware"], "H200");
+    assert_eq!(
+        (st["measured"].as_u64(), st["stale"].as_u64()),
+        (Some(30), Some(0))
+    );
+    assert!(
+        st["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("shipped, measured 2026-11-30 on NVIDIA H200"),
+        "{st}"
+    );
+    let ops = d["operators"].as_array().unwrap();
+    for op in ops {
+        let s = &op["standing"];
+        for k in [
+            "state",
+            "stale",
+            "layer",
+            "kernel",
+            "origin",
+            "measured",
+            "gpu",
+            "driver",
+            "mode",
+            "s_op_measured",
+            "passed",
+            "shapes_measured",
+        ] {
+            assert!(s.get(k).is_some(), "{}: no standing.{k}", op["name"]);
+        }
+        assert_eq!(s["state"], "measured");
+        assert_eq!(s["layer"], "shipped");
+        assert_eq!(s["mode"], "full");
+        assert_eq!(op["s_op"], s["s_op_measured"]);
+    }
+    let rms = ops.iter().find(|o| o["name"] == "rms_norm").unwrap();
+    assert_eq!(three(&rms["s_op"]), "0.236");
+    assert_eq!(rms["standing"]["kernel"], "problems/rms_norm/baseline.cu");
+    assert_eq!(rms["standing"]["passed"], 56);
+    // Another profile: every shipped record is stale and counts 0.
+    let (d, _) = json(&["--hardware", "H20"]);
+    assert_eq!(d["s_agg"]["all"].as_f64(), Some(0.0));
+    assert_eq!(d["standing"]["stale"].as_u64(), Some(30));
+    let rms = &d["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "rms_norm")
+        .unwrap()["standing"];
+    assert_eq!(rms["state"], "stale");
+    assert_eq!(rms["stale"][0]["key"], "hardware_differs");
+    assert!(d["operators"][0]["s_op"].is_null());
+    // A workspace record over the shipped one; its kernel edited since: stale.
+    let text =
+        std::fs::read_to_string(root().join("docs/measurements/standing-H200.json")).unwrap();
+    let mut own: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut rec = own["operators"]["rms_norm"].clone();
+    rec["kernel"] = "kernels/rms_norm/incumbent-000000000000.cu".into();
+    own["operators"] = serde_json::json!({ "rms_norm": rec });
+    own.as_object_mut().unwrap().remove("shipped");
+    std::fs::create_dir_all(tmp.join("standing")).unwrap();
+    std::fs::create_dir_all(tmp.join("kernels/rms_norm")).unwrap();
+    std::fs::write(tmp.join("standing/H200.json"), own.to_string()).unwrap();
+    std::fs::write(
+        tmp.join("kernels/rms_norm/incumbent-000000000000.cu"),
+        "// edited\n",
+    )
+    .unwrap();
+    let (d, _) = json(&[]);
+    let rms = d["operators"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "rms_norm")
+        .unwrap()
+        .clone();
+    assert_eq!(rms["standing"]["layer"], "workspace");
+    assert_eq!(rms["standing"]["state"], "stale");
+    assert_eq!(rms["standing"]["stale"][0]["key"], "source_changed");
+    assert!(rms["s_op"].is_null());
+    assert_eq!(d["standing"]["stale"].as_u64(), Some(1));
+    assert!(three(&d["s_agg"]["all"]) != "0.117");
+    // The text table has the same columns.
+    let out = bin()
+        .args(["suite", "--workspace"])
+        .arg(&tmp)
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(t.contains("S_op  standing"), "{t}");
+    assert!(t.contains("stale: source changed"), "{t}");
+    assert!(t.contains("1 stale"), "{t}");
+    // A corrupt standing file: named on stderr and in the JSON, ignored, left as it is.
+    std::fs::write(tmp.join("standing/H200.json"), "{ corrupt").unwrap();
+    let (d, err) = json(&[]);
+    let f = tmp.join("standing").join("H200.json");
+    assert!(err.contains(&f.display().to_string()), "{err}");
+    assert_eq!(d["standing"]["problems"].as_array().unwrap().len(), 1);
+    assert_eq!(three(&d["s_agg"]["all"]), "0.117");
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "{ corrupt");
+}

@@ -170,6 +170,41 @@ fn bench_without_a_gpu_exits_2_with_one_clear_line() {
 }
 
 #[test]
+fn bench_all_without_a_gpu_exits_2_and_records_nothing() {
+    if has_gpu() {
+        eprintln!("SKIPPED: this machine has a GPU");
+        return;
+    }
+    let ws = std::env::temp_dir().join(format!("atrex-benchall-{}", std::process::id()));
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = Command::new(common::exe())
+        .args(["bench", "--all", "--full", "--record", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+    assert!(e.contains("no GPU") && !e.contains("panicked"), "{e}");
+    assert!(!ws.join("standing").exists(), "nothing is recorded");
+    // --record goes with --all, and keeps full measurements only.
+    let out = Command::new(common::exe())
+        .args(["bench", "--all", "--quick", "--record", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("drop --quick"));
+    let out = Command::new(common::exe())
+        .args(["bench", "rms_norm", "--record"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--record goes with --all"));
+    std::fs::remove_dir_all(&ws).ok();
+}
+
+#[test]
 fn the_real_worker_answers_without_a_gpu() {
     if has_gpu() {
         eprintln!("SKIPPED: this machine has a GPU");

@@ -11,6 +11,10 @@ pub struct FileSink {
     pub verbose: bool,
     /// Write errors (the events stay in the state; the file stops where it failed).
     pub errors: Vec<String>,
+    /// Records accepted revisions in the workspace's standing, when set.
+    pub keeper: Option<crate::standing::accept::Keeper>,
+    /// Where the standing was written (or why not), per accepted revision.
+    pub standing: Vec<(u32, Result<std::path::PathBuf, String>)>,
 }
 
 impl FileSink {
@@ -19,6 +23,8 @@ impl FileSink {
             recording,
             verbose,
             errors: Vec::new(),
+            keeper: None,
+            standing: Vec::new(),
         }
     }
 }
@@ -61,8 +67,21 @@ impl Sink for FileSink {
                 _ => {}
             }
         }
+        let accepted = match &ev {
+            SessionEvent::Decision {
+                rev,
+                decision: crate::session::Decision::Accepted,
+                ..
+            } => Some(*rev),
+            _ => None,
+        };
         if let Err(e) = self.recording.append(ev) {
             self.errors.push(e);
+        }
+        if let (Some(rev), Some(k)) = (accepted, &self.keeper) {
+            let w = k.accept(&self.recording.model, rev);
+            eprintln!("{}", k.report(rev, &w));
+            self.standing.push((rev, w.map(|w| w.file)));
         }
     }
     fn alloc_rev(&mut self, op: &str) -> u32 {

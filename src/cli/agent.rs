@@ -89,6 +89,25 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
         let hw = resolve_hardware(suite, a.hardware, &dev.name)?;
         let (path, recording, resumed) = open_session(suite, ws, a.session)?;
         let mut sink = FileSink::new(recording, !a.json);
+        // The agent starts from the standing's incumbent; what it accepts becomes the standing's.
+        let store = crate::standing::Store::load(ws, suite);
+        for w in store.problems() {
+            eprintln!("atrex-tui: {w}");
+        }
+        let start = store.view(&hw.key, Some(&dev.name)).start(&p.name);
+        sink.keeper = Some(crate::standing::accept::Keeper {
+            ws: ws.clone(),
+            suite: suite.name.clone(),
+            problem: p.clone(),
+            print: crate::standing::OpPrint::of(suite, &p),
+            bench: crate::standing::accept::Bench {
+                gpu: dev.name.clone(),
+                driver: probe.driver_version.clone(),
+                nvrtc: probe.nvrtc_version.clone(),
+                hardware: hw.key.clone(),
+            },
+            session: crate::standing::accept::session_label(&ws.dir, &path),
+        });
         sink.record(SessionEvent::RunStart {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             resumed,
@@ -99,10 +118,11 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             suite: suite.name.clone(),
             suite_version: suite.version.clone(),
         });
-        record_baseline(&mut sink, &p.name, &baseline.code);
-        // A continued session restores the agent's memory; a new one starts from the baseline.
-        let (state, sources) =
-            initial_state(&sink.recording.model, resumed, &p.name, &baseline.code);
+        let (start_code, start_why) =
+            start.unwrap_or_else(|| (baseline.code.clone(), "suite baseline".to_string()));
+        record_baseline(&mut sink, &p.name, &start_code, &start_why);
+        // A continued session restores the agent's memory; a new one starts from revision 0.
+        let (state, sources) = initial_state(&sink.recording.model, resumed, &p.name, &start_code);
         let seed = a.seed.unwrap_or_else(|| crate::engine::fresh_seeds(1)[0]);
         let mode = if a.auto {
             DecisionMode::Auto
@@ -160,8 +180,9 @@ fn resolve_hardware(
     })
 }
 
-/// Records the suite baseline as revision 0 unless the session already has it.
-fn record_baseline(sink: &mut FileSink, op: &str, code: &str) {
+/// Records revision 0 (the standing's incumbent, else the suite baseline) unless the session
+/// already has it.
+fn record_baseline(sink: &mut FileSink, op: &str, code: &str, why: &str) {
     let recorded = sink
         .recording
         .model
@@ -174,7 +195,7 @@ fn record_baseline(sink: &mut FileSink, op: &str, code: &str) {
             rev: 0,
             parent: None,
             author: Author::Baseline,
-            rationale: "suite baseline".into(),
+            rationale: why.into(),
             source: code.to_string(),
             via: None,
             request_id: None,
@@ -246,6 +267,10 @@ fn print_json<P: Proposer, M: Measurer, G: Gate>(
         "best": best.map(|(r, s)| json!({"rev": r, "s_op": s})),
         "history": st.history,
         "write_errors": d.sink.errors,
+        "standing": d.sink.standing.iter().map(|(rev, w)| match w {
+            Ok(f) => json!({"rev": rev, "file": f.display().to_string()}),
+            Err(e) => json!({"rev": rev, "error": e}),
+        }).collect::<Vec<_>>(),
     });
     println!(
         "{}",

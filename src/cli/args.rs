@@ -65,15 +65,24 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Compile, check and time a kernel for an operator on the GPU (default: its baseline.cu).
+    /// Compile, check and time a kernel for an operator on the GPU (default: its baseline.cu),
+    /// or with --all every operator's incumbent (the S_agg table).
     Bench {
         /// Operator name or id.
-        op: String,
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        op: Option<String>,
+        /// Every operator's incumbent (the standing's kernel, else its baseline.cu) on every
+        /// shape, spread over the GPUs the largest T_SOL first; prints the S_agg table.
+        #[arg(long)]
+        all: bool,
+        /// With --all: record the measurements in the workspace's standing.
+        #[arg(long)]
+        record: bool,
         /// The candidate kernel file (default: problems/OP/baseline.cu).
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "all")]
         kernel: Option<PathBuf>,
         /// Shape ids to run (default: all).
-        #[arg(long = "shape", value_name = "ID")]
+        #[arg(long = "shape", value_name = "ID", conflicts_with = "all")]
         shapes: Vec<u32>,
         /// 1 seed and short timing (≥ 10 samples / 100 ms), labelled quick.
         #[arg(long, conflicts_with = "full")]

@@ -4,6 +4,7 @@ use super::{EXIT_NO_GPU, runtime};
 use crate::engine::client::{WorkerClient, WorkerConfig, WorkerPool};
 use crate::engine::outcome::*;
 use crate::engine::protocol::*;
+use crate::engine::spread;
 use crate::suite::Problem;
 use crate::suite::Suite;
 use crate::suite::hardware::HardwareProfile;
@@ -141,7 +142,8 @@ struct Spread<'a> {
     hw: &'a HardwareProfile,
 }
 
-/// Runs one job per shape over a pool of every GPU and merges the parts into one outcome.
+/// Runs one job per shape over a pool of every GPU, the largest T_SOL first, and merges the
+/// parts into one outcome.
 async fn run_spread(
     s: &Spread<'_>,
     devices: &[u32],
@@ -150,9 +152,13 @@ async fn run_spread(
 ) -> Result<Outcome, String> {
     let pool = WorkerPool::spawn(devices.iter().map(|d| WorkerConfig::new(*d)).collect());
     if !as_json {
-        eprintln!("spreading {} shapes over {} GPUs", ids.len(), pool.len());
+        eprintln!(
+            "spreading {} shapes over {} GPUs, the largest first",
+            ids.len(),
+            pool.len()
+        );
     }
-    let mut pending = Vec::new();
+    let mut tasks = Vec::new();
     for id in ids {
         let job = crate::engine::build_job(
             s.p,
@@ -163,11 +169,14 @@ async fn run_spread(
             s.mode,
             Some(s.hw),
         )?;
-        let (_, _, rx) = pool.submit(job).ok_or("no GPU worker")?;
-        pending.push(collect_rx(rx, false));
+        tasks.push(spread::Task {
+            tag: *id,
+            job,
+            cost: spread::shape_cost(s.p, *id, s.hw),
+        });
     }
-    let parts = futures::future::join_all(pending).await;
-    let o = merge_parts(parts);
+    let done = spread::run(&pool, devices, tasks, |_, _, _| {}).await;
+    let o = merge_parts(done.into_iter().map(|f| f.outcome).collect());
     if !as_json {
         print_kernel_output(&o);
     }
@@ -175,7 +184,7 @@ async fn run_spread(
 }
 
 /// Merges per-shape outcomes: the first compile log, the first failure's verdict, sorted shapes.
-fn merge_parts(parts: Vec<Outcome>) -> Outcome {
+pub(crate) fn merge_parts(parts: Vec<Outcome>) -> Outcome {
     let mut o = Outcome::default();
     for part in parts {
         if o.compiled.is_empty() {
@@ -196,7 +205,7 @@ fn merge_parts(parts: Vec<Outcome>) -> Outcome {
 }
 
 /// Prints what the kernels printed, per shape, to stderr.
-fn print_kernel_output(o: &Outcome) {
+pub(crate) fn print_kernel_output(o: &Outcome) {
     for k in &o.output {
         eprintln!("kernel output {}:", k.origin());
         for l in k.text.lines() {

@@ -129,6 +129,22 @@ pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> R
         Err(_) => nvrtc_status(),
     };
     let colours = colour_support();
+    // The standing of this GPU's profile (the default profile without a GPU).
+    let gpu_name = probe
+        .as_ref()
+        .ok()
+        .and_then(|p| p.devices.first())
+        .map(|d| d.name.clone());
+    let standing = suite.as_ref().ok().map(|s| {
+        let key = gpu_name
+            .as_deref()
+            .and_then(|g| crate::engine::profile_for_device(&s.hardware, g))
+            .map(|h| h.key.clone())
+            .unwrap_or_else(|| crate::config::Settings::default().hardware);
+        let view = crate::standing::Store::load(ws, s).view(&key, gpu_name.as_deref());
+        let t = view.tally(s, crate::suite::PhaseFilter::All);
+        (view, t)
+    });
     if as_json {
         let doc = json!({
             "version": env!("CARGO_PKG_VERSION"),
@@ -145,6 +161,15 @@ pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> R
             "ncu": ncu.as_ref().map(|p| p.display().to_string()),
             "llm": cfg.llm,
             "terminal_colours": colours,
+            "standing": standing.as_ref().map(|(v, t)| json!({
+                "hardware": v.hardware,
+                "file": v.file.display().to_string(),
+                "source": v.describe(),
+                "measured": t.measured,
+                "stale": t.stale,
+                "missing": t.missing,
+                "problems": v.problems,
+            })),
         });
         println!(
             "{}",
@@ -169,6 +194,19 @@ pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> R
             s.shape_count()
         ),
         Err(e) => println!("suite:      error: {e}"),
+    }
+    if let Some((v, t)) = &standing {
+        println!(
+            "standing:   {} {} — {} measured, {} stale, {} without a record",
+            v.hardware,
+            v.describe(),
+            t.measured,
+            t.stale,
+            t.missing
+        );
+        for p in &v.problems {
+            println!("  problem:  {p}");
+        }
     }
     match &probe {
         Ok(p) => {

@@ -81,8 +81,16 @@ pub fn run(
             .get(&p.name)
             .map(|o| o.revisions.iter().any(|r| r.recorded))
             .unwrap_or(false);
+        // The session starts from the standing's incumbent (else the suite's baseline).
+        let store = crate::standing::Store::load(ws, suite);
+        for w in store.problems() {
+            eprintln!("atrex-tui: {w}");
+        }
         if !has_baseline {
-            record_baseline(&mut rec, &client, suite, p, mode, hw, progress).await?;
+            let start = hw
+                .map(|h| store.view(&h.key, Some(&dev.name)))
+                .and_then(|v| v.start(&p.name));
+            record_baseline(&mut rec, &client, suite, p, mode, hw, progress, start).await?;
         }
         let incumbent = rec.model.ops.get(&p.name).and_then(|o| o.incumbent);
         let incumbent_s = rec.model.ops.get(&p.name).and_then(|o| o.incumbent_s());
@@ -107,6 +115,12 @@ pub fn run(
             }
             rec.decide(p, rev, d, by)?;
         }
+        let mut standing = None;
+        if matches!(decision, Some((Decision::Accepted, _))) {
+            standing = Some(keep(
+                ws, suite, p, hw, &dev.name, &driver, &nvrtc, &path, &rec, rev,
+            ));
+        }
         let verdict = rec
             .model
             .ops
@@ -124,6 +138,7 @@ pub fn run(
             s,
             incumbent_s,
             decision,
+            standing: standing.as_ref(),
         };
         if as_json {
             print_json(&result)?;
@@ -168,7 +183,9 @@ fn open_session(
     })
 }
 
-/// Records, measures and accepts the suite's baseline as revision 0.
+/// Records, measures and accepts revision 0: the standing's incumbent (`start`: its source and
+/// where it comes from), else the suite's baseline.
+#[allow(clippy::too_many_arguments)]
 async fn record_baseline(
     rec: &mut crate::session::Recording,
     client: &WorkerClient,
@@ -177,16 +194,16 @@ async fn record_baseline(
     mode: Mode,
     hw: Option<&HardwareProfile>,
     progress: bool,
+    start: Option<(String, String)>,
 ) -> Result<(), String> {
-    let base = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?;
-    let v0 = rec.revision(
-        p,
-        Author::Baseline,
-        None,
-        "the suite's baseline",
-        &base.code,
-        None,
-    )?;
+    let (code, why) = match start {
+        Some(s) => s,
+        None => (
+            crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code,
+            "the suite's baseline".to_string(),
+        ),
+    };
+    let v0 = rec.revision(p, Author::Baseline, None, &why, &code, None)?;
     rec.measure(client, suite, p, v0, mode, hw, progress)
         .await?;
     rec.decide(p, v0, Decision::Accepted, DecidedBy::Auto)?;
@@ -232,6 +249,45 @@ struct MeasureResult<'a> {
     s: Option<f64>,
     incumbent_s: Option<f64>,
     decision: Option<(Decision, DecidedBy)>,
+    /// What recording the accepted revision in the standing gave: the file, or why not.
+    standing: Option<&'a Result<PathBuf, String>>,
+}
+
+/// Records an accepted revision in the workspace's standing; says so on stderr.
+#[allow(clippy::too_many_arguments)]
+fn keep(
+    ws: &Workspace,
+    suite: &Suite,
+    p: &Problem,
+    hw: Option<&HardwareProfile>,
+    gpu: &str,
+    driver: &str,
+    nvrtc: &Option<String>,
+    session: &Path,
+    rec: &crate::session::Recording,
+    rev: u32,
+) -> Result<PathBuf, String> {
+    let Some(hw) = hw else {
+        let e = format!("no hardware profile matches `{gpu}`: the standing is not updated");
+        eprintln!("atrex-tui: {e}");
+        return Err(e);
+    };
+    let keeper = crate::standing::accept::Keeper {
+        ws: ws.clone(),
+        suite: suite.name.clone(),
+        problem: p.clone(),
+        print: crate::standing::OpPrint::of(suite, p),
+        bench: crate::standing::accept::Bench {
+            gpu: gpu.to_string(),
+            driver: driver.to_string(),
+            nvrtc: nvrtc.clone(),
+            hardware: hw.key.clone(),
+        },
+        session: crate::standing::accept::session_label(&ws.dir, session),
+    };
+    let w = keeper.accept(&rec.model, rev);
+    eprintln!("{}", keeper.report(rev, &w));
+    w.map(|w| w.file)
 }
 
 /// Prints the result as one pretty JSON document.
@@ -245,6 +301,10 @@ fn print_json(r: &MeasureResult<'_>) -> Result<(), String> {
         "s_op": r.s,
         "incumbent_s_op_before": r.incumbent_s,
         "decision": r.decision.map(|d| d.0),
+        "standing": r.standing.map(|s| match s {
+            Ok(f) => json!({"file": f.display().to_string()}),
+            Err(e) => json!({"error": e}),
+        }),
     });
     println!(
         "{}",

@@ -4,6 +4,7 @@
 mod agent;
 mod args;
 pub mod bench;
+pub mod bench_all;
 pub mod calibrate;
 pub mod compile;
 pub mod doctor;
@@ -116,7 +117,12 @@ fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, Str
             phase,
             shapes,
             json,
-        } => suite::run(s, &hardware, phase, shapes, json),
+        } => {
+            // Without a GPU at hand the standing is judged on everything but the GPU.
+            let key = s.hardware(&hardware)?.key.clone();
+            let standing = crate::standing::Store::load(ws, s).view(&key, None);
+            suite::run(s, &hardware, phase, shapes, json, &standing)
+        }
         Command::ImportAtrexBench { dir, write, json } => import::run(s, ws, &dir, write, json),
         Command::Compile {
             op,
@@ -137,17 +143,39 @@ fn gpu_command(
 ) -> Result<i32, String> {
     match command {
         Command::Bench {
+            all: true,
+            record,
+            quick,
+            hardware,
+            device,
+            json,
+            ..
+        } => bench_all::run(
+            s,
+            ws,
+            bench_all::Args {
+                quick,
+                hardware: hardware.as_deref(),
+                device,
+                record,
+                json,
+            },
+        ),
+        Command::Bench { record: true, .. } => {
+            Err("--record goes with --all (the standing holds every operator's incumbent)".into())
+        }
+        Command::Bench {
             op,
             kernel,
             shapes,
             quick,
-            full: _,
             hardware,
             device,
             json,
+            ..
         } => bench::run(
             s,
-            &op,
+            op.as_deref().unwrap_or_default(),
             kernel.as_deref(),
             &shapes,
             quick,

@@ -1,8 +1,51 @@
-//! `suite`: the operators by weight, with shapes and speed-of-light times.
+//! `suite`: the operators by weight with where each stands (the standing's incumbent S_op,
+//! measured or stale), with shapes and speed-of-light times.
 
+use crate::standing::{Entry, Standing};
 use crate::suite::roofline;
 use crate::suite::{PhaseFilter, Suite};
 use serde_json::json;
+
+/// An operator's standing for `suite --json`.
+fn entry_json(e: Option<&Entry>) -> serde_json::Value {
+    let Some(e) = e else {
+        return json!({ "state": "none" });
+    };
+    let m = &e.record.measurement;
+    json!({
+        "state": if e.fresh() { "measured" } else { "stale" },
+        "stale": e.stale.iter().map(|s| json!({"key": s.key(), "why": s.label()})).collect::<Vec<_>>(),
+        "layer": e.layer.name(),
+        "kernel": e.record.kernel,
+        "origin": e.record.origin,
+        "measured": m.date,
+        "gpu": e.record.fingerprint.gpu,
+        "driver": m.driver,
+        "tool_version": m.tool_version,
+        "hardware": m.hardware,
+        "mode": m.mode,
+        "s_op_measured": m.s_op,
+        "s_op_benchmark": m.s_op_benchmark,
+        "passed": m.passed(),
+        "shapes_measured": m.shapes.len(),
+    })
+}
+
+/// The standing's summary for `suite --json`: where it comes from, S_agg of every phase view,
+/// and how many operators are measured, stale or missing in this view.
+fn standing_json(suite: &Suite, st: &Standing, phase: PhaseFilter) -> serde_json::Value {
+    let t = st.tally(suite, phase);
+    json!({
+        "hardware": st.hardware,
+        "file": st.file.display().to_string(),
+        "source": st.describe(),
+        "shipped": st.shipped,
+        "measured": t.measured,
+        "stale": t.stale,
+        "missing": t.missing,
+        "problems": st.problems,
+    })
+}
 
 /// The JSON document of `suite --json`.
 pub fn suite_json(
@@ -10,11 +53,13 @@ pub fn suite_json(
     hardware: &str,
     phase: PhaseFilter,
     shapes: bool,
+    standing: &Standing,
 ) -> Result<serde_json::Value, String> {
     let hw = suite.hardware(hardware)?;
     let weights = suite.weights(phase);
     let mut ops = Vec::new();
     for p in suite.by_weight(phase) {
+        let e = standing.entry(&p.name);
         let mut op = json!({
             "name": p.name,
             "id": p.id,
@@ -23,6 +68,8 @@ pub fn suite_json(
             "phase": p.phase_label(),
             "dtype": p.dtype,
             "num_shapes": p.shapes.len(),
+            "s_op": e.and_then(|e| e.s_op()),
+            "standing": entry_json(e),
         });
         if shapes {
             let mut list = Vec::new();
@@ -53,12 +100,38 @@ pub fn suite_json(
         }
         ops.push(op);
     }
+    let agg = |ph| standing.s_agg(suite, ph);
     Ok(json!({
         "hardware": hw.key,
         "phase": phase.name(),
         "suite": suite.source.describe(),
+        "s_agg": {
+            "all": agg(PhaseFilter::All),
+            "prefill": agg(PhaseFilter::Prefill),
+            "decode": agg(PhaseFilter::Decode),
+        },
+        "standing": standing_json(suite, standing, phase),
         "operators": ops,
     }))
+}
+
+/// An operator's standing in the text table: its measurement's day and GPU, or why it is stale.
+fn entry_text(e: Option<&Entry>) -> String {
+    match e {
+        None => "—".into(),
+        Some(e) if !e.fresh() => format!("stale: {}", e.stale_label()),
+        Some(e) => format!(
+            "{} {} · {}{}",
+            e.record.measurement.day(),
+            e.record.fingerprint.gpu,
+            e.record.origin.label(),
+            if e.record.measurement.mode == "full" {
+                String::new()
+            } else {
+                format!(" · {}", e.record.measurement.mode)
+            }
+        ),
+    }
 }
 
 pub fn run(
@@ -67,8 +140,12 @@ pub fn run(
     phase: PhaseFilter,
     shapes: bool,
     json: bool,
+    standing: &Standing,
 ) -> Result<i32, String> {
-    let doc = suite_json(suite, hardware, phase, shapes)?;
+    for p in &standing.problems {
+        eprintln!("atrex-tui: {p}");
+    }
+    let doc = suite_json(suite, hardware, phase, shapes, standing)?;
     if json {
         println!(
             "{}",
@@ -90,19 +167,37 @@ pub fn run(
         hw.name,
         suite.source.describe()
     );
+    let t = standing.tally(suite, phase);
     println!(
-        "{:<30} {:<10} {:>8} {:>10} {:<15} {:>6}",
-        "operator", "id", "weight", "raw", "phase", "shapes"
+        "S_agg {:.3} · prefill {:.3} · decode {:.3} · standing {}: {} · {} measured, {} stale, {} without a record",
+        standing.s_agg(suite, PhaseFilter::All),
+        standing.s_agg(suite, PhaseFilter::Prefill),
+        standing.s_agg(suite, PhaseFilter::Decode),
+        standing.hardware,
+        standing.describe(),
+        t.measured,
+        t.stale,
+        t.missing
+    );
+    println!(
+        "{:<30} {:<10} {:>8} {:>10} {:<15} {:>6} {:>7}  standing",
+        "operator", "id", "weight", "raw", "phase", "shapes", "S_op"
     );
     for op in doc["operators"].as_array().into_iter().flatten() {
+        let name = op["name"].as_str().unwrap_or("");
+        let e = standing.entry(name);
         println!(
-            "{:<30} {:<10} {:>7.2}% {:>10.6} {:<15} {:>6}",
-            op["name"].as_str().unwrap_or(""),
+            "{:<30} {:<10} {:>7.2}% {:>10.6} {:<15} {:>6} {:>7}  {}",
+            name,
             op["id"].as_str().unwrap_or(""),
             op["weight"].as_f64().unwrap_or(0.0) * 100.0,
             op["raw_importance"].as_f64().unwrap_or(0.0),
             op["phase"].as_str().unwrap_or(""),
-            op["num_shapes"]
+            op["num_shapes"].as_u64().unwrap_or(0),
+            e.and_then(|e| e.s_op())
+                .map(|s| format!("{s:.3}"))
+                .unwrap_or_else(|| "—".into()),
+            entry_text(e)
         );
         if shapes {
             for s in op["shapes"].as_array().into_iter().flatten() {

@@ -9,6 +9,7 @@ pub mod outcome;
 pub mod plan;
 pub mod protocol;
 pub mod simulate;
+pub mod spread;
 pub mod stats;
 pub mod stdio;
 pub mod worker;

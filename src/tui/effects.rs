@@ -45,8 +45,9 @@ pub(super) fn submit_measure(
     rev: u32,
     mid: u64,
     source: String,
+    full: bool,
 ) -> Option<PathBuf> {
-    match build_measure_job(state, op, rev, source) {
+    match build_measure_job(state, op, rev, source, full) {
         Ok(job) => {
             let (id, mut erx) = rtm.client.submit(job);
             rtm.jobs.insert(mid, id);
@@ -73,6 +74,45 @@ pub(super) fn submit_measure(
                     message: msg,
                 },
             },
+        ),
+    }
+    None
+}
+
+/// Writes a record to the workspace's standing (its kernel, then the file, atomically) and
+/// says so in the log.
+pub(super) fn record_standing(
+    state: &mut AppState,
+    ws: PathBuf,
+    suite: &str,
+    hardware: &str,
+    u: &crate::standing::Update,
+) -> Option<PathBuf> {
+    let ws = crate::suite::Workspace {
+        dir: ws,
+        reason: "the app's workspace",
+    };
+    match crate::standing::store::record(&ws, suite, hardware, std::slice::from_ref(u)) {
+        Ok(w) => {
+            if let Some((to, why)) = w.backup {
+                state.log(
+                    LogLevel::Warn,
+                    format!("standing: {why}; moved to {}", to.display()),
+                );
+            }
+            state.log(
+                LogLevel::Good,
+                format!(
+                    "standing: {} recorded (S_op {:.3}) in {}",
+                    u.op,
+                    u.record.measurement.s_op,
+                    w.file.display()
+                ),
+            );
+        }
+        Err(e) => state.log(
+            LogLevel::Error,
+            format!("standing: {} not recorded: {e}", u.op),
         ),
     }
     None

@@ -95,12 +95,23 @@ pub struct HelloInfo {
 /// Side effects requested by `update`, carried out by the runtime.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
-    /// Compile, check and time a revision (JobKind::All, Mode::Quick) on every shape.
+    /// Compile, check and time a revision (JobKind::All) on every shape, quick or full.
     Measure {
         op: String,
         rev: u32,
         mid: u64,
         source: String,
+        /// 5 seeds and full timing (else Mode::Quick).
+        full: bool,
+    },
+    /// Write a record to the workspace's standing (its kernel file, then the standing file).
+    RecordStanding {
+        /// The workspace.
+        ws: PathBuf,
+        suite: String,
+        /// The hardware profile (the file).
+        hardware: String,
+        update: Box<crate::standing::Update>,
     },
     Cancel {
         mid: u64,

@@ -27,6 +27,8 @@ pub enum Action {
     Agent,
     Dropout,
     Measure,
+    RemeasureSelected,
+    RemeasureStale,
     Profile,
     Edit,
     ExternalEdit,
@@ -273,13 +275,21 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         section: "measure",
         keys: "m",
-        help: "re-measure the selected revision (quick: check + time, every shape)",
+        help: "re-measure the selected revision: quick check + time, all shapes",
         scope: Scope::Always,
         chords: &[(k('m'), A::Measure)],
         hints: &[
             hint(Pane(Revisions), 4, "m", "measure"),
             hint(Pane(Gauges), 1, "m", "measure"),
         ],
+    },
+    Binding {
+        section: "measure",
+        keys: "M / U",
+        help: "standing: re-measure the selected / every stale incumbent in full",
+        scope: Scope::Live,
+        chords: &[(k('M'), A::RemeasureSelected), (k('U'), A::RemeasureStale)],
+        hints: &[hint(Pane(Operators), 3, "M/U", "re-measure")],
     },
     Binding {
         section: "measure",

@@ -97,7 +97,25 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
         }
         None => (Model::new(&suite), None, vec![]),
     };
+    // The standing: the workspace's files and the shipped one; a new session starts each
+    // operator from the standing's incumbent.
+    let store = crate::standing::Store::load(ws, &suite);
+    let mut model = model;
+    if opts.resume.is_none()
+        && let Some(h) = &hw
+    {
+        let view = store.view(&h.key, None);
+        for p in &suite.problems {
+            if let Some((src, why)) = view.start(&p.name) {
+                model.start_from(&p.name, &src, &why);
+            }
+        }
+    }
     let mut st = AppState::new(suite.clone(), model, th, hw, kernels);
+    st.attach_standing(store, ws.dir.clone());
+    for w in st.standing.view.problems.clone() {
+        st.log(LogLevel::Warn, format!("standing: {w}"));
+    }
     // The agent's settings: an error here only disables the agent (the log says why).
     st.agent_cfg = crate::agent::config::resolve(&settings.agent, None);
     if let Err(e) = &st.agent_cfg {
@@ -531,7 +549,14 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             rev,
             mid,
             source,
-        } => effects::submit_measure(rtm, state, &op, rev, mid, source),
+            full,
+        } => effects::submit_measure(rtm, state, &op, rev, mid, source, full),
+        Effect::RecordStanding {
+            ws,
+            suite,
+            hardware,
+            update,
+        } => effects::record_standing(state, ws, &suite, &hardware, &update),
         Effect::Cancel { mid } => effects::cancel(rtm, mid),
         Effect::ExternalEdit {
             op: _,
@@ -622,6 +647,7 @@ fn build_measure_job(
     op: &str,
     _rev: u32,
     source: String,
+    full: bool,
 ) -> Result<crate::engine::protocol::Job, String> {
     let p = state
         .suite
@@ -640,7 +666,7 @@ fn build_measure_job(
         Some(reference),
         &ids,
         JobKind::All,
-        Mode::Quick,
+        if full { Mode::Full } else { Mode::Quick },
         state.hw.as_ref(),
     )
 }

@@ -2,9 +2,11 @@
 //! worker, agent) and the view (focus, selections, scrolls, modal, diff view). Rendering is a
 //! pure function of it (`view::draw`).
 
+use crate::session::model::MeasureStatus;
 use crate::session::model::{LogLevel, LogLine, Revision};
 use crate::session::store::now;
 use crate::session::{Author, Model, Record, Recorder, SessionEvent};
+use crate::standing::{Layer, Standing, Store, Tally};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::roofline::{self, Bottleneck};
 use crate::suite::{PhaseFilter, Suite};
@@ -78,6 +80,46 @@ pub struct JobProgress {
     pub shape: Option<u32>,
     pub done: usize,
     pub total: usize,
+    /// 5 seeds and full timing (else quick).
+    pub full: bool,
+    /// A re-measure of the standing: its result is recorded there.
+    pub standing: bool,
+}
+
+/// The workspace's standing as the app shows it: what was read at start (`store`), the view of
+/// the hardware profile and GPU in use, and a re-measure in progress.
+pub struct StandingState {
+    pub store: Store,
+    pub view: Standing,
+    /// The workspace (records are written under it).
+    pub ws: PathBuf,
+    /// The session as records name it.
+    pub session: String,
+    /// A re-measure in progress: operators finished and asked for.
+    pub run: Option<(usize, usize)>,
+}
+
+/// An operator's S_op as the app counts it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Figure {
+    /// Measured in this session: the session's incumbent (a failure counts 0).
+    Live(f64),
+    /// The standing's record, standing.
+    Standing(f64, Layer),
+    /// The standing's record is stale: counts 0.
+    Stale(f64),
+    /// Nothing measured.
+    None,
+}
+
+impl Figure {
+    /// What the figure counts in S_agg.
+    pub fn counted(self) -> Option<f64> {
+        match self {
+            Figure::Live(s) | Figure::Standing(s, _) => Some(s),
+            Figure::Stale(_) | Figure::None => None,
+        }
+    }
 }
 
 /// The built-in editor.
@@ -213,6 +255,8 @@ pub struct AppState {
     pub agent: Option<AgentView>,
     /// The agent's configuration (settings + environment), or why it cannot start.
     pub agent_cfg: Result<crate::agent::config::AgentConfig, String>,
+    /// Where the suite stands.
+    pub standing: StandingState,
 }
 
 impl AppState {
@@ -224,6 +268,17 @@ impl AppState {
         kernels_dir: PathBuf,
     ) -> AppState {
         let recorder = Recorder::for_model(&model);
+        let ws = kernels_dir
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default();
+        let standing = StandingState {
+            store: Store::empty(&ws, &suite),
+            view: Standing::empty(hw.as_ref().map(|h| h.key.as_str()).unwrap_or("-")),
+            ws,
+            session: "unrecorded session".into(),
+            run: None,
+        };
         let mut s = AppState {
             suite,
             model,
@@ -262,6 +317,7 @@ impl AppState {
             quit: false,
             agent: None,
             agent_cfg: crate::agent::config::resolve(&Default::default(), None),
+            standing,
         };
         s.compute_shape_info();
         s.select_latest_rev();
@@ -272,6 +328,67 @@ impl AppState {
     /// Names the session file this run records into (the runtime writes it).
     pub fn attach_session(&mut self, path: &std::path::Path) {
         self.session_name = path.file_name().map(|n| n.to_string_lossy().to_string());
+        self.standing.session = crate::standing::accept::session_label(&self.standing.ws, path);
+    }
+
+    /// Takes the standing read at start (the workspace's files and the shipped one).
+    pub fn attach_standing(&mut self, store: Store, ws: PathBuf) {
+        self.standing.store = store;
+        self.standing.ws = ws;
+        self.restand();
+    }
+
+    /// Judges the standing again for the hardware profile and GPU in use (no I/O).
+    pub fn restand(&mut self) {
+        let key = self
+            .hw
+            .as_ref()
+            .map(|h| h.key.clone())
+            .unwrap_or_else(|| "-".into());
+        let gpu = match &self.worker {
+            WorkerState::Ready { gpu, .. } => Some(gpu.as_str()),
+            _ => None,
+        };
+        self.standing.view = self.standing.store.view(&key, gpu);
+    }
+
+    /// An operator's S_op as counted: a measurement of the session's incumbent in this session
+    /// supersedes the standing's record.
+    pub fn figure(&self, op: &str) -> Figure {
+        if let Some(r) = self.model.ops.get(op).and_then(|o| o.incumbent_rev())
+            && matches!(r.measurement.status, MeasureStatus::Done(_))
+        {
+            return Figure::Live(r.verdict().score().unwrap_or(0.0));
+        }
+        match self.standing.view.entry(op) {
+            Some(e) if e.fresh() => Figure::Standing(e.record.measurement.s_op, e.layer),
+            Some(e) => Figure::Stale(e.record.measurement.s_op),
+            None => Figure::None,
+        }
+    }
+
+    /// S_agg over a phase view: stale and unmeasured operators count 0.
+    pub fn s_agg(&self, phase: PhaseFilter) -> f64 {
+        let s_ops: BTreeMap<String, f64> = self
+            .suite
+            .problems
+            .iter()
+            .filter_map(|p| self.figure(&p.name).counted().map(|s| (p.name.clone(), s)))
+            .collect();
+        roofline::s_agg(&self.suite, phase, &s_ops)
+    }
+
+    /// Measured, stale and unmeasured operators of a phase view.
+    pub fn tally(&self, phase: PhaseFilter) -> Tally {
+        let mut t = Tally::default();
+        for p in self.suite.by_weight(phase) {
+            match self.figure(&p.name) {
+                Figure::Live(_) | Figure::Standing(..) => t.measured += 1,
+                Figure::Stale(_) => t.stale += 1,
+                Figure::None => t.missing += 1,
+            }
+        }
+        t
     }
 
     /// Opens a replay positioned after its last event.
@@ -309,6 +426,7 @@ impl AppState {
         {
             self.hw = Some(p.clone());
             self.compute_shape_info();
+            self.restand();
         }
     }
 
@@ -563,8 +681,21 @@ impl AppState {
         });
     }
 
-    /// Records the revision (if the session lacks it) and a measurement start; returns the job.
+    /// Records the revision (if the session lacks it) and a quick measurement start; returns
+    /// the job.
     pub(crate) fn measure(&mut self, op: &str, rev: u32) -> Vec<Effect> {
+        self.measure_as(op, rev, false, false)
+    }
+
+    /// Records the revision (if the session lacks it) and a measurement start, quick or full
+    /// (`full`), for the standing or not; returns the job.
+    pub(crate) fn measure_as(
+        &mut self,
+        op: &str,
+        rev: u32,
+        full: bool,
+        standing: bool,
+    ) -> Vec<Effect> {
         if let Err(e) = self.can_measure() {
             self.log(LogLevel::Warn, format!("cannot measure {op} v{rev}: {e}"));
             return vec![];
@@ -578,7 +709,7 @@ impl AppState {
             op: op.into(),
             rev,
             mid,
-            mode: "quick".into(),
+            mode: if full { "full" } else { "quick" }.into(),
         });
         self.jobs.insert(
             mid,
@@ -589,6 +720,8 @@ impl AppState {
                 shape: None,
                 done: 0,
                 total: self.shape_info.get(op).map(|v| v.len()).unwrap_or(0),
+                full,
+                standing,
             },
         );
         vec![Effect::Measure {
@@ -596,6 +729,7 @@ impl AppState {
             rev,
             mid,
             source: r.source,
+            full,
         }]
     }
 

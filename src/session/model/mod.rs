@@ -361,6 +361,20 @@ impl Model {
         }
     }
 
+    /// Starts an operator from another kernel than the suite's baseline (the standing's
+    /// incumbent): the unrecorded revision 0 takes its source and says where it comes from.
+    /// Recorded sessions are never changed.
+    pub fn start_from(&mut self, op: &str, source: &str, rationale: &str) {
+        if let Some(r) = self.ops.get_mut(op).and_then(|o| o.rev_mut(0))
+            && !r.recorded
+            && r.source != source
+        {
+            r.source = source.to_string();
+            r.rationale = rationale.to_string();
+            r.via = Some("standing".into());
+        }
+    }
+
     /// Builds the state of a sequence of records.
     pub fn from_records(suite: &Suite, records: &[Record]) -> Model {
         let mut m = Model::new(suite);

@@ -86,11 +86,15 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
     s.focus = PaneId::Revisions;
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert_eq!(
-        fx,
-        vec![Effect::Agent(AgentCtl::Decided {
+        fx[0],
+        Effect::Agent(AgentCtl::Decided {
             rev: 4,
             decision: Decision::Accepted
-        })]
+        })
+    );
+    assert!(
+        matches!(&fx[1], Effect::RecordStanding { update, .. } if update.op == "rms_norm"),
+        "{fx:?}"
     );
     // Steering goes to the session and to the agent.
     send(&mut s, vec![press(KeyCode::Char('s'))]);
@@ -203,11 +207,15 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
     s.select_rev_number(2);
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert_eq!(
-        fx,
-        vec![Effect::Agent(AgentCtl::Decided {
+        fx[0],
+        Effect::Agent(AgentCtl::Decided {
             rev: 4,
             decision: Decision::Accepted
-        })]
+        })
+    );
+    assert!(
+        matches!(&fx[1], Effect::RecordStanding { update, .. } if update.op == "rms_norm"),
+        "{fx:?}"
     );
     assert!(
         s.model.log.iter().chain(s.ui_log.iter()).any(|l| l

@@ -45,7 +45,8 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
             op: "rms_norm".into(),
             rev: 3,
             mid,
-            source: src
+            source: src,
+            full: false
         }]
     );
     assert_eq!(s.selected_rev().unwrap().rev, 3);

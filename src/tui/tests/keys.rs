@@ -9,10 +9,39 @@ fn accept_makes_the_incumbent_and_is_recorded() {
     send(&mut s, vec![press(KeyCode::Char('G'))]);
     assert_eq!(s.selected_rev().unwrap().rev, 3);
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
-    assert!(fx.is_empty());
+    // The accepted revision becomes the standing's incumbent; measured quick, it is measured
+    // again in full in the background (its record is replaced when that ends).
+    let [
+        Effect::RecordStanding {
+            hardware, update, ..
+        },
+        Effect::Measure {
+            rev: 3, full: true, ..
+        },
+    ] = &fx[..]
+    else {
+        panic!("{fx:?}");
+    };
     assert_eq!(
-        last_event(&s),
-        &SessionEvent::Decision {
+        (hardware.as_str(), update.op.as_str()),
+        ("H200", "rms_norm")
+    );
+    assert_eq!(
+        update.record.origin,
+        crate::standing::Origin::Session {
+            session: "unrecorded session".into(),
+            rev: 3
+        }
+    );
+    assert_eq!(update.record.measurement.mode, "quick");
+    assert_eq!(update.source, "// v3\nint x;\n");
+    let e = s.standing.view.entry("rms_norm").unwrap();
+    assert_eq!(e.layer, crate::standing::Layer::Workspace);
+    assert!(e.fresh(), "{:?}", e.stale);
+    assert_eq!(s.standing.run, Some((0, 1)));
+    assert_eq!(
+        s.journal[s.journal.len() - 2].event,
+        SessionEvent::Decision {
             op: "rms_norm".into(),
             rev: 3,
             decision: Decision::Accepted,
@@ -20,7 +49,9 @@ fn accept_makes_the_incumbent_and_is_recorded() {
         }
     );
     assert_eq!(s.model.ops["rms_norm"].incumbent, Some(3));
-    assert!(screen(&s, 200, 50).contains("★ v3"));
+    let sc = screen(&s, 200, 50);
+    assert!(sc.contains("★ v3"), "{sc}");
+    assert!(sc.contains("◔ standing 1/1"), "{sc}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod keys;
 mod profile;
 mod replay;
 mod snapshots;
+mod standing;
 mod timing;
 
 use super::app::*;

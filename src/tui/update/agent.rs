@@ -16,9 +16,22 @@ pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
                 }
                 _ => None,
             };
+            let accepted = match &ev {
+                SessionEvent::Decision {
+                    op,
+                    rev,
+                    decision: crate::session::Decision::Accepted,
+                    ..
+                } => Some((op.clone(), *rev)),
+                _ => None,
+            };
             state.record(ev);
             if let Some(r) = select {
                 state.select_rev_number(r);
+            }
+            // What the agent accepts becomes the standing's incumbent.
+            if let Some((op, rev)) = accepted {
+                return standing_after_accept(state, &op, rev);
             }
         }
         AgentMsg::Stream(t) => {

@@ -5,21 +5,28 @@ use crate::session::model::LogLevel;
 use crate::session::{Author, DecidedBy, Decision, RevVerdict, SessionEvent};
 
 /// y / n on the selected revision; a running agent hears of decisions on its operator.
+/// An accepted revision becomes the operator's record in the standing.
 pub(crate) fn decide_selected(state: &mut AppState, accept: bool) -> Vec<Effect> {
     let before = state.journal.len();
     decide(state, accept);
+    let mut fx = vec![];
     if state.journal.len() > before
         && let Some(SessionEvent::Decision {
             op, rev, decision, ..
         }) = state.journal.last().map(|r| r.event.clone())
-        && state
+    {
+        if state
             .agent
             .as_ref()
             .is_some_and(|a| a.running && a.op == op)
-    {
-        return vec![Effect::Agent(AgentCtl::Decided { rev, decision })];
+        {
+            fx.push(Effect::Agent(AgentCtl::Decided { rev, decision }));
+        }
+        if decision == Decision::Accepted {
+            fx.extend(standing_after_accept(state, &op, rev));
+        }
     }
-    vec![]
+    fx
 }
 
 /// The revision a waiting agent offers for a decision (its header says `waiting (vN: …)`).

@@ -148,8 +148,15 @@ pub(crate) fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect
         }
         _ => {}
     }
+    let ended = matches!(
+        ev,
+        JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. }
+    );
     for se in crate::session::translate::job_events(&op, rev, mid, &ev) {
         state.record(se);
+    }
+    if ended && job.standing {
+        return standing_job_done(state, &op, rev);
     }
     vec![]
 }

@@ -135,6 +135,8 @@ pub(crate) fn on_action(state: &mut AppState, a: Action) -> Vec<Effect> {
         }
         Action::Phase => next_phase(state),
         Action::Profile => return profile_selected(state),
+        Action::RemeasureSelected => return remeasure_selected(state),
+        Action::RemeasureStale => return remeasure_stale(state),
         Action::DiffMode => {
             state.diff_mode = match state.diff_mode {
                 DiffMode::Parent => DiffMode::Incumbent,

@@ -14,6 +14,7 @@ mod editor;
 mod jobs;
 mod keys;
 mod replay;
+mod standing;
 
 use agent::*;
 pub use decide::offered_rev;
@@ -23,6 +24,7 @@ use jobs::*;
 use keys::*;
 pub use replay::replay_seek;
 use replay::*;
+use standing::*;
 
 /// The update function: applies one event to the state and returns the side effects.
 pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
@@ -159,6 +161,8 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
                     state.hw = Some(p);
                     state.compute_shape_info();
                 }
+                state.restand();
+                standing_at_hello(state);
                 let hardware = state.hw.as_ref().map(|h| h.key.clone());
                 state.record(SessionEvent::Device {
                     gpu: Some(d.name.clone()),
@@ -178,11 +182,13 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
         }
         Ok(HelloInfo { device: None, .. }) => {
             state.worker = WorkerState::NoGpu("the worker found no GPU".into());
+            state.restand();
             state.log(LogLevel::Info, "no GPU: browse and replay only".into());
             offer_sessions(state);
         }
         Err(e) => {
             state.worker = WorkerState::NoGpu(e.clone());
+            state.restand();
             state.log(
                 LogLevel::Info,
                 format!("no GPU: browse and replay only ({e})"),

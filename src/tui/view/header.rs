@@ -8,7 +8,8 @@ use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
-    let agg = |p| s.model.s_agg(&s.suite, p);
+    let agg = |p| s.s_agg(p);
+    let stale = s.tally(PhaseFilter::All).stale;
     let hs = Style::default().bg(t.header_bg).fg(t.header_fg);
     let narrow = r.width < 120;
     let mut l1 = vec![];
@@ -42,6 +43,9 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
             ),
             hs,
         ));
+    }
+    if stale > 0 {
+        l1.push(Span::styled(format!("· {stale} stale "), hs.fg(t.warn)));
     }
     l1.push(Span::styled("│ ", hs));
     match &s.worker {
@@ -86,6 +90,12 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
     let mut l2 = vec![];
     let sub = Style::default().bg(t.bg).fg(t.dim);
     if let Some(j) = s.jobs.values().next() {
+        if let Some((done, total)) = s.standing.run {
+            l2.push(Span::styled(
+                format!(" ◔ standing {}/{total} ·", done + 1),
+                Style::default().bg(t.bg).fg(t.warn),
+            ));
+        }
         l2.push(Span::styled(
             format!(
                 " ◔ measuring {} v{}: {}{} ({}/{}) ",
@@ -106,6 +116,10 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
     if narrow {
         l2.push(Span::styled(format!(" agent: {agent} ·"), sub));
     }
+    l2.push(Span::styled(
+        format!(" standing: {} ·", s.standing.view.short()),
+        sub,
+    ));
     l2.push(Span::styled(
         format!(
             " phase {} · {} operators · {} shapes · T_SOL on {}",

@@ -1,8 +1,11 @@
-//! The operators pane: a table of each operator's weight, best S, status and history sparkline.
+//! The operators pane: a table of each operator's weight, S_op (the session's incumbent as
+//! measured here, else the standing's record; a stale one dimmed with `~`), status and history
+//! sparkline.
 
 use super::{pane_block, s_color, window};
 use crate::session::model::OpStatus;
-use crate::tui::app::{AppState, PaneId};
+use crate::standing::Layer;
+use crate::tui::app::{AppState, Figure, PaneId};
 use ratatui::prelude::*;
 use ratatui::widgets::{Row, Table};
 
@@ -32,16 +35,25 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         .take(h)
         .map(|(i, name)| {
             let o = s.model.ops.get(name);
-            let best = o.and_then(|o| o.best_s());
+            let figure = s.figure(name);
             let status = o.map(|o| o.status()).unwrap_or(OpStatus::Untouched);
-            let (sym, sc) = match status {
-                OpStatus::Untouched => ("·", t.dim),
-                OpStatus::Measured => ("○", t.dim),
-                OpStatus::Tried => ("○", t.dim),
-                OpStatus::Pending => ("◆", t.info),
-                OpStatus::Measuring => ("◔", t.warn),
-                OpStatus::Improved => ("▲", t.good),
-                OpStatus::Failing => ("✗", t.bad),
+            // An operator this session has not touched shows where its figure comes from.
+            let label = match (status, figure) {
+                (OpStatus::Untouched, Figure::Standing(_, Layer::Shipped)) => "shipped",
+                (OpStatus::Untouched, Figure::Standing(_, Layer::Workspace)) => "standing",
+                (OpStatus::Untouched, Figure::Stale(_)) => "stale",
+                _ => status.label(),
+            };
+            let (sym, sc) = match (status, figure) {
+                (OpStatus::Untouched, Figure::Standing(..)) => ("○", t.dim),
+                (OpStatus::Untouched, Figure::Stale(_)) => ("~", t.warn),
+                (OpStatus::Untouched, _) => ("·", t.dim),
+                (OpStatus::Measured, _) => ("○", t.dim),
+                (OpStatus::Tried, _) => ("○", t.dim),
+                (OpStatus::Pending, _) => ("◆", t.info),
+                (OpStatus::Measuring, _) => ("◔", t.warn),
+                (OpStatus::Improved, _) => ("▲", t.good),
+                (OpStatus::Failing, _) => ("✗", t.bad),
             };
             let hist = o.map(|o| o.history()).unwrap_or_default();
             let mut cells = vec![
@@ -53,15 +65,22 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                     ),
                     Style::default().fg(t.dim),
                 ),
-                match best {
-                    Some(b) => Span::styled(format!("{b:.3}"), Style::default().fg(s_color(s, b))),
-                    None => Span::styled("  —  ", Style::default().fg(t.dim)),
+                match figure {
+                    Figure::Live(b) | Figure::Standing(b, _) => {
+                        Span::styled(format!("{b:.3}"), Style::default().fg(s_color(s, b)))
+                    }
+                    // Stale: what it was, dimmed and marked; it counts 0.
+                    Figure::Stale(b) => Span::styled(
+                        format!("{b:.3}~"),
+                        Style::default().fg(t.dim).add_modifier(Modifier::DIM),
+                    ),
+                    Figure::None => Span::styled("  —  ", Style::default().fg(t.dim)),
                 },
                 Span::styled(
                     if narrow {
                         sym.to_string()
                     } else {
-                        format!("{sym} {}", status.label())
+                        format!("{sym} {label}")
                     },
                     Style::default().fg(sc),
                 ),
@@ -85,7 +104,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         vec![
             Constraint::Fill(1),
             Constraint::Length(6),
-            Constraint::Length(5),
+            Constraint::Length(6),
             Constraint::Length(1),
             Constraint::Length(4),
         ]
@@ -93,7 +112,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         vec![
             Constraint::Fill(1),
             Constraint::Length(6),
-            Constraint::Length(5),
+            Constraint::Length(6),
             Constraint::Length(11),
             Constraint::Length(8),
         ]
@@ -101,7 +120,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
     let header = Row::new(vec![
         "operator",
         "weight",
-        "best",
+        "S_op",
         if narrow { "" } else { "status" },
         if narrow { "hist" } else { "history" },
     ])

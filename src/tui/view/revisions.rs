@@ -24,6 +24,20 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             RevVerdict::Unmeasured => t.dim,
             _ => t.bad,
         };
+        // The incumbent not measured in this session shows the standing's figure of its kernel.
+        let standing = s
+            .standing
+            .view
+            .entry(&op)
+            .filter(|_| inc && v == RevVerdict::Unmeasured)
+            .filter(|e| e.source.as_deref() == Some(rv.source.as_str()))
+            .map(|e| {
+                let m = e.record.measurement.s_op;
+                match e.fresh() {
+                    true => format!("S {m:.3} std"),
+                    false => format!("S {m:.3}~ std"),
+                }
+            });
         let (dec, dc) = match (rv.decision, inc) {
             (Some(Decision::Accepted), _) => (if narrow { "acc" } else { "accepted" }, t.good),
             (Some(Decision::Rejected), _) => (if narrow { "rej" } else { "rejected" }, t.bad),
@@ -37,14 +51,17 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             Span::styled(if inc { "★" } else { " " }, Style::default().fg(t.accent)),
             Span::raw(format!("v{}", rv.rev)),
             Span::styled(rv.author.label(), Style::default().fg(t.info)),
-            Span::styled(
-                if narrow {
-                    v.label().replace("compile error", "compile✗")
-                } else {
-                    v.label()
-                },
-                Style::default().fg(vc),
-            ),
+            match standing {
+                Some(label) => Span::styled(label, Style::default().fg(t.dim)),
+                None => Span::styled(
+                    if narrow {
+                        v.label().replace("compile error", "compile✗")
+                    } else {
+                        v.label()
+                    },
+                    Style::default().fg(vc),
+                ),
+            },
             Span::styled(dec, Style::default().fg(dc)),
         ];
         if !narrow {

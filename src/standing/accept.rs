@@ -1,0 +1,124 @@
+//! Accepting a revision updates the standing: the TUI (`y`), `measure --decide accept|auto` and
+//! the agent's auto mode all take the accepted revision of their session — its source and its
+//! latest measurement — into a record of the workspace's standing.
+
+use super::build::{self, Context};
+use super::format::Origin;
+use super::stale::OpPrint;
+use super::store::{self, Update, Written};
+use crate::session::Model;
+use crate::session::model::MeasureStatus;
+use crate::suite::{Problem, Workspace};
+use std::path::Path;
+
+/// Where measurements are made: the GPU, its driver and NVRTC, the hardware profile of T_SOL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bench {
+    pub gpu: String,
+    pub driver: String,
+    pub nvrtc: Option<String>,
+    pub hardware: String,
+}
+
+/// How a session is named in a record: its path inside the workspace, else as given.
+pub fn session_label(ws: &Path, session: &Path) -> String {
+    session
+        .strip_prefix(ws)
+        .unwrap_or(session)
+        .display()
+        .to_string()
+}
+
+/// The record of a session's revision: its source and its latest measurement (which must have
+/// ended with per-shape results), measured now on `bench`.
+pub fn update_for_revision(
+    p: &Problem,
+    print: &OpPrint,
+    model: &Model,
+    rev: u32,
+    session: &str,
+    bench: &Bench,
+) -> Result<Update, String> {
+    let r = model
+        .ops
+        .get(&p.name)
+        .and_then(|o| o.rev(rev))
+        .ok_or_else(|| format!("{} v{rev} is not in the session", p.name))?;
+    let m = &r.measurement;
+    if !matches!(m.status, MeasureStatus::Done(_)) || m.results.is_empty() {
+        return Err(format!("{} v{rev} has no finished measurement", p.name));
+    }
+    let results: Vec<_> = m.results.values().cloned().collect();
+    let ctx = Context::now(
+        &bench.gpu,
+        &bench.driver,
+        bench.nvrtc.as_deref(),
+        &bench.hardware,
+    );
+    Ok(Update {
+        op: p.name.clone(),
+        record: build::record(
+            p,
+            print,
+            &r.source,
+            store::kernel_path(&p.name, &r.source),
+            Origin::Session {
+                session: session.to_string(),
+                rev,
+            },
+            if m.mode.is_empty() { "full" } else { &m.mode },
+            &results,
+            &ctx,
+        ),
+        source: r.source.clone(),
+    })
+}
+
+/// Records accepted revisions of one operator of one session into the workspace's standing (the
+/// headless commands: `measure`, the agent).
+#[derive(Debug, Clone)]
+pub struct Keeper {
+    pub ws: Workspace,
+    pub suite: String,
+    pub problem: Problem,
+    pub print: OpPrint,
+    pub bench: Bench,
+    /// The session, as records name it.
+    pub session: String,
+}
+
+impl Keeper {
+    /// Records the accepted revision `rev` of the session's state.
+    pub fn accept(&self, model: &Model, rev: u32) -> Result<Written, String> {
+        let u = update_for_revision(
+            &self.problem,
+            &self.print,
+            model,
+            rev,
+            &self.session,
+            &self.bench,
+        )?;
+        store::record(&self.ws, &self.suite, &self.bench.hardware, &[u])
+    }
+
+    /// What a command prints after recording: where, and a backup if one was made.
+    pub fn report(&self, rev: u32, w: &Result<Written, String>) -> String {
+        match w {
+            Ok(w) => {
+                let mut s = format!(
+                    "standing: {} v{rev} is the incumbent in {}",
+                    self.problem.name,
+                    w.file.display()
+                );
+                if let Some((to, why)) = &w.backup {
+                    s.push_str(&format!(" ({why}; moved to {})", to.display()));
+                }
+                s
+            }
+            Err(e) => format!(
+                "standing: {} v{rev} accepted but not recorded: {e}",
+                self.problem.name
+            ),
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! Records built from measurements: from a measurement's per-shape results (a session's
+//! revision, `bench --all`), and from a `bench OP --full --json` document (the shipped standing
+//! is built from docs/measurements/bench-OP.json).
+
+use super::format::{Fingerprint, Measured, Origin, Record, ShapeMeasured};
+use super::stale::{OpPrint, source_print};
+use crate::engine::protocol::{ShapeResult, Verdict};
+use crate::suite::Problem;
+use crate::suite::roofline::{self, ShapeScore};
+
+/// Where and with what a measurement was made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Context {
+    /// The GPU model (device name).
+    pub gpu: String,
+    pub driver: String,
+    pub nvrtc: Option<String>,
+    pub tool_version: String,
+    /// The hardware profile of T_SOL.
+    pub hardware: String,
+    /// UTC, `YYYY-MM-DD hh:mm:ss`.
+    pub date: String,
+}
+
+impl Context {
+    /// A measurement made now by this build.
+    pub fn now(gpu: &str, driver: &str, nvrtc: Option<&str>, hardware: &str) -> Context {
+        Context {
+            gpu: gpu.to_string(),
+            driver: driver.to_string(),
+            nvrtc: nvrtc.map(|s| s.to_string()),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            hardware: hardware.to_string(),
+            date: crate::engine::client::utc_now(),
+        }
+    }
+}
+
+/// One shape's result as the standing keeps it.
+pub fn shape_measured(r: &ShapeResult) -> ShapeMeasured {
+    let max_abs = r
+        .checks
+        .iter()
+        .map(|c| c.max_abs)
+        .filter(|x| x.is_finite())
+        .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+    ShapeMeasured {
+        shape: r.shape,
+        verdict: r.verdict.name().to_string(),
+        s: r.s,
+        t_ms: r.timing.as_ref().map(|t| t.median_ms),
+        sol_ms: r.sol_ms,
+        strict_ok: r.strict_ok,
+        bench_ok: r.bench_ok,
+        seeds: r.seeds_checked,
+        max_abs,
+        rel_iqr: r.timing.as_ref().map(|t| t.rel_iqr),
+        device: r.device,
+    }
+}
+
+/// S_op over every shape of the operator: a shape that failed or was not measured counts 0.
+/// With `bench`, a shape counts only when it also passed the benchmark's own rule.
+pub fn s_op_over(p: &Problem, shapes: &[ShapeMeasured], bench: bool) -> f64 {
+    let scores: Vec<ShapeScore> = p
+        .shapes
+        .iter()
+        .map(|s| {
+            match shapes
+                .iter()
+                .find(|m| m.shape == s.id && m.verdict == Verdict::Pass.name())
+            {
+                Some(m) if !bench || m.bench_ok => {
+                    m.s.map_or(ShapeScore::Failed, ShapeScore::Passed)
+                }
+                _ => ShapeScore::Failed,
+            }
+        })
+        .collect();
+    roofline::s_op(&scores)
+}
+
+/// A record of a kernel measured on the operator's shapes. `kernel` is where the source is
+/// kept (see `store::kernel_path`).
+#[allow(clippy::too_many_arguments)]
+pub fn record(
+    p: &Problem,
+    print: &OpPrint,
+    source: &str,
+    kernel: String,
+    origin: Origin,
+    mode: &str,
+    results: &[ShapeResult],
+    ctx: &Context,
+) -> Record {
+    let mut shapes: Vec<ShapeMeasured> = results.iter().map(shape_measured).collect();
+    shapes.sort_by_key(|s| s.shape);
+    Record {
+        kernel,
+        origin,
+        fingerprint: Fingerprint {
+            source: source_print(source),
+            reference: print.reference.clone(),
+            shapes: print.shapes.clone(),
+            gpu: ctx.gpu.clone(),
+        },
+        measurement: Measured {
+            date: ctx.date.clone(),
+            driver: ctx.driver.clone(),
+            nvrtc: ctx.nvrtc.clone(),
+            tool_version: ctx.tool_version.clone(),
+            hardware: ctx.hardware.clone(),
+            mode: mode.to_string(),
+            s_op: s_op_over(p, &shapes, false),
+            s_op_benchmark: Some(s_op_over(p, &shapes, true)),
+            shapes,
+        },
+    }
+}
+
+/// A record from a `bench OP --full --json` document of the kernel `source`, kept at `kernel`.
+/// The document names the GPU, driver, NVRTC and hardware profile; the day and the tool version
+/// come from the caller (the document has neither).
+pub fn from_bench_json(
+    p: &Problem,
+    print: &OpPrint,
+    source: &str,
+    kernel: &str,
+    doc: &serde_json::Value,
+    date: &str,
+    tool_version: &str,
+) -> Result<Record, String> {
+    let s = |k: &str| doc.get(k).and_then(|v| v.as_str()).map(|s| s.to_string());
+    if s("operator").as_deref() != Some(p.name.as_str()) {
+        return Err(format!(
+            "a bench document of `{}`, not {}",
+            s("operator").unwrap_or_default(),
+            p.name
+        ));
+    }
+    let results: Vec<ShapeResult> = serde_json::from_value(
+        doc.get("shapes")
+            .cloned()
+            .ok_or("a bench document without shapes")?,
+    )
+    .map_err(|e| format!("shapes: {e}"))?;
+    let gpu = doc
+        .get("gpu")
+        .and_then(|g| g.get("name"))
+        .and_then(|n| n.as_str())
+        .ok_or("a bench document without its GPU")?;
+    let ctx = Context {
+        gpu: gpu.to_string(),
+        driver: s("driver").ok_or("a bench document without the driver")?,
+        nvrtc: s("nvrtc"),
+        tool_version: tool_version.to_string(),
+        hardware: s("hardware").ok_or("a bench document without its hardware profile")?,
+        date: date.to_string(),
+    };
+    Ok(record(
+        p,
+        print,
+        source,
+        kernel.to_string(),
+        Origin::File {
+            path: kernel.to_string(),
+        },
+        s("mode").as_deref().unwrap_or("full"),
+        &results,
+        &ctx,
+    ))
+}

@@ -1,0 +1,85 @@
+//! The standing built into the binary: the H200 baselines of docs/baselines.md, built from the
+//! raw results in docs/measurements/bench-OP.json (`bench OP --full --json`, baseline kernels =
+//! problems/OP/baseline.cu) into docs/measurements/standing-H200.json. A workspace without a
+//! standing of its own shows it, marked as shipped and measured elsewhere, until re-measured.
+
+use super::build;
+use super::format::{self, StandingFile};
+use super::stale::OpPrint;
+use crate::suite::Suite;
+use std::path::Path;
+
+/// The shipped standing's text.
+pub const TEXT: &str = include_str!("../../docs/measurements/standing-H200.json");
+
+/// How the shipped file is named in messages.
+pub const NAME: &str = "docs/measurements/standing-H200.json (built-in)";
+
+/// The day the shipped measurements were made (docs/baselines.md).
+pub const DATE: &str = "2026-11-30";
+
+/// The version of atrex-tui that made them.
+pub const TOOL_VERSION: &str = "0.1.0";
+
+/// The shipped standing when it is for this suite (Ok(None) for another suite; Err when the
+/// built-in file cannot be read, which a test rules out).
+pub fn load(suite: &str) -> Result<Option<StandingFile>, String> {
+    match format::parse(Path::new(NAME), TEXT, suite, None) {
+        Ok(f) => Ok(Some(f)),
+        Err(b) if matches!(b.defect, format::Defect::OtherSuite(_)) => Ok(None),
+        Err(b) => Err(b.to_string()),
+    }
+}
+
+/// Builds the shipped standing from bench documents (one per operator, `bench OP --full
+/// --json` of its baseline.cu) on the suite as it is now.
+pub fn from_bench_docs(
+    suite: &Suite,
+    docs: &[serde_json::Value],
+    date: &str,
+    tool_version: &str,
+) -> Result<StandingFile, String> {
+    let first = docs.first().ok_or("no bench documents")?;
+    let hardware = first
+        .get("hardware")
+        .and_then(|h| h.as_str())
+        .ok_or("a bench document without its hardware profile")?
+        .to_string();
+    let gpu = first
+        .get("gpu")
+        .and_then(|g| g.get("name"))
+        .and_then(|n| n.as_str())
+        .unwrap_or("?")
+        .to_string();
+    let driver = first.get("driver").and_then(|d| d.as_str()).unwrap_or("?");
+    let mut f = StandingFile::new(&suite.name, &hardware);
+    f.shipped = Some(format!(
+        "measured {date} on {gpu} (driver {driver}, atrex-tui {tool_version})"
+    ));
+    for doc in docs {
+        let op = doc
+            .get("operator")
+            .and_then(|o| o.as_str())
+            .ok_or("a bench document without its operator")?;
+        let p = suite
+            .problem(op)
+            .ok_or_else(|| format!("`{op}` is not in the suite"))?;
+        if doc.get("kernel").and_then(|k| k.as_str()) != Some(&format!("{op} baseline")) {
+            return Err(format!("{op}: the document is not of its baseline.cu"));
+        }
+        let source = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code;
+        let kernel = format!("problems/{op}/baseline.cu");
+        let r = build::from_bench_json(
+            p,
+            &OpPrint::of(suite, p),
+            &source,
+            &kernel,
+            doc,
+            date,
+            tool_version,
+        )
+        .map_err(|e| format!("{op}: {e}"))?;
+        f.operators.insert(op.to_string(), r);
+    }
+    Ok(f)
+}

@@ -1,0 +1,178 @@
+//! Fingerprints and staleness. A record is stale — shown as such and counted 0 in S_agg — when
+//! what it measured is no longer what is there: the kernel source, the operator's reference or
+//! shapes, the GPU model, or the hardware profile of T_SOL.
+
+use super::format::Record;
+use crate::suite::{Problem, Suite};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+/// sha256 of some parts (each followed by a NUL, so that parts cannot run into each other), hex.
+pub fn sha256_hex(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0u8]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The fingerprint of a kernel source.
+pub fn source_print(source: &str) -> String {
+    sha256_hex(&[source])
+}
+
+/// The fingerprints of an operator as the suite defines it now.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpPrint {
+    /// reference.cu, inputs.cu and the strict tolerance.
+    pub reference: String,
+    /// The shapes: ids and parameters.
+    pub shapes: String,
+}
+
+impl OpPrint {
+    /// The fingerprints of an operator; a missing reference.cu counts as empty.
+    pub fn of(suite: &Suite, p: &Problem) -> OpPrint {
+        let reference = crate::suite::kernels::suite_kernel(suite, p, "reference.cu")
+            .map(|s| s.code)
+            .unwrap_or_default();
+        OpPrint::with_reference(p, &reference)
+    }
+
+    pub fn with_reference(p: &Problem, reference: &str) -> OpPrint {
+        let tolerance = serde_json::to_string(&p.tolerance).unwrap_or_default();
+        let shapes: Vec<serde_json::Value> = p
+            .shapes
+            .iter()
+            .map(|s| {
+                let params: serde_json::Map<String, serde_json::Value> = s
+                    .params
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.to_json()))
+                    .collect();
+                serde_json::json!([s.id, params])
+            })
+            .collect();
+        OpPrint {
+            reference: sha256_hex(&[
+                "reference.cu",
+                reference,
+                "inputs.cu",
+                p.generator.as_deref().unwrap_or(""),
+                "tolerance",
+                &tolerance,
+            ]),
+            shapes: sha256_hex(&[&serde_json::Value::Array(shapes).to_string()]),
+        }
+    }
+
+    /// Every operator's fingerprints.
+    pub fn all(suite: &Suite) -> BTreeMap<String, OpPrint> {
+        suite
+            .problems
+            .iter()
+            .map(|p| (p.name.clone(), OpPrint::of(suite, p)))
+            .collect()
+    }
+}
+
+/// Why a record is stale.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stale {
+    /// The operator is not in the suite any more.
+    NotInSuite,
+    /// The kernel file cannot be read.
+    SourceMissing(String),
+    SourceChanged,
+    ReferenceChanged,
+    ShapesChanged,
+    /// Measured on another GPU model than this machine's.
+    GpuDiffers {
+        measured: String,
+        now: String,
+    },
+    /// T_SOL came from another hardware profile than the one in use.
+    HardwareDiffers {
+        measured: String,
+        now: String,
+    },
+}
+
+impl Stale {
+    /// A short phrase: "source changed", "measured on NVIDIA H200, not NVIDIA H100".
+    pub fn label(&self) -> String {
+        match self {
+            Stale::NotInSuite => "not in the suite".into(),
+            Stale::SourceMissing(why) => format!("kernel unreadable ({why})"),
+            Stale::SourceChanged => "source changed".into(),
+            Stale::ReferenceChanged => "reference changed".into(),
+            Stale::ShapesChanged => "shapes changed".into(),
+            Stale::GpuDiffers { measured, now } => format!("measured on {measured}, not {now}"),
+            Stale::HardwareDiffers { measured, now } => {
+                format!("T_SOL on {measured}, not {now}")
+            }
+        }
+    }
+
+    /// A key for scripts: `source_changed`, `gpu_differs`, …
+    pub fn key(&self) -> &'static str {
+        match self {
+            Stale::NotInSuite => "not_in_suite",
+            Stale::SourceMissing(_) => "source_missing",
+            Stale::SourceChanged => "source_changed",
+            Stale::ReferenceChanged => "reference_changed",
+            Stale::ShapesChanged => "shapes_changed",
+            Stale::GpuDiffers { .. } => "gpu_differs",
+            Stale::HardwareDiffers { .. } => "hardware_differs",
+        }
+    }
+}
+
+/// What a record is compared with.
+pub struct Now<'a> {
+    /// The kernel's text as it is now (Err: why it cannot be read).
+    pub source: Result<&'a str, &'a str>,
+    /// The operator's fingerprints now (None: not in the suite).
+    pub op: Option<&'a OpPrint>,
+    /// This machine's GPU model, when known (without a GPU the GPU is not judged).
+    pub gpu: Option<&'a str>,
+    /// The hardware profile in use for T_SOL.
+    pub hardware: &'a str,
+}
+
+/// Every reason the record is stale (none: it stands).
+pub fn staleness(r: &Record, now: &Now<'_>) -> Vec<Stale> {
+    let mut v = Vec::new();
+    match now.op {
+        None => v.push(Stale::NotInSuite),
+        Some(op) => {
+            if op.reference != r.fingerprint.reference {
+                v.push(Stale::ReferenceChanged);
+            }
+            if op.shapes != r.fingerprint.shapes {
+                v.push(Stale::ShapesChanged);
+            }
+        }
+    }
+    match now.source {
+        Err(why) => v.push(Stale::SourceMissing(why.to_string())),
+        Ok(text) if source_print(text) != r.fingerprint.source => v.push(Stale::SourceChanged),
+        Ok(_) => {}
+    }
+    if let Some(gpu) = now.gpu
+        && gpu != r.fingerprint.gpu
+    {
+        v.push(Stale::GpuDiffers {
+            measured: r.fingerprint.gpu.clone(),
+            now: gpu.to_string(),
+        });
+    }
+    if r.measurement.hardware != now.hardware {
+        v.push(Stale::HardwareDiffers {
+            measured: r.measurement.hardware.clone(),
+            now: now.hardware.to_string(),
+        });
+    }
+    v
+}

@@ -1,0 +1,218 @@
+//! Where the standing lives and how it is written: `standing/KEY.json` in the workspace (one file
+//! per hardware profile) and the incumbents' sources in `kernels/OP/incumbent-HASH.cu`. Every
+//! write is atomic (a temporary file beside the target, flushed, then renamed over it): a crash
+//! mid-write leaves the previous file whole. A file that cannot be used is moved aside to a
+//! backup before a new one takes its place.
+
+use super::format::{self, BadFile, Record, StandingFile};
+use super::stale::source_print;
+use crate::suite::{SuiteSource, Workspace};
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+
+/// The workspace's folder of standing files.
+pub fn dir(ws: &Path) -> PathBuf {
+    ws.join("standing")
+}
+
+/// The file name part of a hardware profile: its base key (`H200@calibrated` → `H200`), with
+/// anything but letters, digits, `-` and `_` replaced.
+pub fn file_key(hardware: &str) -> String {
+    hardware
+        .split('@')
+        .next()
+        .unwrap_or(hardware)
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The workspace's standing file of a hardware profile.
+pub fn file_for(ws: &Path, hardware: &str) -> PathBuf {
+    dir(ws).join(format!("{}.json", file_key(hardware)))
+}
+
+/// Where an incumbent's source is kept in the workspace (relative to it): content-addressed, so
+/// a new incumbent never overwrites a file an older record names.
+pub fn kernel_path(op: &str, source: &str) -> String {
+    format!("kernels/{op}/incumbent-{}.cu", &source_print(source)[..12])
+}
+
+/// Reads a record's kernel: `problems/…` through the suite (the workspace's problems/ or the
+/// built-in copy), anything else relative to the workspace. Paths that leave the workspace are
+/// refused.
+pub fn read_kernel(ws: &Path, suite: &SuiteSource, rel: &str) -> Result<String, String> {
+    let p = Path::new(rel);
+    if p.is_absolute()
+        || p.components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!("`{rel}` is not a path inside the workspace"));
+    }
+    if let Some(inner) = rel.strip_prefix("problems/") {
+        return suite
+            .read_checked(inner)
+            .and_then(|t| t.ok_or_else(|| "missing".into()))
+            .map_err(|e| format!("{}: {e}", suite.display_path(inner)));
+    }
+    std::fs::read_to_string(ws.join(rel)).map_err(|e| format!("{rel}: {e}"))
+}
+
+/// Writes a file atomically: a temporary file in the same folder, flushed to disk, renamed over
+/// the target, the folder flushed. Until the rename the previous file is untouched.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let parent = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let tmp = parent.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    #[cfg(unix)]
+    if let Ok(d) = std::fs::File::open(parent) {
+        // The rename is durable once the folder is; a failure here loses nothing written.
+        let _ = d.sync_all();
+    }
+    remove_old_leftovers(parent, &name);
+    Ok(())
+}
+
+/// Removes temporary files of earlier writes of `name` that a crash left behind (an hour old or
+/// more, so a write in progress elsewhere is never disturbed).
+fn remove_old_leftovers(parent: &Path, name: &str) {
+    let prefix = format!(".{name}.");
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        if !(n.starts_with(&prefix) && n.ends_with(".tmp")) {
+            continue;
+        }
+        let old = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age.as_secs() >= 3600);
+        if old {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Moves a file aside to `NAME.bad-YYYYMMDD-hhmmss` (a number added if that exists); returns the
+/// backup's path.
+pub fn backup(path: &Path) -> std::io::Result<PathBuf> {
+    let stamp: String = crate::engine::client::utc_now()
+        .chars()
+        .filter(|c| c.is_ascii_digit() || *c == ' ')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let mut to = path.with_file_name(format!("{name}.bad-{stamp}"));
+    let mut n = 1;
+    while to.exists() {
+        to = path.with_file_name(format!("{name}.bad-{stamp}-{n}"));
+        n += 1;
+    }
+    std::fs::rename(path, &to)?;
+    Ok(to)
+}
+
+/// Reads a standing file: Ok(None) when there is none, Err when it cannot be used (reported
+/// with its path; the caller ignores it).
+pub fn load(path: &Path, suite: &str, hardware: &str) -> Result<Option<StandingFile>, BadFile> {
+    let text = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(BadFile {
+                path: path.to_path_buf(),
+                defect: format::Defect::Corrupt(e.to_string()),
+            });
+        }
+    };
+    let text = String::from_utf8(text).map_err(|_| BadFile {
+        path: path.to_path_buf(),
+        defect: format::Defect::Corrupt("not UTF-8 text".into()),
+    })?;
+    format::parse(path, &text, suite, Some(&file_key(hardware))).map(Some)
+}
+
+/// A record to write, with the kernel source it names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    pub op: String,
+    pub record: Record,
+    pub source: String,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub file: PathBuf,
+    /// Where an unusable file that was in the way went.
+    pub backup: Option<(PathBuf, String)>,
+}
+
+/// Records incumbents in the workspace's standing of a hardware profile: their sources first
+/// (each an atomic write of its own), then the standing file (read again just before, so that
+/// records written meanwhile by another command are kept), in one atomic write. An unusable file
+/// in the way is moved to a backup first.
+pub fn record(
+    ws: &Workspace,
+    suite: &str,
+    hardware: &str,
+    updates: &[Update],
+) -> Result<Written, String> {
+    for u in updates {
+        if !u.record.kernel.starts_with("problems/") {
+            let path = ws.dir.join(&u.record.kernel);
+            let same = std::fs::read_to_string(&path).is_ok_and(|t| t == u.source);
+            if !same {
+                write_atomic(&path, u.source.as_bytes())
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+            }
+        }
+    }
+    let file = file_for(&ws.dir, hardware);
+    let key = file_key(hardware);
+    let (mut doc, backup) = match load(&file, suite, hardware) {
+        Ok(Some(d)) => (d, None),
+        Ok(None) => (StandingFile::new(suite, &key), None),
+        Err(bad) => {
+            let to = backup(&file).map_err(|e| {
+                format!("{bad}; it cannot be moved aside ({e}), so nothing was recorded")
+            })?;
+            (StandingFile::new(suite, &key), Some((to, bad.to_string())))
+        }
+    };
+    doc.format = format::FORMAT_VERSION;
+    for u in updates {
+        doc.operators.insert(u.op.clone(), u.record.clone());
+    }
+    write_atomic(&file, doc.to_text().as_bytes())
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(Written { file, backup })
+}

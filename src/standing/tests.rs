@@ -1,0 +1,610 @@
+//! The standing: its format, atomic writes, staleness, bad files and the shipped H200 standing.
+
+use super::*;
+use crate::engine::protocol::{ShapeResult, Verdict};
+use crate::engine::stats::TimingStats;
+use crate::suite::{Suite, SuiteSource, Workspace};
+use std::sync::OnceLock;
+
+fn suite() -> &'static Suite {
+    static S: OnceLock<Suite> = OnceLock::new();
+    S.get_or_init(|| Suite::load(SuiteSource::Embedded).unwrap())
+}
+
+fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "atrex-standing-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn ws(dir: &Path) -> Workspace {
+    Workspace {
+        dir: dir.to_path_buf(),
+        reason: "test",
+    }
+}
+
+fn result(shape: u32, s: f64) -> ShapeResult {
+    ShapeResult {
+        shape,
+        verdict: Verdict::Pass,
+        checks: vec![],
+        bench_ok: true,
+        strict_ok: true,
+        seeds_checked: 5,
+        timing: Some(TimingStats {
+            median_ms: 0.01 / s,
+            min_ms: 0.01 / s,
+            mean_ms: 0.01 / s,
+            p20_ms: 0.01 / s,
+            p80_ms: 0.01 / s,
+            rel_iqr: 0.01,
+            n: 100,
+            quick: false,
+            sm_clock_mhz: Some(1980),
+        }),
+        sol_ms: 0.01,
+        s: Some(s),
+        message: None,
+        device: Some(0),
+    }
+}
+
+fn ctx(gpu: &str) -> build::Context {
+    build::Context {
+        gpu: gpu.into(),
+        driver: "13.0".into(),
+        nvrtc: Some("13.0".into()),
+        tool_version: "0.1.0".into(),
+        hardware: "H200".into(),
+        date: "2026-12-01 10:00:00".into(),
+    }
+}
+
+/// An rms_norm record of `source`, every shape at S 0.3.
+fn rms_record(source: &str) -> Update {
+    let p = suite().problem("rms_norm").unwrap();
+    let results: Vec<ShapeResult> = p.shapes.iter().map(|s| result(s.id, 0.3)).collect();
+    let kernel = store::kernel_path("rms_norm", source);
+    Update {
+        op: "rms_norm".into(),
+        record: build::record(
+            p,
+            &OpPrint::of(suite(), p),
+            source,
+            kernel,
+            Origin::Session {
+                session: "sessions/session-1.jsonl".into(),
+                rev: 3,
+            },
+            "full",
+            &results,
+            &ctx("NVIDIA H200"),
+        ),
+        source: source.into(),
+    }
+}
+
+#[test]
+fn a_record_round_trips_through_its_file() {
+    let u = rms_record("// v3\n");
+    assert!((u.record.measurement.s_op - 0.3).abs() < 1e-12);
+    assert_eq!(u.record.measurement.passed(), 56);
+    let mut f = StandingFile::new("atrex-bench", "H200");
+    f.operators.insert(u.op.clone(), u.record.clone());
+    let text = f.to_text();
+    let back = format::parse(Path::new("x.json"), &text, "atrex-bench", Some("H200")).unwrap();
+    assert_eq!(back, f);
+    // A later build of the same format may add fields: they are ignored.
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["added_later"] = serde_json::json!(1);
+    v["operators"]["rms_norm"]["measurement"]["added_later"] = serde_json::json!("x");
+    let back = format::parse(
+        Path::new("x.json"),
+        &v.to_string(),
+        "atrex-bench",
+        Some("H200"),
+    )
+    .unwrap();
+    assert_eq!(back, f);
+}
+
+#[test]
+fn a_missing_shape_counts_zero_in_the_records_s_op() {
+    let p = suite().problem("mla_decode_attention").unwrap();
+    assert_eq!(p.shapes.len(), 3);
+    let results = vec![result(p.shapes[0].id, 0.5), result(p.shapes[1].id, 0.4)];
+    let r = build::record(
+        p,
+        &OpPrint::of(suite(), p),
+        "x",
+        "k".into(),
+        Origin::File { path: "k".into() },
+        "full",
+        &results,
+        &ctx("NVIDIA H200"),
+    );
+    assert_eq!(r.measurement.s_op, 0.4, "median of 0.5, 0.4 and 0");
+}
+
+#[test]
+fn corrupt_newer_and_foreign_files_are_named_and_refused() {
+    let p = Path::new("/w/standing/H200.json");
+    let parse = |t: &str| format::parse(p, t, "atrex-bench", Some("H200")).unwrap_err();
+    let e = parse("{ not json");
+    assert!(matches!(e.defect, Defect::Corrupt(_)), "{e:?}");
+    assert!(e.to_string().starts_with("/w/standing/H200.json: "), "{e}");
+    assert!(matches!(
+        parse(r#"{"suite":"atrex-bench"}"#).defect,
+        Defect::Corrupt(_)
+    ));
+    let e = parse(r#"{"format":2,"suite":"atrex-bench","hardware":"H200","operators":{}}"#);
+    assert_eq!(e.defect, Defect::Newer(2));
+    assert!(e.to_string().contains("newer"), "{e}");
+    let e = parse(r#"{"format":1,"suite":"other-suite","hardware":"H200","operators":{}}"#);
+    assert_eq!(e.defect, Defect::OtherSuite("other-suite".into()));
+    let e = parse(r#"{"format":1,"suite":"atrex-bench","hardware":"B200","operators":{}}"#);
+    assert_eq!(e.defect, Defect::OtherHardware("B200".into()));
+    let e = parse(r#"{"format":1,"suite":"atrex-bench","hardware":"H200","operators":{"x":1}}"#);
+    assert!(matches!(e.defect, Defect::Corrupt(_)), "{e:?}");
+}
+
+#[test]
+fn a_crash_mid_write_loses_nothing() {
+    let d = tempdir("atomic");
+    let f = d.join("standing").join("H200.json");
+    store::write_atomic(&f, b"first").unwrap();
+    // A crash between writing the temporary file and renaming it leaves the temporary file
+    // behind, half written: the file itself is the previous one, whole.
+    let leftover = d.join("standing").join(".H200.json.4242.tmp");
+    std::fs::write(&leftover, b"{\"format\":1, \"sui").unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"first");
+    // The next write replaces the file whole; the recent leftover is left alone.
+    store::write_atomic(&f, b"second").unwrap();
+    assert_eq!(std::fs::read(&f).unwrap(), b"second");
+    assert!(leftover.exists());
+    // Nothing of ours but the file and that leftover is in the folder.
+    let names: Vec<String> = std::fs::read_dir(d.join("standing"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    // A standing whose write was cut short reads as its previous content.
+    let w = ws(&d);
+    let u = rms_record("// v3\n");
+    store::record(&w, "atrex-bench", "H200", std::slice::from_ref(&u)).unwrap();
+    let before = std::fs::read_to_string(&f).unwrap();
+    std::fs::write(&leftover, &before[..before.len() / 2]).unwrap();
+    let s = Store::load(&w, suite());
+    assert!(s.problems().is_empty(), "{:?}", s.problems());
+    assert_eq!(s.own("H200").unwrap().operators["rms_norm"], u.record);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn recording_writes_the_kernel_and_keeps_other_records() {
+    let d = tempdir("record");
+    let w = ws(&d);
+    let a = rms_record("// v3\n");
+    let written = store::record(&w, "atrex-bench", "H200", std::slice::from_ref(&a)).unwrap();
+    assert_eq!(written.file, d.join("standing/H200.json"));
+    assert!(written.backup.is_none());
+    assert_eq!(
+        std::fs::read_to_string(d.join(&a.record.kernel)).unwrap(),
+        "// v3\n"
+    );
+    assert!(a.record.kernel.starts_with("kernels/rms_norm/incumbent-"));
+    // Another operator's record later: the first one stays.
+    let mut b = rms_record("// other\n");
+    b.op = "silu_and_mul".into();
+    store::record(&w, "atrex-bench", "H200@calibrated", &[b]).unwrap();
+    let s = Store::load(&w, suite());
+    let own = s.own("H200").unwrap();
+    assert_eq!(own.operators.len(), 2);
+    assert_eq!(own.format, FORMAT_VERSION);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn a_bad_file_is_reported_ignored_and_backed_up_before_it_is_replaced() {
+    for (tag, text) in [
+        (
+            "corrupt",
+            "{\"format\": 1, \"suite\": \"atrex-b".to_string(),
+        ),
+        (
+            "newer",
+            r#"{"format":9,"suite":"atrex-bench","hardware":"H200","operators":{}}"#.into(),
+        ),
+        (
+            "foreign",
+            r#"{"format":1,"suite":"another","hardware":"H200","operators":{}}"#.into(),
+        ),
+    ] {
+        let d = tempdir(tag);
+        let w = ws(&d);
+        let f = d.join("standing/H200.json");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, &text).unwrap();
+        // Reading: reported with its path, ignored (the shipped standing shows), untouched.
+        let s = Store::load(&w, suite());
+        assert_eq!(s.problems().len(), 1, "{tag}");
+        assert!(s.problems()[0].contains(&f.display().to_string()), "{tag}");
+        let v = s.view("H200", None);
+        assert_eq!(v.problems.len(), 1);
+        assert!(v.entries.values().all(|e| e.layer == Layer::Shipped));
+        assert_eq!(
+            std::fs::read_to_string(&f).unwrap(),
+            text,
+            "{tag}: untouched"
+        );
+        // Writing: the bad file goes to a backup first, whole.
+        let written = store::record(&w, "atrex-bench", "H200", &[rms_record("// v3\n")]).unwrap();
+        let (to, why) = written.backup.expect("a backup");
+        assert_eq!(std::fs::read_to_string(&to).unwrap(), text, "{tag}");
+        assert!(
+            to.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("H200.json.bad-"),
+            "{to:?}"
+        );
+        assert!(why.contains("H200.json"), "{why}");
+        let s = Store::load(&w, suite());
+        assert!(s.problems().is_empty(), "{tag}: {:?}", s.problems());
+        assert!(s.own("H200").unwrap().operators.contains_key("rms_norm"));
+        std::fs::remove_dir_all(&d).ok();
+    }
+}
+
+#[test]
+fn paths_outside_the_workspace_are_not_read() {
+    let d = tempdir("paths");
+    for bad in ["/etc/passwd", "../x.cu", "kernels/../../x.cu"] {
+        let e = store::read_kernel(&d, &SuiteSource::Embedded, bad).unwrap_err();
+        assert!(e.contains("not a path inside"), "{bad}: {e}");
+    }
+    let t = store::read_kernel(&d, &SuiteSource::Embedded, "problems/rms_norm/baseline.cu");
+    assert!(t.unwrap().contains("rms_norm_kernel"));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn staleness_source_reference_shapes_gpu_and_hardware() {
+    let u = rms_record("// v3\n");
+    let p = suite().problem("rms_norm").unwrap();
+    let print = OpPrint::of(suite(), p);
+    let now = |source, op, gpu, hardware| stale::Now {
+        source,
+        op,
+        gpu,
+        hardware,
+    };
+    let judge = |n: stale::Now<'_>| -> Vec<&'static str> {
+        stale::staleness(&u.record, &n)
+            .iter()
+            .map(|s| s.key())
+            .collect()
+    };
+    let none: Vec<&str> = vec![];
+    assert_eq!(
+        judge(now(
+            Ok("// v3\n"),
+            Some(&print),
+            Some("NVIDIA H200"),
+            "H200"
+        )),
+        none
+    );
+    // Without a GPU the GPU is not judged.
+    assert_eq!(judge(now(Ok("// v3\n"), Some(&print), None, "H200")), none);
+    assert_eq!(
+        judge(now(Ok("// v3 edited\n"), Some(&print), None, "H200")),
+        ["source_changed"]
+    );
+    assert_eq!(
+        judge(now(Err("gone"), Some(&print), None, "H200")),
+        ["source_missing"]
+    );
+    let changed_ref = OpPrint::with_reference(p, "// another reference\n");
+    assert_eq!(
+        judge(now(Ok("// v3\n"), Some(&changed_ref), None, "H200")),
+        ["reference_changed"]
+    );
+    let mut q = p.clone();
+    q.shapes.pop();
+    let fewer = OpPrint::of(suite(), &q);
+    assert_eq!(
+        judge(now(Ok("// v3\n"), Some(&fewer), None, "H200")),
+        ["shapes_changed"]
+    );
+    let mut q = p.clone();
+    q.shapes[0]
+        .params
+        .insert("T".into(), crate::suite::expr::Value::Int(7));
+    let other_params = OpPrint::of(suite(), &q);
+    assert_eq!(
+        judge(now(Ok("// v3\n"), Some(&other_params), None, "H200")),
+        ["shapes_changed"]
+    );
+    let mut q = p.clone();
+    q.tolerance.atol *= 2.0;
+    let looser = OpPrint::of(suite(), &q);
+    assert_eq!(
+        judge(now(Ok("// v3\n"), Some(&looser), None, "H200")),
+        ["reference_changed"]
+    );
+    assert_eq!(
+        judge(now(
+            Ok("// v3\n"),
+            Some(&print),
+            Some("NVIDIA H100 80GB HBM3"),
+            "H200"
+        )),
+        ["gpu_differs"]
+    );
+    assert_eq!(
+        judge(now(Ok("// v3\n"), Some(&print), None, "H200@calibrated")),
+        ["hardware_differs"]
+    );
+    assert_eq!(
+        judge(now(Ok("// v3\n"), None, None, "H200")),
+        ["not_in_suite"]
+    );
+    let s = stale::staleness(
+        &u.record,
+        &now(Ok("// v3\n"), Some(&print), Some("NVIDIA B200"), "H200"),
+    );
+    assert_eq!(s[0].label(), "measured on NVIDIA H200, not NVIDIA B200");
+}
+
+#[test]
+fn a_stale_record_counts_zero_and_is_tallied() {
+    let d = tempdir("tally");
+    let w = ws(&d);
+    let s = Store::load(&w, suite());
+    let fresh = s.view("H200", Some("NVIDIA H200"));
+    let all = crate::suite::PhaseFilter::All;
+    assert_eq!(
+        fresh.tally(suite(), all),
+        Tally {
+            measured: 30,
+            stale: 0,
+            missing: 0
+        }
+    );
+    // The workspace records rms_norm; then its kernel file is edited by hand.
+    let u = rms_record("// v3\n");
+    store::record(&w, "atrex-bench", "H200", std::slice::from_ref(&u)).unwrap();
+    std::fs::write(d.join(&u.record.kernel), "// v3, edited\n").unwrap();
+    let s = Store::load(&w, suite());
+    let v = s.view("H200", Some("NVIDIA H200"));
+    let e = v.entry("rms_norm").unwrap();
+    assert_eq!(e.layer, Layer::Workspace);
+    assert_eq!(e.stale_label(), "source changed");
+    assert_eq!(e.s_op(), None);
+    assert_eq!(
+        v.tally(suite(), all),
+        Tally {
+            measured: 29,
+            stale: 1,
+            missing: 0
+        }
+    );
+    let w_rms = suite().weights(all)["rms_norm"];
+    let diff = fresh.s_agg(suite(), all) - v.s_agg(suite(), all);
+    let shipped_rms = fresh.entry("rms_norm").unwrap().record.measurement.s_op;
+    assert!((diff - w_rms * shipped_rms).abs() < 1e-12, "{diff}");
+    assert!(
+        v.describe()
+            .contains("standing/H200.json over the shipped standing")
+    );
+    // A new session starts from the incumbent's kernel as it is now.
+    assert_eq!(v.start("rms_norm").unwrap().0, "// v3, edited\n");
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn applying_a_record_in_memory_matches_what_is_written() {
+    let d = tempdir("apply");
+    let w = ws(&d);
+    let mut s = Store::load(&w, suite());
+    let u = rms_record("// v3\n");
+    s.apply("H200", &u);
+    store::record(&w, "atrex-bench", "H200", std::slice::from_ref(&u)).unwrap();
+    let read = Store::load(&w, suite());
+    assert_eq!(
+        s.view("H200", Some("NVIDIA H200")),
+        read.view("H200", Some("NVIDIA H200"))
+    );
+    let e = read.view("H200", Some("NVIDIA H200"));
+    assert_eq!(e.entry("rms_norm").unwrap().s_op(), Some(0.3));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+fn bench_docs() -> Vec<serde_json::Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements");
+    let mut docs = Vec::new();
+    for p in &suite().problems {
+        let f = dir.join(format!("bench-{}.json", p.name));
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        docs.push(serde_json::from_str(&text).unwrap());
+    }
+    docs
+}
+
+/// The shipped standing is what the raw results in docs/measurements give on the suite as it
+/// is: every operator's baseline, fingerprints of today's suite. (With
+/// ATREX_TUI_WRITE_SHIPPED_STANDING=1 this writes the file instead.)
+#[test]
+fn the_shipped_standing_is_built_from_the_measurements() {
+    let built =
+        shipped::from_bench_docs(suite(), &bench_docs(), shipped::DATE, shipped::TOOL_VERSION)
+            .unwrap();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements/standing-H200.json");
+    if std::env::var_os("ATREX_TUI_WRITE_SHIPPED_STANDING").is_some() {
+        std::fs::write(&path, built.to_text()).unwrap();
+        return;
+    }
+    let shipped = shipped::load(&suite().name)
+        .unwrap()
+        .expect("for this suite");
+    assert_eq!(
+        shipped.to_text(),
+        built.to_text(),
+        "docs/measurements/standing-H200.json is not what docs/measurements/bench-*.json give on \
+         the suite as it is (a changed reference, shape or baseline makes the shipped standing \
+         stale: re-measure on an H200)"
+    );
+    assert_eq!(shipped.operators.len(), 30);
+    assert_eq!(shipped.hardware, "H200");
+    // Measured on the shapes as they are: every shape's T_SOL is today's on the H200.
+    let hw = suite().hardware("H200").unwrap();
+    for p in &suite().problems {
+        let m = &shipped.operators[&p.name].measurement;
+        assert_eq!(m.shapes.len(), p.shapes.len(), "{}", p.name);
+        for (s, r) in p.shapes.iter().zip(&m.shapes) {
+            let sol = crate::suite::roofline::sol(&p.work(s).unwrap(), hw).unwrap();
+            assert_eq!(s.id, r.shape);
+            assert!(
+                (sol.sol_ms() / r.sol_ms - 1.0).abs() < 1e-9,
+                "{} shape {}",
+                p.name,
+                s.id
+            );
+        }
+    }
+    assert!(
+        shipped
+            .shipped
+            .as_deref()
+            .unwrap()
+            .starts_with("measured 2026-11-30 on NVIDIA H200")
+    );
+}
+
+/// A fresh clone opens at the figure of docs/baselines.md: S_agg 0.117, nothing stale, on an
+/// H200 and without a GPU alike; another GPU finds every record stale.
+#[test]
+fn the_shipped_standing_gives_the_baselines_s_agg() {
+    let d = tempdir("shipped");
+    let s = Store::load(&ws(&d), suite());
+    assert!(s.problems().is_empty(), "{:?}", s.problems());
+    let all = crate::suite::PhaseFilter::All;
+    for gpu in [None, Some("NVIDIA H200")] {
+        let v = s.view("H200", gpu);
+        assert_eq!(format!("{:.3}", v.s_agg(suite(), all)), "0.117");
+        assert_eq!(v.tally(suite(), all).measured, 30);
+        assert!(
+            v.shipped
+                .as_deref()
+                .unwrap()
+                .starts_with("measured 2026-11-30 on NVIDIA H200 ")
+        );
+        let rms = v.entry("rms_norm").unwrap();
+        assert_eq!(format!("{:.3}", rms.s_op().unwrap()), "0.236");
+        assert_eq!(rms.record.measurement.shapes.len(), 56);
+        assert_eq!(rms.record.measurement.mode, "full");
+    }
+    let fp8 = s.view("H200", None);
+    let fp8 = &fp8
+        .entry("fp8_blockscale_fused_moe")
+        .unwrap()
+        .record
+        .measurement;
+    assert_eq!(format!("{:.3}", fp8.s_op), "0.022");
+    assert_eq!(fp8.s_op_benchmark, Some(0.0));
+    let h100 = s.view("H100_SXM", Some("NVIDIA H100 80GB HBM3"));
+    assert_eq!(h100.s_agg(suite(), all), 0.0);
+    assert_eq!(h100.tally(suite(), all).stale, 30);
+    assert_eq!(
+        h100.entry("rms_norm").unwrap().stale_label(),
+        "measured on NVIDIA H200, not NVIDIA H100 80GB HBM3, T_SOL on H200, not H100_SXM"
+    );
+    // The shipped standing is of the built-in suite only.
+    assert_eq!(shipped::load("another-suite"), Ok(None));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// What the headless agent accepts becomes the standing's incumbent as it accepts it (the
+/// `measure --decide accept|auto` path goes through the same `Keeper`).
+#[test]
+fn an_accepted_revision_is_recorded_by_the_headless_sink() {
+    use crate::agent::driver::Sink;
+    use crate::session::fixtures::{fixture_suite, measured, revision};
+    use crate::session::{Author, DecidedBy, Decision, Model, Recording, SessionEvent};
+    let d = tempdir("keeper");
+    let suite = fixture_suite();
+    let p = suite.problem("rms_norm").unwrap().clone();
+    let mut sink =
+        crate::agent::file_sink::FileSink::new(Recording::new(Model::new(&suite), None), false);
+    sink.keeper = Some(accept::Keeper {
+        ws: ws(&d),
+        suite: suite.name.clone(),
+        problem: p.clone(),
+        print: OpPrint::of(&suite, &p),
+        bench: accept::Bench {
+            gpu: "NVIDIA H200".into(),
+            driver: "13.0".into(),
+            nvrtc: Some("13.0".into()),
+            hardware: "H200".into(),
+        },
+        session: accept::session_label(&d, &d.join("sessions/session-7.jsonl")),
+    });
+    sink.record(revision(
+        "rms_norm",
+        1,
+        Some(0),
+        Author::Tuner,
+        "ROWS 8",
+        "// tuned\n",
+    ));
+    let shapes: Vec<(u32, f64)> = p.shapes.iter().map(|s| (s.id, 0.4)).collect();
+    for ev in measured("rms_norm", 1, 1, &shapes) {
+        sink.record(ev);
+    }
+    assert!(
+        sink.standing.is_empty(),
+        "nothing recorded before a decision"
+    );
+    sink.record(SessionEvent::Decision {
+        op: "rms_norm".into(),
+        rev: 1,
+        decision: Decision::Accepted,
+        by: DecidedBy::Auto,
+    });
+    let [(1, Ok(file))] = &sink.standing[..] else {
+        panic!("{:?}", sink.standing)
+    };
+    assert_eq!(file, &d.join("standing/H200.json"));
+    let s = Store::load(&ws(&d), &suite);
+    let v = s.view("H200", Some("NVIDIA H200"));
+    let e = v.entry("rms_norm").unwrap();
+    assert_eq!(e.layer, Layer::Workspace);
+    assert!(e.fresh(), "{:?}", e.stale);
+    assert_eq!(e.s_op(), Some(0.4));
+    assert_eq!(e.source.as_deref(), Some("// tuned\n"));
+    assert_eq!(
+        e.record.origin,
+        Origin::Session {
+            session: "sessions/session-7.jsonl".into(),
+            rev: 1
+        }
+    );
+    // A rejection records nothing.
+    sink.record(SessionEvent::Decision {
+        op: "rms_norm".into(),
+        rev: 1,
+        decision: Decision::Rejected,
+        by: DecidedBy::Auto,
+    });
+    assert_eq!(sink.standing.len(), 1);
+    std::fs::remove_dir_all(&d).ok();
+}

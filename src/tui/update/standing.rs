@@ -1,0 +1,186 @@
+//! The standing in the app: re-measuring incumbents in full in the background (M: the selected
+//! operator's, U: every stale one's), recording what they give, and recording accepted revisions.
+
+use super::*;
+use crate::session::model::LogLevel;
+use crate::standing::accept::{Bench, update_for_revision};
+use crate::suite::PhaseFilter;
+
+/// Where this run measures, for the standing's records (None without a GPU).
+fn bench(state: &AppState) -> Option<Bench> {
+    let WorkerState::Ready { gpu, .. } = &state.worker else {
+        return None;
+    };
+    Some(Bench {
+        gpu: gpu.clone(),
+        driver: state.model.run.driver.clone().unwrap_or_default(),
+        nvrtc: state.model.run.nvrtc.clone(),
+        hardware: state.hw.as_ref()?.key.clone(),
+    })
+}
+
+/// After the worker's hello: says how the standing stands on this GPU.
+pub(crate) fn standing_at_hello(state: &mut AppState) {
+    let t = state.tally(PhaseFilter::All);
+    if t.stale > 0 {
+        state.log(
+            LogLevel::Info,
+            format!(
+                "standing: {} operators stale on this GPU (they count 0 in S_agg): U re-measures them, M the selected one",
+                t.stale
+            ),
+        );
+    }
+}
+
+/// M: re-measure the selected operator's incumbent in full.
+pub(crate) fn remeasure_selected(state: &mut AppState) -> Vec<Effect> {
+    let Some(op) = state.selected_op() else {
+        return vec![];
+    };
+    remeasure(state, vec![op])
+}
+
+/// U: re-measure every operator whose standing is stale or missing, by weight.
+pub(crate) fn remeasure_stale(state: &mut AppState) -> Vec<Effect> {
+    let ops: Vec<String> = state
+        .suite
+        .by_weight(PhaseFilter::All)
+        .into_iter()
+        .map(|p| p.name.clone())
+        .filter(|op| !state.standing.view.entry(op).is_some_and(|e| e.fresh()))
+        .filter(|op| !state.jobs.values().any(|j| j.standing && &j.op == op))
+        .collect();
+    if ops.is_empty() {
+        state.log(
+            LogLevel::Info,
+            "standing: nothing is stale (M re-measures the selected operator)".into(),
+        );
+        return vec![];
+    }
+    remeasure(state, ops)
+}
+
+/// Queues a full measurement of each operator's incumbent; each one is recorded in the standing
+/// when it ends.
+fn remeasure(state: &mut AppState, ops: Vec<String>) -> Vec<Effect> {
+    if let Err(e) = state.can_measure() {
+        state.log(
+            LogLevel::Warn,
+            format!("cannot re-measure the standing: {e}"),
+        );
+        return vec![];
+    }
+    let mut fx = Vec::new();
+    let mut queued = 0;
+    for op in &ops {
+        let Some(rev) = state.model.ops.get(op).and_then(|o| o.incumbent) else {
+            state.log(
+                LogLevel::Warn,
+                format!("standing: {op} has no kernel to measure"),
+            );
+            continue;
+        };
+        let f = state.measure_as(op, rev, true, true);
+        if !f.is_empty() {
+            queued += 1;
+        }
+        fx.extend(f);
+    }
+    if queued > 0 {
+        let (done, total) = state.standing.run.unwrap_or((0, 0));
+        state.standing.run = Some((done, total + queued));
+        state.log(
+            LogLevel::Info,
+            format!(
+                "standing: re-measuring {queued} incumbent{} in full (5 seeds) in the background",
+                if queued == 1 { "" } else { "s" }
+            ),
+        );
+    }
+    fx
+}
+
+/// A standing job ended: its measurement becomes the operator's record (unless it ended
+/// without results: cancelled, or the worker lost).
+pub(crate) fn standing_job_done(state: &mut AppState, op: &str, rev: u32) -> Vec<Effect> {
+    if let Some((done, total)) = state.standing.run {
+        state.standing.run = (done + 1 < total).then_some((done + 1, total));
+    }
+    let cancelled = state
+        .model
+        .ops
+        .get(op)
+        .and_then(|o| o.rev(rev))
+        .is_some_and(|r| {
+            r.measurement.status == crate::session::model::MeasureStatus::Done(Verdict::Cancelled)
+        });
+    if cancelled {
+        return vec![];
+    }
+    let still_incumbent = state.model.ops.get(op).and_then(|o| o.incumbent) == Some(rev);
+    if !still_incumbent {
+        state.log(
+            LogLevel::Info,
+            format!("standing: {op} v{rev} is no longer the incumbent; not recorded"),
+        );
+        return vec![];
+    }
+    record_revision(state, op, rev)
+}
+
+/// An accepted revision becomes the operator's record; a quick measurement of it is followed
+/// by a full one in the background, which replaces the record when it ends.
+pub(crate) fn standing_after_accept(state: &mut AppState, op: &str, rev: u32) -> Vec<Effect> {
+    let mut fx = record_revision(state, op, rev);
+    let quick = state
+        .model
+        .ops
+        .get(op)
+        .and_then(|o| o.rev(rev))
+        .is_some_and(|r| r.measurement.mode != "full");
+    if quick && !fx.is_empty() && state.can_measure().is_ok() {
+        fx.extend(remeasure(state, vec![op.to_string()]));
+    }
+    fx
+}
+
+/// Takes a revision's latest measurement into the standing (in memory at once; the returned
+/// effect writes it).
+fn record_revision(state: &mut AppState, op: &str, rev: u32) -> Vec<Effect> {
+    let Some(b) = bench(state) else {
+        state.log(
+            LogLevel::Warn,
+            format!("standing: {op} v{rev} not recorded: no GPU or hardware profile"),
+        );
+        return vec![];
+    };
+    let Some(p) = state.suite.problem(op).cloned() else {
+        return vec![];
+    };
+    let Some(print) = state.standing.store.print(op).cloned() else {
+        return vec![];
+    };
+    let mut u =
+        match update_for_revision(&p, &print, &state.model, rev, &state.standing.session, &b) {
+            Ok(u) => u,
+            Err(e) => {
+                state.log(LogLevel::Warn, format!("standing: not recorded: {e}"));
+                return vec![];
+            }
+        };
+    // The standing's own kernel measured again keeps where it came from.
+    if let Some(e) = state.standing.view.entry(op)
+        && e.source.as_deref() == Some(u.source.as_str())
+    {
+        u.record.origin = e.record.origin.clone();
+    }
+    state.standing.store.apply(&b.hardware, &u);
+    state.restand();
+    vec![Effect::RecordStanding {
+        ws: state.standing.ws.clone(),
+        suite: state.suite.name.clone(),
+        hardware: b.hardware,
+        update: Box::new(u),
+    }]
+}

@@ -1,7 +1,9 @@
-//! The standing built into the binary: the H200 baselines of docs/baselines.md, built from the
-//! raw results in docs/measurements/bench-OP.json (`bench OP --full --json`, baseline kernels =
-//! problems/OP/baseline.cu) into docs/measurements/standing-H200.json. A workspace without a
-//! standing of its own shows it, marked as shipped and measured elsewhere, until re-measured.
+//! The standing built into the binary: each operator's best kernel of docs/baselines.md on the
+//! H200 — its baseline (problems/OP/baseline.cu, raw results docs/measurements/bench-OP.json), or
+//! a template of the knowledge base that beat it (knowledge/templates/NAME.cu, raw results
+//! docs/measurements/bench-best-OP.json), all `bench OP --full --json` — built into
+//! docs/measurements/standing-H200.json. A workspace without a standing of its own shows it,
+//! marked as shipped and measured elsewhere, until re-measured.
 
 use super::build;
 use super::format::{self, StandingFile};
@@ -32,7 +34,7 @@ pub fn load(suite: &str) -> Result<Option<StandingFile>, String> {
 }
 
 /// Builds the shipped standing from bench documents (one per operator, `bench OP --full
-/// --json` of its baseline.cu) on the suite as it is now.
+/// --json` of its baseline.cu or of a template of the knowledge base) on the suite as it is now.
 pub fn from_bench_docs(
     suite: &Suite,
     docs: &[serde_json::Value],
@@ -64,11 +66,18 @@ pub fn from_bench_docs(
         let p = suite
             .problem(op)
             .ok_or_else(|| format!("`{op}` is not in the suite"))?;
-        if doc.get("kernel").and_then(|k| k.as_str()) != Some(&format!("{op} baseline")) {
-            return Err(format!("{op}: the document is not of its baseline.cu"));
-        }
-        let source = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code;
-        let kernel = format!("problems/{op}/baseline.cu");
+        let named = doc.get("kernel").and_then(|k| k.as_str()).unwrap_or("");
+        let (source, kernel) = if named == format!("{op} baseline") {
+            let source = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code;
+            (source, format!("problems/{op}/baseline.cu"))
+        } else if named.starts_with(super::store::TEMPLATES) {
+            let source = super::store::template_source(named)?;
+            (source, named.to_string())
+        } else {
+            return Err(format!(
+                "{op}: the document is of `{named}`, neither its baseline.cu nor a template"
+            ));
+        };
         let r = build::from_bench_json(
             p,
             &OpPrint::of(suite, p),

@@ -44,9 +44,26 @@ pub fn kernel_path(op: &str, source: &str) -> String {
     format!("kernels/{op}/incumbent-{}.cu", &source_print(source)[..12])
 }
 
+/// Where the knowledge base's templates are named from: a record whose kernel starts so is read
+/// from the templates built into the binary (the shipped standing's best kernels).
+pub const TEMPLATES: &str = "knowledge/templates/";
+
+/// The source of a template of the built-in knowledge base, by its path
+/// (`knowledge/templates/NAME.cu`).
+pub fn template_source(rel: &str) -> Result<String, String> {
+    let inner = rel
+        .strip_prefix("knowledge/")
+        .ok_or_else(|| format!("`{rel}` is not under knowledge/"))?;
+    crate::agent::knowledge::EMBEDDED_KNOWLEDGE
+        .get_file(inner)
+        .and_then(|f| f.contents_utf8())
+        .map(str::to_string)
+        .ok_or_else(|| format!("{rel}: no such template in the built-in knowledge base"))
+}
+
 /// Reads a record's kernel: `problems/…` through the suite (the workspace's problems/ or the
-/// built-in copy), anything else relative to the workspace. Paths that leave the workspace are
-/// refused.
+/// built-in copy), `knowledge/templates/…` from the built-in knowledge base, anything else
+/// relative to the workspace. Paths that leave the workspace are refused.
 pub fn read_kernel(ws: &Path, suite: &SuiteSource, rel: &str) -> Result<String, String> {
     let p = Path::new(rel);
     if p.is_absolute()
@@ -54,6 +71,9 @@ pub fn read_kernel(ws: &Path, suite: &SuiteSource, rel: &str) -> Result<String, 
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
         return Err(format!("`{rel}` is not a path inside the workspace"));
+    }
+    if rel.starts_with(TEMPLATES) {
+        return template_source(rel);
     }
     if let Some(inner) = rel.strip_prefix("problems/") {
         return suite
@@ -187,7 +207,7 @@ pub fn record(
     updates: &[Update],
 ) -> Result<Written, String> {
     for u in updates {
-        if !u.record.kernel.starts_with("problems/") {
+        if !u.record.kernel.starts_with("problems/") && !u.record.kernel.starts_with(TEMPLATES) {
             let path = ws.dir.join(&u.record.kernel);
             let same = std::fs::read_to_string(&path).is_ok_and(|t| t == u.source);
             if !same {

@@ -433,7 +433,13 @@ fn bench_docs() -> Vec<serde_json::Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements");
     let mut docs = Vec::new();
     for p in &suite().problems {
-        let f = dir.join(format!("bench-{}.json", p.name));
+        // The best kernel's results where a template beat the baseline (docs/baselines.md).
+        let best = dir.join(format!("bench-best-{}.json", p.name));
+        let f = if best.exists() {
+            best
+        } else {
+            dir.join(format!("bench-{}.json", p.name))
+        };
         let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         docs.push(serde_json::from_str(&text).unwrap());
     }
@@ -490,7 +496,7 @@ fn the_shipped_standing_is_built_from_the_measurements() {
     );
 }
 
-/// A fresh clone opens at the figure of docs/baselines.md: S_agg 0.117, nothing stale, on an
+/// A fresh clone opens at the figure of docs/baselines.md: S_agg 0.174 (the best kernels), nothing stale, on an
 /// H200 and without a GPU alike; another GPU finds every record stale.
 #[test]
 fn the_shipped_standing_gives_the_baselines_s_agg() {
@@ -500,7 +506,7 @@ fn the_shipped_standing_gives_the_baselines_s_agg() {
     let all = crate::suite::PhaseFilter::All;
     for gpu in [None, Some("NVIDIA H200")] {
         let v = s.view("H200", gpu);
-        assert_eq!(format!("{:.3}", v.s_agg(suite(), all)), "0.117");
+        assert_eq!(format!("{:.3}", v.s_agg(suite(), all)), "0.174");
         assert_eq!(v.tally(suite(), all).measured, 30);
         assert!(
             v.shipped

@@ -187,3 +187,36 @@ fn a_phase_view_counts_the_shapes_of_its_operators() {
         "{out}"
     );
 }
+
+/// `--define` values that the kernel's plan does not offer are refused before anything runs or
+/// is recorded, naming the kernel, the define and the plan's line.
+#[test]
+fn a_define_outside_the_tune_list_is_refused_before_anything_runs() {
+    let d = tempdir("define");
+    let session = d.join("s.jsonl");
+    let (code, _, err) = run(bin().args(["bench", "unified_attention", "--define", "WARPS=6"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("unified_attention baseline with WARPS=6"),
+        "{err}"
+    );
+    assert!(
+        err.contains("line 16") && err.contains("not among its tune values"),
+        "{err}"
+    );
+    let (code, _, err) = run(bin().args(["compile", "rms_norm", "--define", "BLOCK"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("expected KEY=VALUE"), "{err}");
+    let (code, _, err) = run(bin()
+        .args(["measure", "unified_attention", "--kernel"])
+        .arg("problems/unified_attention/baseline.cu")
+        .args(["--define", "BKV=48", "--session"])
+        .arg(&session));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("BKV = 48 is not among its tune values"),
+        "{err}"
+    );
+    assert!(!session.exists(), "nothing is recorded");
+    std::fs::remove_dir_all(&d).ok();
+}

@@ -81,6 +81,10 @@ pub enum Command {
         /// The candidate kernel file (default: problems/OP/baseline.cu).
         #[arg(long, value_name = "FILE", conflicts_with = "all")]
         kernel: Option<PathBuf>,
+        /// Run with another value of a tunable parameter of the kernel's plan (`[tune]`), as if
+        /// its `[defines]` said so; repeatable.
+        #[arg(long = "define", value_name = "KEY=VALUE")]
+        defines: Vec<String>,
         /// Shape ids to run (default: all).
         #[arg(long = "shape", value_name = "ID", conflicts_with = "all")]
         shapes: Vec<u32>,
@@ -107,6 +111,10 @@ pub enum Command {
         /// The kernel file (default: problems/OP/baseline.cu).
         #[arg(long, value_name = "FILE")]
         kernel: Option<PathBuf>,
+        /// Run with another value of a tunable parameter of the kernel's plan (`[tune]`), as if
+        /// its `[defines]` said so; repeatable.
+        #[arg(long = "define", value_name = "KEY=VALUE")]
+        defines: Vec<String>,
         /// Target architecture when there is no GPU.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
@@ -122,6 +130,10 @@ pub enum Command {
         /// The edited kernel.
         #[arg(long, value_name = "FILE")]
         kernel: PathBuf,
+        /// Run with another value of a tunable parameter of the kernel's plan (`[tune]`), as if
+        /// its `[defines]` said so; repeatable.
+        #[arg(long = "define", value_name = "KEY=VALUE")]
+        defines: Vec<String>,
         /// The session to append to (created if missing; default: a new one in the workspace).
         #[arg(long, value_name = "FILE")]
         session: Option<PathBuf>,
@@ -203,6 +215,10 @@ pub enum Command {
         /// The kernel file (default: problems/OP/baseline.cu).
         #[arg(long, value_name = "FILE")]
         kernel: Option<PathBuf>,
+        /// Run with another value of a tunable parameter of the kernel's plan (`[tune]`), as if
+        /// its `[defines]` said so; repeatable.
+        #[arg(long = "define", value_name = "KEY=VALUE")]
+        defines: Vec<String>,
         /// The shape to profile (default: the operator's largest by bytes moved).
         #[arg(long, value_name = "ID")]
         shape: Option<u32>,

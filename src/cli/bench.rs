@@ -8,7 +8,7 @@ use crate::engine::spread;
 use crate::suite::Problem;
 use crate::suite::Suite;
 use crate::suite::hardware::HardwareProfile;
-use crate::suite::kernels::{candidate_kernel, suite_kernel};
+use crate::suite::kernels::suite_kernel;
 use serde_json::json;
 use std::path::Path;
 
@@ -17,6 +17,7 @@ pub fn run(
     suite: &Suite,
     op: &str,
     kernel: Option<&Path>,
+    defines: &[String],
     shape_ids: &[u32],
     quick: bool,
     hardware: Option<&str>,
@@ -26,7 +27,7 @@ pub fn run(
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let candidate = candidate_kernel(suite, p, kernel)?;
+    let candidate = super::defines::candidate(suite, p, kernel, defines)?;
     let reference = suite_kernel(suite, p, "reference.cu")?;
     let ids = resolve_shape_ids(p, shape_ids)?;
     let rt = runtime()?;

@@ -5,7 +5,6 @@ use crate::engine::client::{WorkerClient, WorkerConfig};
 use crate::engine::outcome::*;
 use crate::engine::protocol::*;
 use crate::suite::Suite;
-use crate::suite::kernels::candidate_kernel;
 use serde_json::json;
 use std::path::Path;
 
@@ -14,13 +13,14 @@ pub fn run(
     suite: &Suite,
     op: &str,
     kernel: Option<&Path>,
+    defines: &[String],
     arch: &str,
     as_json: bool,
 ) -> Result<i32, String> {
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let candidate = candidate_kernel(suite, p, kernel)?;
+    let candidate = super::defines::candidate(suite, p, kernel, defines)?;
     let ids: Vec<u32> = p.shapes.iter().take(1).map(|s| s.id).collect();
     let mut job = crate::engine::build_job(
         p,

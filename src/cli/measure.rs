@@ -29,6 +29,7 @@ pub fn run(
     ws: &Workspace,
     op: &str,
     kernel: &Path,
+    defines: &[String],
     session: Option<&Path>,
     rationale: &str,
     decide: Decide,
@@ -44,6 +45,15 @@ pub fn run(
     }
     let source =
         std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
+    let source = super::defines::apply(
+        crate::engine::protocol::Source {
+            name: kernel.display().to_string(),
+            code: source,
+            defines: Default::default(),
+        },
+        defines,
+    )?
+    .code;
     // A session to continue is checked before anything else (read only).
     if let Some(f) = session.filter(|f| f.exists()) {
         SessionWriter::check_continuable(f)?;

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod bench_all;
 pub mod calibrate;
 pub mod compile;
+pub mod defines;
 pub mod doctor;
 pub mod import;
 pub mod measure;
@@ -127,9 +128,10 @@ fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, Str
         Command::Compile {
             op,
             kernel,
+            defines,
             arch,
             json,
-        } => compile::run(s, &op, kernel.as_deref(), &arch, json),
+        } => compile::run(s, &op, kernel.as_deref(), &defines, &arch, json),
         _ => unreachable!("not a suite command"),
     }
 }
@@ -167,6 +169,7 @@ fn gpu_command(
         Command::Bench {
             op,
             kernel,
+            defines,
             shapes,
             quick,
             hardware,
@@ -177,6 +180,7 @@ fn gpu_command(
             s,
             op.as_deref().unwrap_or_default(),
             kernel.as_deref(),
+            &defines,
             &shapes,
             quick,
             hardware.as_deref(),
@@ -212,6 +216,7 @@ fn gpu_command(
         Command::Measure {
             op,
             kernel,
+            defines,
             session,
             rationale,
             decide,
@@ -223,6 +228,7 @@ fn gpu_command(
             ws,
             &op,
             &kernel,
+            &defines,
             session.as_deref(),
             &rationale,
             decide,
@@ -233,6 +239,7 @@ fn gpu_command(
         Command::Profile {
             op,
             kernel,
+            defines,
             shape,
             clock_control,
             device,
@@ -241,6 +248,7 @@ fn gpu_command(
             s,
             &op,
             kernel.as_deref(),
+            &defines,
             shape,
             &clock_control,
             device,

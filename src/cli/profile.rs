@@ -5,7 +5,6 @@ use crate::engine::client::{WorkerClient, WorkerConfig};
 use crate::engine::outcome::*;
 use crate::engine::protocol::{KernelResources, Source};
 use crate::profile::{KernelProfile, Profile};
-use crate::suite::kernels::candidate_kernel;
 use crate::suite::{Problem, Suite};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,6 +14,7 @@ pub fn run(
     suite: &Suite,
     op: &str,
     kernel: Option<&Path>,
+    defines: &[String],
     shape: Option<u32>,
     clock_control: &str,
     device: u32,
@@ -23,7 +23,7 @@ pub fn run(
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let candidate = candidate_kernel(suite, p, kernel)?;
+    let candidate = super::defines::candidate(suite, p, kernel, defines)?;
     let shape_id = resolve_shape(p, shape)?;
     let mut opts = match crate::profile::NcuOptions::find() {
         Ok(o) => o,

@@ -1,0 +1,130 @@
+//! `--define KEY=VALUE`: run a kernel with other values of its tunable parameters without
+//! editing the file. The launch plan's `[defines]` table is rewritten (as the tuner does), so
+//! the plan checks each value against the parameter's `[tune]` list, and what is measured or
+//! recorded is exactly the kernel that ran.
+
+use crate::engine::protocol::Source;
+use crate::suite::expr::Value;
+use crate::suite::{Problem, Suite};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Parses `KEY=VALUE`: an integer, a float, `true`/`false`, else a string.
+pub fn parse(arg: &str) -> Result<(String, Value), String> {
+    let (k, v) = arg
+        .split_once('=')
+        .ok_or_else(|| format!("--define `{arg}`: expected KEY=VALUE"))?;
+    let (k, v) = (k.trim(), v.trim());
+    if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!("--define `{arg}`: `{k}` is not a parameter name"));
+    }
+    let value = if let Ok(i) = v.parse::<i64>() {
+        Value::Int(i as i128)
+    } else if let Ok(f) = v.parse::<f64>() {
+        Value::Float(f)
+    } else if v == "true" || v == "false" {
+        Value::Bool(v == "true")
+    } else {
+        Value::Str(v.trim_matches('"').to_string())
+    };
+    Ok((k.to_string(), value))
+}
+
+/// The source with its `[defines]` set to the given values (unchanged when there are none).
+pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
+    if args.is_empty() {
+        return Ok(src);
+    }
+    let plan = crate::engine::plan::parse(&src.code).map_err(|e| format!("{}: {e}", src.name))?;
+    let mut defines = BTreeMap::new();
+    for a in args {
+        let (k, v) = parse(a)?;
+        // A name the plan does not know is most likely a typo: it would only add a -D nobody reads.
+        if !plan.tune.contains_key(&k) && !plan.defines.contains_key(&k) {
+            let known: Vec<&str> = plan.tune.keys().map(|k| k.as_str()).collect();
+            return Err(format!(
+                "{}: `{k}` is not a tunable parameter of its plan (its [tune]: {})",
+                src.name,
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
+        defines.insert(k, v);
+    }
+    src.code = crate::agent::tuner::set_defines(&src.code, &defines)
+        .map_err(|e| format!("{} with {}: {e}", src.name, args.join(" ")))?;
+    src.name = format!("{} ({})", src.name, args.join(", "));
+    Ok(src)
+}
+
+/// The kernel a command works on (the file given, else the baseline) with `--define`s applied.
+pub fn candidate(
+    suite: &Suite,
+    p: &Problem,
+    kernel: Option<&Path>,
+    args: &[String],
+) -> Result<Source, String> {
+    apply(
+        crate::suite::kernels::candidate_kernel(suite, p, kernel)?,
+        args,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::{Suite, SuiteSource};
+
+    #[test]
+    fn values_parse_by_kind() {
+        assert_eq!(
+            parse("BLOCK=256").unwrap(),
+            ("BLOCK".into(), Value::Int(256))
+        );
+        assert_eq!(parse(" EPS = 1e-6").unwrap().1, Value::Float(1e-6));
+        assert_eq!(parse("FAST=true").unwrap().1, Value::Bool(true));
+        assert_eq!(parse("MODE=\"x\"").unwrap().1, Value::Str("x".into()));
+        assert!(parse("BLOCK").unwrap_err().contains("KEY=VALUE"));
+        assert!(parse("a-b=1").unwrap_err().contains("not a parameter name"));
+    }
+
+    #[test]
+    fn a_define_rewrites_the_plan_and_is_checked_against_the_tune_list() {
+        let suite = Suite::load(SuiteSource::Embedded).unwrap();
+        let p = suite.problem("unified_attention").unwrap();
+        let base = candidate(&suite, p, None, &[]).unwrap();
+        assert_eq!(base.name, "unified_attention baseline");
+        let k = candidate(&suite, p, None, &["WARPS=8".into(), "BKV=32".into()]).unwrap();
+        assert_eq!(k.name, "unified_attention baseline (WARPS=8, BKV=32)");
+        let plan = crate::engine::plan::parse(&k.code).unwrap();
+        assert_eq!(plan.defines["WARPS"], Value::Int(8));
+        assert_eq!(plan.defines["BKV"], Value::Int(32));
+        // Everything but the defines is the file as it was.
+        let strip = |s: &str| -> String {
+            s.lines()
+                .filter(|l| {
+                    !l.starts_with("WARPS =")
+                        && !l.starts_with("BKV =")
+                        && !l.trim().is_empty()
+                        && l.trim() != "[defines]"
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        assert_eq!(strip(&k.code), strip(&base.code));
+        let e = candidate(&suite, p, None, &["WARPS=6".into()]).unwrap_err();
+        assert!(
+            e.contains("WARPS=6") && e.contains("unified_attention baseline"),
+            "{e}"
+        );
+        let e = candidate(&suite, p, None, &["NOPE=1".into()]).unwrap_err();
+        assert!(
+            e.contains("`NOPE` is not a tunable parameter")
+                && e.contains("(its [tune]: BKV, PV_SPLIT, WARPS)"),
+            "{e}"
+        );
+    }
+}

@@ -658,3 +658,64 @@ fn hopper_contract_tma_clusters_large_shared_memory_and_cccl() {
         "{text}"
     );
 }
+
+/// Every template of the knowledge base compiles under the kernel contract for its operator,
+/// through `atrex-tui compile` — the include rule, the launch plan, NVRTC for the GPU's
+/// architecture (sm_90a on Hopper), and on a GPU the module load and the lookup of every plan
+/// kernel — with its plan's defines and with each value of each `[tune]` parameter.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn knowledge_templates_compile_under_the_contract() {
+    use atrex_tui::agent::{knowledge, tuner};
+    let dir = std::env::temp_dir().join(format!("atrex-templates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let templates: Vec<_> = knowledge::docs()
+        .into_iter()
+        .filter(|d| d.meta.kind == "template")
+        .collect();
+    assert!(templates.len() >= 12, "{} templates", templates.len());
+    let (mut report, mut failed) = (String::new(), Vec::new());
+    for d in &templates {
+        let plan =
+            atrex_tui::engine::plan::parse(&d.body).unwrap_or_else(|e| panic!("{}: {e}", d.path));
+        let mut configs = vec![plan.defines.clone()];
+        for (k, vals) in &plan.tune {
+            for v in vals {
+                let mut c = plan.defines.clone();
+                c.insert(k.clone(), v.clone());
+                if !configs.contains(&c) {
+                    configs.push(c);
+                }
+            }
+        }
+        for (i, c) in configs.iter().enumerate() {
+            let src = tuner::set_defines(&d.body, c).unwrap_or_else(|e| panic!("{}: {e}", d.path));
+            let file = dir.join(format!("{}-{i}.cu", d.meta.id));
+            std::fs::write(&file, &src).unwrap();
+            let out = Command::new(common::exe())
+                .args(["compile", &d.meta.operator, "--kernel"])
+                .arg(&file)
+                .args(["--arch", "sm_90a", "--json"])
+                .current_dir(root())
+                .output()
+                .unwrap();
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+                panic!(
+                    "{} config {c:?}: no JSON ({e}): {}",
+                    d.path,
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            });
+            let verdict = doc["verdict"].as_str().unwrap_or("none");
+            let line = format!("{} ({}) {c:?}: {verdict}\n", d.meta.id, d.meta.operator);
+            eprint!("{line}");
+            report.push_str(&line);
+            if verdict != "pass" || !out.status.success() {
+                failed.push(format!("{} {c:?}: {verdict}: {}", d.path, doc["message"]));
+            }
+        }
+    }
+    save("templates-compile.txt", &report);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failed.is_empty(), "{failed:#?}");
+}

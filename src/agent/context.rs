@@ -240,6 +240,8 @@ pub fn build(
         operator: p.name.clone(),
         bottlenecks: bottlenecks(p, hw),
         symptoms,
+        techniques: knowledge::techniques_in(&state.incumbent_source),
+        related: knowledge::related_to_operator(docs, &p.name),
     };
     let picked = knowledge::retrieve(docs, &query, k_docs);
     let system = system_prompt(hw);
@@ -383,11 +385,14 @@ fn write_knowledge(u: &mut String, picked: &[(&Doc, f64)]) {
             let body: String = if d.meta.kind == "template" {
                 d.body.clone()
             } else {
-                d.body.chars().take(2500).collect()
+                d.body.chars().take(5000).collect()
             };
             let _ = writeln!(u, "### {} ({})\n{}", d.meta.title, d.meta.id, body);
             if !d.meta.pitfalls.is_empty() {
                 let _ = writeln!(u, "Pitfalls: {}", d.meta.pitfalls.join("; "));
+            }
+            if !d.meta.related.is_empty() {
+                let _ = writeln!(u, "See also: {}", d.meta.related.join(", "));
             }
         }
     }

@@ -1,6 +1,9 @@
-//! The knowledge base (knowledge/, embedded in the binary): hardware notes, technique cards,
-//! anti-patterns and kernel templates, each with TOML front matter; retrieval ranks them by
-//! architecture, operator family, measured bottleneck and profiler symptoms.
+//! The knowledge base (knowledge/, embedded in the binary), in layers: hardware notes, reference
+//! cards (the instructions and driver calls Hopper kernels are built from), operator-family
+//! cards, technique cards, anti-patterns, one card per suite operator, and kernel templates —
+//! each with TOML front matter. Retrieval ranks them by architecture, operator (family and
+//! name), measured bottleneck, profiler symptoms and the techniques the incumbent already uses;
+//! `related` links documents to each other.
 
 use include_dir::{Dir, include_dir};
 use serde::Deserialize;
@@ -10,11 +13,12 @@ pub static EMBEDDED_KNOWLEDGE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/
 /// Front matter of a document (`+++` TOML `+++` at the top of a .md file, or the
 /// `/* atrex:template ... */` comment of a template .cu file).
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct Meta {
     pub id: String,
     pub title: String,
-    /// hardware | technique | anti-pattern | template
+    /// One of `KINDS`: hardware | reference | family | technique | anti-pattern | operator |
+    /// template.
     pub kind: String,
     /// "hopper", "blackwell", "ada", "ampere", or "any".
     pub architectures: Vec<String>,
@@ -28,8 +32,13 @@ pub struct Meta {
     pub category: String,
     pub expected_gain: String,
     pub pitfalls: Vec<String>,
-    /// Templates: the operator of the suite they implement.
+    /// Templates and operator cards: the operator of the suite they are about.
     pub operator: String,
+    /// Hardware features and instruction families the document explains (see `TECHNIQUES`);
+    /// matched against what the incumbent's source already uses.
+    pub techniques: Vec<String>,
+    /// Ids of other documents worth reading with this one (every one must exist).
+    pub related: Vec<String>,
     /// Hardware notes: the main note of its architecture (always retrieved for it).
     pub primary: bool,
     /// Templates: how the template stands against the operator's baseline (`[measured]`).
@@ -38,6 +47,74 @@ pub struct Meta {
 
 /// The category of a template kept as a worked example rather than as the best-known kernel.
 pub const DEMONSTRATION: &str = "technique demonstration";
+
+/// The kinds of document, each in its own folder of `knowledge/` (the layers of the base).
+pub const KINDS: &[(&str, &str)] = &[
+    ("hardware", "hardware/"),
+    ("reference", "reference/"),
+    ("family", "families/"),
+    ("technique", "techniques/"),
+    ("anti-pattern", "anti-patterns/"),
+    ("operator", "operators/"),
+    ("template", "templates/"),
+];
+
+/// The techniques a document can be about, and the source text that shows a kernel uses one.
+pub const TECHNIQUES: &[(&str, &[&str])] = &[
+    ("wgmma", &["wgmma."]),
+    (
+        "tma",
+        &["cp.async.bulk", "cp_async_bulk", "__grid_constant__"],
+    ),
+    ("mbarrier", &["mbarrier.", "mbarrier_", "cuda::barrier"]),
+    (
+        "cluster",
+        &[
+            "barrier.cluster",
+            "mapa.",
+            "%cluster_",
+            "this_cluster",
+            "__cluster_dims__",
+        ],
+    ),
+    ("setmaxnreg", &["setmaxnreg"]),
+    ("warp-specialization", &["setmaxnreg"]),
+    (
+        "named-barrier",
+        &["bar.sync ", "bar.arrive ", "barrier.sync "],
+    ),
+    ("ldmatrix", &["ldmatrix", "stmatrix"]),
+    ("mma-sync", &["mma.sync"]),
+    (
+        "cp-async",
+        &[
+            "cp.async.cg",
+            "cp.async.ca",
+            "cp.async.commit_group",
+            "memcpy_async",
+        ],
+    ),
+    ("fp8", &["__nv_fp8", "e4m3", "e5m2", "_to_fp8"]),
+    (
+        "cccl",
+        &[
+            "cuda/barrier",
+            "cuda/ptx",
+            "cuda/pipeline",
+            "cuda::",
+            "cooperative_groups",
+        ],
+    ),
+];
+
+/// The techniques a kernel source uses (names of `TECHNIQUES`), for retrieval.
+pub fn techniques_in(source: &str) -> Vec<String> {
+    TECHNIQUES
+        .iter()
+        .filter(|(_, needles)| needles.iter().any(|n| source.contains(n)))
+        .map(|(t, _)| t.to_string())
+        .collect()
+}
 
 /// A template's measured standing, the `[measured]` table of its header: S_op of the template
 /// and of the operator's baseline, measured in the same mode on the same GPU on one date.
@@ -118,6 +195,19 @@ pub fn arch_family(arch: &str) -> &'static str {
         _ => "unknown",
     }
 }
+
+/// The operator families (`family_of`) documents are tagged with (or "any").
+pub const FAMILIES: &[&str] = &[
+    "elementwise",
+    "row-reduction",
+    "quantization",
+    "gather-scatter",
+    "gemm",
+    "attention",
+    "moe",
+    "topk",
+    "scan-conv",
+];
 
 /// The operator family of a suite operator.
 pub fn family_of(op: &str) -> &'static str {
@@ -234,6 +324,20 @@ pub struct Query {
     pub bottlenecks: Vec<String>,
     /// Symptoms measured on the incumbent ("low-bandwidth", "register-spills"…).
     pub symptoms: Vec<String>,
+    /// Techniques the incumbent already uses (`techniques_in`): cards explaining them rank
+    /// higher, since the next revision builds on them.
+    pub techniques: Vec<String>,
+    /// Documents the operator's own card names in `related` (`related_to_operator`): the card
+    /// curates what applies to its operator.
+    pub related: Vec<String>,
+}
+
+/// The `related` ids of an operator's card (empty when it has none).
+pub fn related_to_operator(docs: &[Doc], op: &str) -> Vec<String> {
+    docs.iter()
+        .filter(|d| d.meta.kind == "operator" && d.meta.operator == op)
+        .flat_map(|d| d.meta.related.iter().cloned())
+        .collect()
 }
 
 fn has(list: &[String], x: &str) -> bool {
@@ -261,6 +365,11 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
             } else {
                 0.0
             };
+        }
+        // The card of the operator itself: always retrieved for it, right after the
+        // architecture's note; never for another operator.
+        "operator" => {
+            return if m.operator == q.operator { 50.0 } else { 0.0 };
         }
         "template" => {
             if m.operator != q.operator {
@@ -292,6 +401,31 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
             // Measured evidence weighs more than the operator's family.
             s += 6.0;
         }
+    }
+    // What the incumbent is built from. Reference cards explain the instructions a kernel
+    // uses: they rank on it (up to three techniques), and below the technique cards of the
+    // family otherwise; other cards count it a little (what to do next matters more to them).
+    let shared = q
+        .techniques
+        .iter()
+        .filter(|t| has(&m.techniques, t))
+        .count();
+    if m.kind == "reference" {
+        if shared == 0 {
+            let family_ok = has(&m.families, &q.family) || has(&m.families, "any");
+            if !family_ok {
+                return 0.0;
+            }
+            s -= 2.0;
+        } else {
+            s += 4.0 * shared.min(3) as f64;
+        }
+    } else {
+        s += shared.min(2) as f64;
+    }
+    // Named by the operator's card (templates rank by their measured standing instead).
+    if m.kind != "template" && has(&q.related, &m.id) {
+        s += 3.0;
     }
     if m.kind == "anti-pattern" {
         // Learned from failures: worth more when the incumbent fails or regresses.
@@ -465,6 +599,8 @@ mod tests {
             operator: "rms_norm".into(),
             bottlenecks: vec!["memory".into()],
             symptoms: vec!["low-bandwidth".into()],
+            techniques: vec![],
+            related: vec![],
         };
         let ids: Vec<&str> = retrieve(&docs, &q, 10)
             .iter()
@@ -501,15 +637,78 @@ mod tests {
 
     #[test]
     fn the_embedded_knowledge_base_is_well_formed_and_large_enough() {
+        // Every document parses (unknown front-matter keys are errors, so typos cannot hide).
         let all = load_all();
         for d in &all {
             assert!(d.is_ok(), "{d:?}");
         }
         let docs = docs();
-        let n_docs = docs.iter().filter(|d| d.meta.kind != "template").count();
-        let n_tpl = docs.iter().filter(|d| d.meta.kind == "template").count();
-        assert!(n_docs >= 40, "{n_docs} documents");
-        assert!(n_tpl >= 12, "{n_tpl} templates");
+        assert!(docs.len() >= 100, "{} documents in all", docs.len());
+        let count = |k: &str| docs.iter().filter(|d| d.meta.kind == k).count();
+        assert!(count("template") >= 12, "{} templates", count("template"));
+        assert!(
+            count("reference") >= 15,
+            "{} reference cards",
+            count("reference")
+        );
+        assert!(count("family") >= 5, "{} family cards", count("family"));
+        assert!(
+            count("technique") >= 25,
+            "{} technique cards",
+            count("technique")
+        );
+        // Layers: each kind lives in its own folder.
+        for d in &docs {
+            let folder = KINDS
+                .iter()
+                .find(|(k, _)| *k == d.meta.kind)
+                .map(|(_, f)| *f)
+                .unwrap_or_else(|| panic!("{}: unknown kind `{}`", d.path, d.meta.kind));
+            assert!(
+                d.path.starts_with(folder),
+                "{}: a {} belongs in {folder}",
+                d.path,
+                d.meta.kind
+            );
+            assert!(
+                !d.meta.id.is_empty() && !d.meta.title.is_empty(),
+                "{}",
+                d.path
+            );
+            assert!(
+                !d.meta.architectures.is_empty(),
+                "{}: no architectures",
+                d.path
+            );
+            for a in &d.meta.architectures {
+                assert!(
+                    ["hopper", "blackwell", "ada", "ampere", "any"].contains(&a.as_str()),
+                    "{}: architecture `{a}`",
+                    d.path
+                );
+            }
+            for f in &d.meta.families {
+                assert!(
+                    f == "any" || FAMILIES.contains(&f.as_str()),
+                    "{}: family `{f}`",
+                    d.path
+                );
+            }
+            for b in &d.meta.bottlenecks {
+                assert!(
+                    ["memory", "compute", "balanced"].contains(&b.as_str()),
+                    "{}: bottleneck `{b}`",
+                    d.path
+                );
+            }
+            for t in &d.meta.techniques {
+                assert!(
+                    TECHNIQUES.iter().any(|(name, _)| name == t),
+                    "{}: technique `{t}` is not in TECHNIQUES",
+                    d.path
+                );
+            }
+        }
         for a in ["hopper", "blackwell", "ada", "ampere"] {
             assert!(
                 docs.iter()
@@ -522,12 +721,20 @@ mod tests {
         let n = ids.len();
         ids.dedup();
         assert_eq!(ids.len(), n, "document ids are unique");
+        // Every cross-reference resolves.
+        for d in &docs {
+            for r in &d.meta.related {
+                assert!(
+                    ids.binary_search(&r.as_str()).is_ok(),
+                    "{}: related `{r}` does not exist",
+                    d.path
+                );
+                assert_ne!(r, &d.meta.id, "{}: relates to itself", d.path);
+            }
+        }
         for d in docs.iter().filter(|d| d.meta.kind == "template") {
             assert!(!d.meta.operator.is_empty(), "{}", d.path);
             crate::engine::plan::parse(&d.body).unwrap_or_else(|e| panic!("{}: {e}", d.path));
-            for k in ["technique", "anti-pattern"] {
-                let _ = k;
-            }
         }
         for d in docs.iter().filter(|d| d.meta.kind == "technique") {
             assert!(
@@ -541,6 +748,59 @@ mod tests {
                 d.path
             );
         }
+        // Reference, family and operator cards: retrievable (families, bottlenecks), with their
+        // pitfalls and the documents to read with them.
+        for d in docs
+            .iter()
+            .filter(|d| ["reference", "family", "operator"].contains(&d.meta.kind.as_str()))
+        {
+            assert!(
+                !d.meta.families.is_empty() && !d.meta.bottlenecks.is_empty(),
+                "{}",
+                d.path
+            );
+            assert!(
+                !d.meta.pitfalls.is_empty() && !d.meta.related.is_empty(),
+                "{}",
+                d.path
+            );
+        }
+    }
+
+    #[test]
+    fn techniques_are_read_from_a_kernel_source() {
+        let tpl = |name: &str| {
+            docs()
+                .into_iter()
+                .find(|d| d.path == format!("templates/{name}"))
+                .unwrap()
+                .body
+        };
+        let t = techniques_in(&tpl("unified_attention_wgmma.cu"));
+        for x in [
+            "wgmma",
+            "tma",
+            "mbarrier",
+            "setmaxnreg",
+            "warp-specialization",
+        ] {
+            assert!(t.iter().any(|y| y == x), "{x} in {t:?}");
+        }
+        assert!(
+            !t.iter().any(|y| y == "mma-sync" || y == "cluster"),
+            "{t:?}"
+        );
+        let t = techniques_in(&tpl("silu_and_mul_tma.cu"));
+        assert!(
+            t.contains(&"tma".to_string()) && t.contains(&"cluster".to_string()),
+            "{t:?}"
+        );
+        let t = techniques_in(&tpl("attention_forward_flash.cu"));
+        assert!(
+            t.contains(&"mma-sync".to_string()) && t.contains(&"cp-async".to_string()),
+            "{t:?}"
+        );
+        assert!(techniques_in(&tpl("rms_norm_warp_per_row.cu")).is_empty());
     }
 
     #[test]
@@ -626,6 +886,8 @@ mod tests {
             operator: "rms_norm".into(),
             bottlenecks: vec![],
             symptoms: vec![],
+            techniques: vec![],
+            related: vec![],
         };
         let winner = parse(&head("parallelism", 0.3));
         let loser = parse(&head("parallelism", 0.1));
@@ -692,6 +954,8 @@ mod tests {
             operator: p.name.clone(),
             bottlenecks: crate::agent::context::bottlenecks(p, hw),
             symptoms: vec!["low-bandwidth".into()],
+            techniques: vec![],
+            related: vec![],
         };
         let got = retrieve(&docs, &q, 6);
         let ids: Vec<&str> = got.iter().map(|(d, _)| d.meta.id.as_str()).collect();
@@ -703,6 +967,175 @@ mod tests {
                 .any(|i| i.contains("ampere") || i.contains("wgmma")),
             "{ids:?}"
         );
+    }
+
+    /// The query the agent's context builds for an operator and an incumbent source.
+    fn query_for(
+        suite: &crate::suite::Suite,
+        docs: &[Doc],
+        op: &str,
+        source: &str,
+        symptoms: &[&str],
+    ) -> Query {
+        let hw = suite.hardware("H200").unwrap();
+        let p = suite.problem(op).unwrap();
+        Query {
+            arch: arch_family(&hw.arch).into(),
+            family: family_of(op).into(),
+            operator: op.into(),
+            bottlenecks: crate::agent::context::bottlenecks(p, hw),
+            symptoms: symptoms.iter().map(|s| s.to_string()).collect(),
+            techniques: techniques_in(source),
+            related: related_to_operator(docs, op),
+        }
+    }
+
+    fn ids<'a>(got: &[(&'a Doc, f64)]) -> Vec<&'a str> {
+        got.iter().map(|(d, _)| d.meta.id.as_str()).collect()
+    }
+
+    #[test]
+    fn every_operator_has_one_card_that_ranks_for_it_and_only_for_it() {
+        let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+        let docs = docs();
+        for d in docs.iter().filter(|d| d.meta.kind == "operator") {
+            assert!(
+                suite.problem(&d.meta.operator).is_some(),
+                "{}: `{}` is not a suite operator",
+                d.path,
+                d.meta.operator
+            );
+        }
+        for p in &suite.problems {
+            let fam = family_of(&p.name);
+            assert!(FAMILIES.contains(&fam), "{}: family `{fam}`", p.name);
+            let cards: Vec<&Doc> = docs
+                .iter()
+                .filter(|d| d.meta.kind == "operator" && d.meta.operator == p.name)
+                .collect();
+            assert_eq!(cards.len(), 1, "{}: {} operator cards", p.name, cards.len());
+            let card = cards[0];
+            assert!(
+                has(&card.meta.families, fam),
+                "{}: not tagged `{fam}`",
+                card.path
+            );
+            let base = crate::suite::kernels::suite_kernel(&suite, p, "baseline.cu")
+                .unwrap()
+                .code;
+            for symptoms in [
+                &[][..],
+                &["far-from-sol", "low-bandwidth", "launch-bound"][..],
+            ] {
+                let q = query_for(&suite, &docs, &p.name, &base, symptoms);
+                let got = ids(&retrieve(&docs, &q, 6));
+                assert_eq!(got[0], "hopper-h200", "{}: {got:?}", p.name);
+                assert_eq!(got[1], card.meta.id, "{}: {got:?}", p.name);
+            }
+            // Never for another operator, even of the same family.
+            for other in suite.problems.iter().filter(|o| o.name != p.name) {
+                let q = query_for(&suite, &docs, &other.name, &base, &[]);
+                assert_eq!(score(card, &q), 0.0, "{} for {}", card.meta.id, other.name);
+            }
+        }
+    }
+
+    #[test]
+    fn reference_cards_are_retrievable_by_technique_and_family() {
+        let docs = docs();
+        let refs: Vec<&Doc> = docs.iter().filter(|d| d.meta.kind == "reference").collect();
+        let fam = |d: &Doc| {
+            d.meta
+                .families
+                .iter()
+                .find(|f| *f != "any")
+                .cloned()
+                .unwrap_or_else(|| "gemm".into())
+        };
+        for c in &refs {
+            // By technique: a Hopper kernel of the card's family that uses what it explains.
+            for t in &c.meta.techniques {
+                let q = Query {
+                    arch: "hopper".into(),
+                    family: fam(c),
+                    bottlenecks: c.meta.bottlenecks.clone(),
+                    techniques: vec![t.clone()],
+                    ..Default::default()
+                };
+                let got = ids(&retrieve(&docs, &q, 6));
+                assert!(
+                    got.contains(&c.meta.id.as_str()),
+                    "{} for `{t}`: {got:?}",
+                    c.meta.id
+                );
+            }
+            // By family: eligible for a Hopper kernel of each family it lists, and kept out of
+            // the others unless the kernel uses what it explains.
+            for f in FAMILIES {
+                let q = Query {
+                    arch: "hopper".into(),
+                    family: f.to_string(),
+                    bottlenecks: c.meta.bottlenecks.clone(),
+                    ..Default::default()
+                };
+                let listed = has(&c.meta.families, f) || has(&c.meta.families, "any");
+                assert_eq!(score(c, &q) > 0.0, listed, "{} for family {f}", c.meta.id);
+            }
+        }
+        // Every technique a kernel can show is explained by some card.
+        for (t, _) in TECHNIQUES {
+            assert!(
+                docs.iter().any(|d| has(&d.meta.techniques, t)),
+                "no card explains `{t}`"
+            );
+        }
+    }
+
+    #[test]
+    fn the_incumbents_techniques_bring_their_reference_cards() {
+        let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+        let docs = docs();
+        let body = |name: &str| {
+            docs.iter()
+                .find(|d| d.path == format!("templates/{name}"))
+                .unwrap()
+                .body
+                .clone()
+        };
+        // A warp-specialised wgmma/TMA incumbent of unified_attention: its operator card, its
+        // template, and the reference cards of what it is built from.
+        let q = query_for(
+            &suite,
+            &docs,
+            "unified_attention",
+            &body("unified_attention_wgmma.cu"),
+            &["far-from-sol"],
+        );
+        let got = ids(&retrieve(&docs, &q, 6));
+        assert_eq!(
+            &got[..2],
+            &["hopper-h200", "op-unified-attention"],
+            "{got:?}"
+        );
+        assert!(got.contains(&"tpl-unified-attention-wgmma"), "{got:?}");
+        let n_ref = got.iter().filter(|i| i.starts_with("ref-")).count();
+        assert!(n_ref >= 2, "{got:?}");
+        // Its FA2 baseline (mma.sync): the FlashAttention-3 card shows the way forward.
+        let p = suite.problem("attention_forward").unwrap();
+        let base = crate::suite::kernels::suite_kernel(&suite, p, "baseline.cu")
+            .unwrap()
+            .code;
+        let q = query_for(&suite, &docs, "attention_forward", &base, &["far-from-sol"]);
+        let got = ids(&retrieve(&docs, &q, 6));
+        assert!(got.contains(&"fam-flash-attention-3"), "{got:?}");
+        // A memory-bound row kernel gets no Hopper instruction reference.
+        let p = suite.problem("rms_norm").unwrap();
+        let base = crate::suite::kernels::suite_kernel(&suite, p, "baseline.cu")
+            .unwrap()
+            .code;
+        let q = query_for(&suite, &docs, "rms_norm", &base, &["low-bandwidth"]);
+        let got = ids(&retrieve(&docs, &q, 6));
+        assert!(!got.iter().any(|i| i.starts_with("ref-")), "{got:?}");
     }
 
     #[test]

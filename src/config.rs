@@ -108,6 +108,45 @@ pub struct AgentSettings {
     pub timeout_secs: Option<f64>,
     pub retries: Option<u32>,
     pub knowledge_docs: Option<usize>,
+    /// Tools inside an iteration (docs/agent.md): default on for the LLM backends.
+    pub tools: Option<bool>,
+    /// Per iteration with tools: tool calls (at least 1).
+    #[serde(deserialize_with = "at_least_one_u32")]
+    pub max_tool_calls: Option<u32>,
+    /// Per iteration with tools: GPU seconds of compile, run and profile (positive).
+    #[serde(deserialize_with = "positive_seconds")]
+    pub max_gpu_seconds: Option<f64>,
+    /// Per iteration with tools: tokens in + out (at least 1).
+    #[serde(deserialize_with = "at_least_one_u64")]
+    pub max_tokens_per_iteration: Option<u64>,
+}
+
+/// A count of at least 1 (its error names the key's line).
+fn at_least_one_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let n = u32::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom("must be at least 1"));
+    }
+    Ok(Some(n))
+}
+
+fn at_least_one_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let n = u64::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom("must be at least 1"));
+    }
+    Ok(Some(n))
+}
+
+/// A positive, finite number of seconds (an integer is accepted).
+fn positive_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let x = f64::deserialize(d)?;
+    if !(x > 0.0 && x.is_finite()) {
+        return Err(serde::de::Error::custom(
+            "must be a positive number of seconds",
+        ));
+    }
+    Ok(Some(x))
 }
 
 impl AgentSettings {

@@ -120,6 +120,8 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
                 seed,
                 mode,
                 client,
+                device: a.device,
+                device_name: Some(dev.name.clone()),
             },
             NoGate,
             sink,

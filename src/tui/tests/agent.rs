@@ -169,6 +169,7 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         running: true,
         stopping: false,
         stream: String::new(),
+        ..Default::default()
     });
     let state = |st: &str, reason: &str| {
         AppEvent::Agent(AgentMsg::Record(SessionEvent::AgentState {

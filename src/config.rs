@@ -356,6 +356,65 @@ mod tests {
     }
 
     #[test]
+    fn tool_budgets_are_read_and_checked_with_their_line() {
+        let s = Settings::parse(
+            "config.toml",
+            "[agent]\nbackend = \"anthropic\"\ntools = false\nmax_tool_calls = 5\nmax_gpu_seconds = 30\nmax_tokens_per_iteration = 90000\n",
+        )
+        .unwrap();
+        assert_eq!(s.agent.tools, Some(false));
+        assert_eq!(s.agent.max_tool_calls, Some(5));
+        assert_eq!(s.agent.max_gpu_seconds, Some(30.0));
+        assert_eq!(s.agent.max_tokens_per_iteration, Some(90_000));
+        for (text, line, want) in [
+            ("[agent]\nmax_tool_calls = 0\n", 2, "must be at least 1"),
+            (
+                "[agent]\nmodel = \"m\"\n\nmax_gpu_seconds = -2.5\n",
+                4,
+                "positive number of seconds",
+            ),
+            ("[agent]\nmax_gpu_seconds = \"lots\"\n", 2, "invalid type"),
+            (
+                "[agent]\nmax_tokens_per_iteration = 0\n",
+                2,
+                "must be at least 1",
+            ),
+            ("[agent]\ntools = \"yes\"\n", 2, "invalid type"),
+            ("[agent]\nmax_tool_calls = 2.5\n", 2, "invalid type"),
+        ] {
+            let e = Settings::parse("config.toml", text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("config.toml:{line}: [agent]: ")) && e.contains(want),
+                "{text:?}: {e}"
+            );
+        }
+        // Tools are on for the LLM backends unless turned off, never for the tuner.
+        let resolve = |text: &str, b| {
+            let s = Settings::parse("config.toml", text).unwrap();
+            crate::agent::config::resolve(&s.agent, Some(b))
+                .unwrap()
+                .budget
+                .tools
+        };
+        let on = resolve(
+            "[agent]\nmodel = \"m\"\nmax_tool_calls = 7\n",
+            BackendKind::Openai,
+        );
+        assert!(on.enabled);
+        assert_eq!(on.max_calls, 7);
+        assert!(
+            !resolve(
+                "[agent]\nmodel = \"m\"\ntools = false\n",
+                BackendKind::Openai
+            )
+            .enabled
+        );
+        assert!(!resolve("", BackendKind::Tuner).enabled);
+    }
+
+    #[test]
     fn a_key_in_a_world_readable_file_is_refused() {
         let dir = std::env::temp_dir().join(format!("atrex-cfg-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

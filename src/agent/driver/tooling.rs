@@ -48,6 +48,9 @@ impl<M: Measurer, G: Gate, S: Sink> Host for DriverHost<'_, M, G, S> {
         self.notes.extend(notes.iter().cloned());
         notes
     }
+    fn stop_requested(&mut self) -> bool {
+        self.gate.stop_requested()
+    }
 }
 
 impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {

@@ -473,3 +473,50 @@ async fn a_reply_in_the_single_reply_format_counts_as_a_proposal() {
             .any(|e| matches!(e, SessionEvent::Revision { rev: 1, .. }))
     );
 }
+
+/// A gate whose stop comes at the n-th call of `stop_requested()` (the first is the loop's own,
+/// before the iteration).
+struct StopGate {
+    calls: usize,
+    at: usize,
+}
+
+impl Gate for StopGate {
+    async fn decide(&mut self, _rev: u32) -> GateAnswer {
+        GateAnswer::Stop
+    }
+    fn stop_requested(&mut self) -> bool {
+        self.calls += 1;
+        self.calls >= self.at
+    }
+}
+
+#[tokio::test]
+async fn a_stop_during_an_iteration_ends_it_before_the_next_call() {
+    let lookup = |q: &str| ("lookup", args(serde_json::json!({"query": q})));
+    let srv = serve(vec![calls(
+        BackendKind::Openai,
+        "",
+        &[lookup("tma"), lookup("wgmma")],
+        10,
+        5,
+    )])
+    .await;
+    let sink = MemSink::default();
+    let events = sink.events.clone();
+    let d = tool_driver(
+        &srv.url,
+        BackendKind::Openai,
+        FakeMeasurer::default(),
+        sink,
+        ToolSettings::on(),
+    );
+    // The loop's check, the first call's, then the stop before the second call.
+    let mut d = with_gate(d, StopGate { calls: 0, at: 3 });
+    assert_eq!(d.run().await, StopReason::Stopped);
+    assert_eq!(tool_calls(&events.lock().unwrap()).len(), 1);
+    assert_eq!(
+        d.state.history.last().unwrap().result,
+        "no revision: stopped by the engineer before propose"
+    );
+}

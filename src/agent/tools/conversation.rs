@@ -11,6 +11,7 @@
 //!   that reply is still carried out; then the iteration ends.
 //! - A reply without a tool call gets a nudge (twice at most); a reply in the single-reply
 //!   format (hypothesis, category, code block) counts as a `propose`.
+//! - The engineer's stop ends the iteration before the next call or request.
 
 use super::args::{self, Call, Code};
 use super::wire::{ToolResult, Turn};
@@ -24,6 +25,8 @@ use std::time::Instant;
 
 /// Replies without a tool call answered with a nudge before the iteration ends.
 pub const MAX_NUDGES: usize = 2;
+
+const STOPPED: &str = "stopped by the engineer before propose";
 
 struct Iteration<'a, H: Host> {
     host: &'a mut H,
@@ -58,6 +61,9 @@ pub async fn iterate<H: Host>(
     let mut nudges = 0;
     let mut last_turn = false;
     loop {
+        if turns.len() > 1 && it.host.stop_requested() {
+            return Err(it.no_proposal(STOPPED.into()));
+        }
         let c = {
             let host = &mut *it.host;
             let mut on_delta = |d: Delta<'_>| host.live(d);
@@ -128,6 +134,9 @@ pub async fn iterate<H: Host>(
         });
         let mut results = Vec::new();
         for u in &c.tool_calls {
+            if it.host.stop_requested() {
+                return Err(it.no_proposal(STOPPED.into()));
+            }
             let parsed = args::parse(u, &it.shapes);
             let parsed = match parsed {
                 Ok(call) if tokens_spent && !matches!(call, Call::Propose { .. }) => Err(format!(

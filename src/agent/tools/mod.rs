@@ -108,4 +108,8 @@ pub trait Host: Send {
     fn live(&mut self, d: Delta<'_>);
     /// The engineer's steering notes that arrived since the last call.
     fn steering(&mut self) -> Vec<String>;
+    /// The engineer asked the agent to stop (checked before each call and each request).
+    fn stop_requested(&mut self) -> bool {
+        false
+    }
 }

@@ -295,3 +295,150 @@ pub fn profile(p: &crate::profile::Profile) -> Executed {
     };
     Executed::ok(bounded(&s, MAX_RESULT), summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::client::JobEvent;
+    use crate::engine::protocol::Diagnostic;
+    use crate::session::fixtures::shape_result;
+
+    fn problem() -> Problem {
+        crate::suite::Suite::load(crate::suite::SuiteSource::Embedded)
+            .unwrap()
+            .problem("rms_norm")
+            .unwrap()
+            .clone()
+    }
+
+    fn compiled(ok: bool, diagnostics: Vec<Diagnostic>) -> JobEvent {
+        JobEvent::Worker(Event::Compiled {
+            id: 1,
+            which: "candidate".into(),
+            ok,
+            cached: false,
+            ms: 140.0,
+            diagnostics,
+            log: String::new(),
+            resources: [(
+                "rms_norm_kernel".to_string(),
+                KernelResources {
+                    registers: 40,
+                    static_smem: 128,
+                    local_bytes: 16,
+                    max_threads: 1024,
+                },
+            )]
+            .into_iter()
+            .collect(),
+        })
+    }
+
+    fn done(verdict: Verdict, message: Option<&str>) -> JobEvent {
+        JobEvent::Worker(Event::Done {
+            id: 1,
+            verdict,
+            message: message.map(|m| m.into()),
+        })
+    }
+
+    #[test]
+    fn a_run_reports_per_shape_errors_timings_and_what_the_kernel_printed() {
+        let mut bad = shape_result(1, None, Verdict::Incorrect, 0.007);
+        let c = &mut bad.checks[0];
+        c.mismatches = 17;
+        c.first_bad = Some(1234);
+        c.first_bad_values = Some((0.5, 0.51));
+        c.max_rel = 0.31;
+        let o = Outcome::from_events([
+            compiled(true, vec![]),
+            JobEvent::Worker(Event::Output {
+                id: 1,
+                shape: Some(0),
+                text: "row 0: sum 1.5\n".into(),
+                dropped: 0,
+            }),
+            JobEvent::Worker(Event::ShapeDone {
+                id: 1,
+                result: shape_result(0, Some(0.58), Verdict::Pass, 0.00713),
+            }),
+            JobEvent::Worker(Event::ShapeDone { id: 1, result: bad }),
+            done(Verdict::Incorrect, None),
+        ]);
+        let e = run(&o, &problem(), Mode::Quick, "");
+        assert!(e.ok, "a failing kernel is a result");
+        assert!(
+            e.text
+                .starts_with("run (quick, 2 shapes): 1 shape(s) fail\n"),
+            "{}",
+            e.text
+        );
+        assert!(
+            e.text
+                .contains("kernels: rms_norm_kernel 40 regs, 16 B spilled")
+        );
+        assert!(
+            e.text.contains(
+                "\n#0 eps=0.000001 hidden_size=1024 token_count=2500 · pass · S 0.580 · 12.29 µs (T_SOL 7.13 µs)\n"
+            ),
+            "{}",
+            e.text
+        );
+        assert!(
+            e.text.contains("· incorrect · out: 17 of 4096 elements fail; first bad out[1234] = 0.51 (reference 0.5); max abs err 5.000e-1, max rel err 3.100e-1"),
+            "{}",
+            e.text
+        );
+        assert!(
+            e.text
+                .contains("the kernel printed:\n[shape 0] row 0: sum 1.5")
+        );
+        assert!(
+            e.summary.starts_with("incorrect on #1 ") && e.summary.contains("out: 17 of 4096"),
+            "{}",
+            e.summary
+        );
+    }
+
+    #[test]
+    fn compile_shows_diagnostics_on_their_source_lines_and_resources() {
+        let src = "line one\n  float x = y;\nline three\n";
+        let diag = Diagnostic {
+            line: 2,
+            severity: "error".into(),
+            msg: "identifier \"y\" is undefined".into(),
+        };
+        let o = Outcome::from_events([
+            compiled(false, vec![diag]),
+            done(Verdict::CompileError, None),
+        ]);
+        let e = compile(&o, src);
+        assert!(e.ok);
+        assert!(
+            e.text
+                .contains("line 2: error: identifier \"y\" is undefined\n     2 |   float x = y;"),
+            "{}",
+            e.text
+        );
+        assert_eq!(
+            e.summary,
+            "compile error · line 2: identifier \"y\" is undefined"
+        );
+        let o = Outcome::from_events([compiled(true, vec![]), done(Verdict::Pass, None)]);
+        let e = compile(&o, src);
+        assert!(e.text.contains("rms_norm_kernel: 40 registers/thread, 128 B static shared, 16 B spilled (local), max 1024 threads/block"));
+        assert_eq!(e.summary, "ok · rms_norm_kernel 40 regs, 16 B spilled");
+        // A plan the harness refuses is the kernel's; a lost worker is the tool's failure.
+        let e = compile(
+            &Outcome::from_events([done(Verdict::PlanError, Some("launch plan: no [[launch]]"))]),
+            src,
+        );
+        assert!(
+            e.ok && e.summary.starts_with("plan error: launch plan"),
+            "{}",
+            e.summary
+        );
+        let e = compile(&Outcome::failed("the worker was lost".into()), src);
+        assert!(!e.ok && e.text.contains("the harness failed"), "{}", e.text);
+    }
+}

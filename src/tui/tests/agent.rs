@@ -241,7 +241,7 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
     let sc = screen(&s, 200, 50);
     assert!(sc.contains(&format!("▸ run({args}) …")), "{sc}");
     assert!(
-        sc.contains("agent · kernel-model (openai) · tools 0/12"),
+        sc.contains("agent · kernel-model (openai) · calls 0/12"),
         "{sc}"
     );
     let done = SessionEvent::ToolCall {
@@ -269,7 +269,7 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
         "{sc}"
     );
     assert!(
-        sc.contains("tools 1/12 · GPU 1/120 s · tokens 1050/250000"),
+        sc.contains("calls 1/12 · GPU 1/120 s · tokens 1.1k/250k"),
         "{sc}"
     );
     assert!(

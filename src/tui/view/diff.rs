@@ -65,6 +65,15 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     f.render_widget(Paragraph::new(lines).block(b), r);
 }
 
+/// A token count in a few characters: 950, 1.1k, 250k.
+fn thousands(n: u64) -> String {
+    match n {
+        0..1000 => n.to_string(),
+        1000..10_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{}k", n / 1000),
+    }
+}
+
 /// The agent pane: the iteration's tool calls (at most half the height, the latest), then the
 /// tail of the reply being streamed; the title shows the budgets spent.
 fn draw_agent(f: &mut Frame, r: Rect, s: &AppState, a: &AgentView) {
@@ -95,8 +104,13 @@ fn draw_agent(f: &mut Frame, r: Rect, s: &AppState, a: &AgentView) {
         && !a.tools.is_empty()
     {
         title.push_str(&format!(
-            " · tools {}/{} · GPU {:.0}/{:.0} s · tokens {}/{}",
-            a.spent.calls, b.max_calls, a.spent.gpu_s, b.max_gpu_s, a.spent.tokens, b.max_tokens
+            " · calls {}/{} · GPU {:.0}/{:.0} s · tokens {}/{}",
+            a.spent.calls,
+            b.max_calls,
+            a.spent.gpu_s,
+            b.max_gpu_s,
+            thousands(a.spent.tokens),
+            thousands(b.max_tokens)
         ));
     }
     if !a.stream.is_empty() {

@@ -108,6 +108,45 @@ pub struct AgentSettings {
     pub timeout_secs: Option<f64>,
     pub retries: Option<u32>,
     pub knowledge_docs: Option<usize>,
+    /// Tools inside an iteration (docs/agent.md): default on for the LLM backends.
+    pub tools: Option<bool>,
+    /// Per iteration with tools: tool calls (at least 1).
+    #[serde(deserialize_with = "at_least_one_u32")]
+    pub max_tool_calls: Option<u32>,
+    /// Per iteration with tools: GPU seconds of compile, run and profile (positive).
+    #[serde(deserialize_with = "positive_seconds")]
+    pub max_gpu_seconds: Option<f64>,
+    /// Per iteration with tools: tokens in + out (at least 1).
+    #[serde(deserialize_with = "at_least_one_u64")]
+    pub max_tokens_per_iteration: Option<u64>,
+}
+
+/// A count of at least 1 (its error names the key's line).
+fn at_least_one_u32<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let n = u32::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom("must be at least 1"));
+    }
+    Ok(Some(n))
+}
+
+fn at_least_one_u64<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let n = u64::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom("must be at least 1"));
+    }
+    Ok(Some(n))
+}
+
+/// A positive, finite number of seconds (an integer is accepted).
+fn positive_seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let x = f64::deserialize(d)?;
+    if !(x > 0.0 && x.is_finite()) {
+        return Err(serde::de::Error::custom(
+            "must be a positive number of seconds",
+        ));
+    }
+    Ok(Some(x))
 }
 
 impl AgentSettings {
@@ -314,6 +353,65 @@ mod tests {
         .unwrap();
         assert_eq!(s.theme, "light");
         assert_eq!(s.agent.backend, Some(BackendKind::Openai));
+    }
+
+    #[test]
+    fn tool_budgets_are_read_and_checked_with_their_line() {
+        let s = Settings::parse(
+            "config.toml",
+            "[agent]\nbackend = \"anthropic\"\ntools = false\nmax_tool_calls = 5\nmax_gpu_seconds = 30\nmax_tokens_per_iteration = 90000\n",
+        )
+        .unwrap();
+        assert_eq!(s.agent.tools, Some(false));
+        assert_eq!(s.agent.max_tool_calls, Some(5));
+        assert_eq!(s.agent.max_gpu_seconds, Some(30.0));
+        assert_eq!(s.agent.max_tokens_per_iteration, Some(90_000));
+        for (text, line, want) in [
+            ("[agent]\nmax_tool_calls = 0\n", 2, "must be at least 1"),
+            (
+                "[agent]\nmodel = \"m\"\n\nmax_gpu_seconds = -2.5\n",
+                4,
+                "positive number of seconds",
+            ),
+            ("[agent]\nmax_gpu_seconds = \"lots\"\n", 2, "invalid type"),
+            (
+                "[agent]\nmax_tokens_per_iteration = 0\n",
+                2,
+                "must be at least 1",
+            ),
+            ("[agent]\ntools = \"yes\"\n", 2, "invalid type"),
+            ("[agent]\nmax_tool_calls = 2.5\n", 2, "invalid type"),
+        ] {
+            let e = Settings::parse("config.toml", text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with(&format!("config.toml:{line}: [agent]: ")) && e.contains(want),
+                "{text:?}: {e}"
+            );
+        }
+        // Tools are on for the LLM backends unless turned off, never for the tuner.
+        let resolve = |text: &str, b| {
+            let s = Settings::parse("config.toml", text).unwrap();
+            crate::agent::config::resolve(&s.agent, Some(b))
+                .unwrap()
+                .budget
+                .tools
+        };
+        let on = resolve(
+            "[agent]\nmodel = \"m\"\nmax_tool_calls = 7\n",
+            BackendKind::Openai,
+        );
+        assert!(on.enabled);
+        assert_eq!(on.max_calls, 7);
+        assert!(
+            !resolve(
+                "[agent]\nmodel = \"m\"\ntools = false\n",
+                BackendKind::Openai
+            )
+            .enabled
+        );
+        assert!(!resolve("", BackendKind::Tuner).enabled);
     }
 
     #[test]

@@ -109,6 +109,13 @@ pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConf
             max_tokens: s.max_tokens,
             target_s: s.target_s,
             dropout_k: s.dropout_k.unwrap_or(d.dropout_k),
+            tools: super::tools::ToolSettings {
+                // The tuner has no tools; the LLM backends use them unless turned off.
+                enabled: s.tools.unwrap_or(true) && backend != BackendKind::Tuner,
+                max_calls: s.max_tool_calls.unwrap_or(d.tools.max_calls),
+                max_gpu_s: s.max_gpu_seconds.unwrap_or(d.tools.max_gpu_s),
+                max_tokens: s.max_tokens_per_iteration.unwrap_or(d.tools.max_tokens),
+            },
         },
         max_reply_tokens: s.max_reply_tokens.unwrap_or(8192),
         timeout: std::time::Duration::from_secs_f64(s.timeout_secs.unwrap_or(120.0).max(0.05)),

@@ -57,6 +57,22 @@ impl Sink for FileSink {
                         .unwrap_or_default()
                 ),
                 SessionEvent::Decision { rev, decision, .. } => eprintln!("  v{rev} {decision:?}"),
+                SessionEvent::ToolCall {
+                    iteration,
+                    call,
+                    name,
+                    args,
+                    ok,
+                    result,
+                    ms,
+                    gpu_s,
+                    ..
+                } => eprintln!(
+                    "  {}",
+                    crate::session::model::tool_line(
+                        *iteration, *call, name, args, *ok, result, *ms, *gpu_s
+                    )
+                ),
                 SessionEvent::AgentState { state, reason, .. } => eprintln!(
                     "agent {state}{}",
                     reason

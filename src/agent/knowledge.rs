@@ -303,6 +303,11 @@ pub fn docs() -> Vec<Doc> {
     load_all().into_iter().filter_map(|d| d.ok()).collect()
 }
 
+/// The document with this id.
+pub fn find<'a>(docs: &'a [Doc], id: &str) -> Option<&'a Doc> {
+    docs.iter().find(|d| d.meta.id == id)
+}
+
 /// Templates implementing an operator (the tuner's variants).
 pub fn templates_for(op: &str) -> Vec<Doc> {
     docs()

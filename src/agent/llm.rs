@@ -3,8 +3,14 @@
 //! server, Ollama) and the Anthropic Messages API.
 //! Retries with backoff on 429, 5xx, dropped connections and timeouts; clear errors for 401,
 //! 404 and unknown models. Keys are sent in headers only and never appear in errors.
+//! A completion may offer tools (`complete_tools`): the calls the model makes are assembled
+//! from the stream (`tools::stream`), and a stream cut in the middle of one is retried.
 
 use super::config::{BackendKind, Endpoint};
+use super::tools::ToolUse;
+use super::tools::schema::ToolDef;
+use super::tools::stream::CallStream;
+use super::tools::wire::{self, Turn};
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures::{Stream, StreamExt};
 use serde_json::{Value, json};
@@ -25,6 +31,8 @@ pub struct Completion {
     pub request_id: Option<String>,
     /// Attempts made (1 when the first one succeeded).
     pub attempts: u32,
+    /// The tools the model called (a completion with tools), whole.
+    pub tool_calls: Vec<ToolUse>,
 }
 
 /// Streaming progress.
@@ -42,6 +50,8 @@ pub enum LlmError {
     Fatal(String),
     /// Retries spent on 429 / 5xx / timeouts.
     Exhausted(String),
+    /// The server refused a request with tools (the model or the server has no tool calling).
+    ToolsRefused(String),
 }
 
 impl std::fmt::Display for LlmError {
@@ -49,6 +59,7 @@ impl std::fmt::Display for LlmError {
         match self {
             LlmError::Fatal(m) => f.write_str(m),
             LlmError::Exhausted(m) => write!(f, "{m} (retries spent)"),
+            LlmError::ToolsRefused(m) => write!(f, "tools refused: {m}"),
         }
     }
 }
@@ -56,6 +67,7 @@ impl std::fmt::Display for LlmError {
 enum Attempt {
     Retry(String, Option<Duration>),
     Fatal(String),
+    ToolsRefused(String),
 }
 
 #[derive(Clone)]
@@ -143,17 +155,48 @@ impl LlmClient {
         messages: &[Message],
         on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
     ) -> Result<Completion, LlmError> {
+        self.complete_body(&self.body(system, messages), false, on_delta)
+            .await
+    }
+
+    /// One turn of a conversation with tools, streamed, with retries: the text and the whole
+    /// tool calls of the reply.
+    pub async fn complete_tools(
+        &self,
+        system: &str,
+        turns: &[Turn],
+        tools: &[ToolDef],
+        on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Completion, LlmError> {
+        let body = wire::body(
+            self.endpoint.kind,
+            &self.endpoint.model,
+            self.max_reply_tokens,
+            system,
+            turns,
+            tools,
+        );
+        self.complete_body(&body, true, on_delta).await
+    }
+
+    async fn complete_body(
+        &self,
+        body: &Value,
+        tools: bool,
+        on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
+    ) -> Result<Completion, LlmError> {
         let mut last = String::new();
         for attempt in 0..=self.retries {
             if attempt > 0 {
                 on_delta(Delta::Reset(&last));
             }
-            match self.attempt(system, messages, on_delta).await {
+            match self.attempt(body, tools, on_delta).await {
                 Ok(mut c) => {
                     c.attempts = attempt + 1;
                     return Ok(c);
                 }
                 Err(Attempt::Fatal(m)) => return Err(LlmError::Fatal(m)),
+                Err(Attempt::ToolsRefused(m)) => return Err(LlmError::ToolsRefused(m)),
                 Err(Attempt::Retry(m, after)) => {
                     last = m;
                     if attempt < self.retries {
@@ -171,8 +214,8 @@ impl LlmClient {
 
     async fn attempt(
         &self,
-        system: &str,
-        messages: &[Message],
+        body: &Value,
+        tools: bool,
         on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
     ) -> Result<Completion, Attempt> {
         let url = self.url();
@@ -181,7 +224,7 @@ impl LlmClient {
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", "text/event-stream")
-            .json(&self.body(system, messages));
+            .json(body);
         let key = self.endpoint.key.expose();
         req = match self.endpoint.kind {
             BackendKind::Anthropic => req
@@ -224,6 +267,10 @@ impl LlmClient {
             let model = &self.endpoint.model;
             let lower = body.to_lowercase();
             return Err(match status {
+                // vLLM without a tool parser, Ollama models without tools, …
+                400 | 422 if tools && lower.contains("tool") => {
+                    Attempt::ToolsRefused(format!("{url} ({status}): {}", excerpt(&body)))
+                }
                 429 => Attempt::Retry(format!("{url}: rate limited (429)"), retry_after),
                 500..=599 => Attempt::Retry(
                     format!("{url}: server error ({status}): {}", excerpt(&body)),
@@ -264,7 +311,8 @@ impl LlmClient {
     }
 
     /// Reads the reply's event stream into a completion. A stream that ends without its
-    /// terminator still yields what it delivered, and fails only when that holds no text.
+    /// terminator still yields what it delivered, and fails when that holds no text and no
+    /// tool call, or when it cut a tool call short.
     async fn read_stream(
         &self,
         url: &str,
@@ -276,14 +324,30 @@ impl LlmClient {
             request_id,
             ..Default::default()
         };
+        let mut calls = CallStream::default();
         let mut events = std::pin::pin!(events(resp, self.timeout));
+        let mut ended = false;
         while let Some(event) = events.next().await {
             let event = event.map_err(|e| self.cut(url, e))?;
-            if self.handle_event(&event.event, &event.data, &mut c, on_delta)? {
-                return Ok(c);
+            if self.handle_event(&event.event, &event.data, &mut c, &mut calls, on_delta)? {
+                ended = true;
+                break;
             }
         }
-        if c.text.is_empty() {
+        if ended {
+            calls.finish();
+        }
+        // A tool call is carried out only whole: one the stream cut short voids the reply.
+        c.tool_calls = calls.into_calls().map_err(|name| {
+            Attempt::Retry(
+                format!("{url}: the stream was cut in the middle of {name} (its arguments are incomplete)"),
+                None,
+            )
+        })?;
+        if ended {
+            return Ok(c);
+        }
+        if c.text.is_empty() && c.tool_calls.is_empty() {
             return Err(Attempt::Retry(
                 format!("{url}: the stream ended without a reply"),
                 None,
@@ -319,6 +383,7 @@ impl LlmClient {
         name: &str,
         data: &str,
         c: &mut Completion,
+        calls: &mut CallStream,
         on_delta: &mut (dyn FnMut(Delta<'_>) + Send),
     ) -> Result<bool, Attempt> {
         if data.is_empty() {
@@ -363,12 +428,15 @@ impl LlmClient {
                         c.tokens_in = m["usage"]["input_tokens"].as_u64().unwrap_or(0);
                         c.tokens_out = m["usage"]["output_tokens"].as_u64().unwrap_or(0);
                     }
+                    "content_block_start" => calls.anthropic_start(&v),
                     "content_block_delta" => {
                         if let Some(t) = v["delta"]["text"].as_str() {
                             c.text.push_str(t);
                             on_delta(Delta::Text(t));
                         }
+                        calls.anthropic_delta(&v);
                     }
+                    "content_block_stop" => calls.anthropic_stop(&v),
                     "message_delta" => {
                         if let Some(o) = v["usage"]["output_tokens"].as_u64() {
                             c.tokens_out = o;
@@ -388,6 +456,7 @@ impl LlmClient {
                     c.text.push_str(t);
                     on_delta(Delta::Text(t));
                 }
+                calls.openai_choice(&v["choices"][0]);
                 if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
                     c.tokens_in = u["prompt_tokens"].as_u64().unwrap_or(c.tokens_in);
                     c.tokens_out = u["completion_tokens"].as_u64().unwrap_or(c.tokens_out);

@@ -1,8 +1,9 @@
 //! The optimization agent (docs/agent.md): the measure–revise loop as a state machine that
 //! knows nothing of the TUI. Each iteration builds a context, gets one proposal from a backend
-//! (the built-in tuner or an LLM), measures it (quick, then full on promising ones) and decides
-//! (a human gate, or the auto rule: strict 5-seed correctness and a gain above the measured
-//! noise in an A B B A re-measurement).
+//! (the built-in tuner, or an LLM: in one reply, or at the end of a conversation in which it
+//! compiles, runs and profiles candidates with tools — `tools`), measures it (quick, then full
+//! on promising ones) and decides (a human gate, or the auto rule: strict 5-seed correctness
+//! and a gain above the measured noise in an A B B A re-measurement).
 
 pub mod config;
 pub mod context;
@@ -13,6 +14,7 @@ pub mod llm;
 pub mod patch;
 pub mod reply;
 pub mod setup;
+pub mod tools;
 pub mod tuner;
 
 use serde::{Deserialize, Serialize};
@@ -294,6 +296,9 @@ pub struct Budget {
     pub target_s: Option<f64>,
     /// Revisions without an accepted improvement before a dropout.
     pub dropout_k: usize,
+    /// Tools inside an iteration, and their per-iteration budgets.
+    #[serde(default)]
+    pub tools: tools::ToolSettings,
 }
 
 impl Default for Budget {
@@ -303,6 +308,7 @@ impl Default for Budget {
             max_tokens: None,
             target_s: None,
             dropout_k: 3,
+            tools: tools::ToolSettings::default(),
         }
     }
 }

@@ -13,7 +13,8 @@ use crate::session::{Author, Model};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Problem, Suite};
 
-/// Measures through the worker (one session for the whole run).
+/// Measures through the worker (one session for the whole run); deep profiles under Nsight
+/// Compute as the TUI's `p` takes them.
 pub struct WorkerMeasurer {
     pub client: WorkerClient,
     pub problem: Problem,
@@ -21,20 +22,46 @@ pub struct WorkerMeasurer {
     pub hw: HardwareProfile,
     pub shape_ids: Vec<u32>,
     pub progress: bool,
+    /// Where deep profiles run: the suite (hardware profiles), the GPU's index and name.
+    pub profiler: Option<ProfilerSeat>,
+}
+
+/// What a deep profile needs beyond the measurer's job.
+#[derive(Clone)]
+pub struct ProfilerSeat {
+    pub suite: std::sync::Arc<Suite>,
+    pub device: u32,
+    pub device_name: Option<String>,
+}
+
+impl WorkerMeasurer {
+    fn candidate(&self, source: &str) -> Source {
+        Source {
+            name: format!("{} agent candidate", self.problem.name),
+            code: source.to_string(),
+            defines: Default::default(),
+        }
+    }
 }
 
 impl Measurer for WorkerMeasurer {
     async fn run(&mut self, source: &str, kind: JobKind, mode: Mode) -> Outcome {
-        let cand = Source {
-            name: format!("{} agent candidate", self.problem.name),
-            code: source.to_string(),
-            defines: Default::default(),
-        };
+        let ids = self.shape_ids.clone();
+        self.run_shapes(source, kind, mode, &ids).await
+    }
+
+    async fn run_shapes(
+        &mut self,
+        source: &str,
+        kind: JobKind,
+        mode: Mode,
+        shapes: &[u32],
+    ) -> Outcome {
         match crate::engine::build_job(
             &self.problem,
-            cand,
+            self.candidate(source),
             Some(self.reference.clone()),
-            &self.shape_ids,
+            shapes,
             kind,
             mode,
             Some(&self.hw),
@@ -42,6 +69,37 @@ impl Measurer for WorkerMeasurer {
             Ok(job) => collect(&self.client, job, self.progress).await,
             Err(e) => Outcome::failed(e),
         }
+    }
+
+    async fn profile(
+        &mut self,
+        source: &str,
+        shape: u32,
+    ) -> Result<crate::profile::Profile, String> {
+        let seat = self
+            .profiler
+            .clone()
+            .ok_or("deep profiles are not available here")?;
+        let cand = self.candidate(source);
+        let p = self.problem.clone();
+        let resources =
+            crate::engine::outcome::compile_resources(&self.client, &p, &cand, shape).await?;
+        tokio::task::spawn_blocking(move || {
+            let opts = crate::profile::NcuOptions::find()?;
+            crate::profile::profile(
+                &seat.suite,
+                &p,
+                cand,
+                shape,
+                seat.device,
+                &opts,
+                seat.device_name.as_deref(),
+                resources.as_ref(),
+            )
+            .map(|p| p.without_raw())
+        })
+        .await
+        .map_err(|e| format!("the profiler task failed: {e}"))?
     }
 }
 
@@ -82,6 +140,23 @@ impl Proposer for AnyProposer {
         match self {
             AnyProposer::Tuner(t) => t.propose(ctx, state, stream).await,
             AnyProposer::Llm(l) => l.propose(ctx, state, stream).await,
+        }
+    }
+    fn supports_tools(&self) -> bool {
+        match self {
+            AnyProposer::Tuner(t) => t.supports_tools(),
+            AnyProposer::Llm(l) => l.supports_tools(),
+        }
+    }
+    async fn propose_with_tools<H: crate::agent::tools::Host>(
+        &mut self,
+        ctx: &context::Context,
+        host: &mut H,
+        limits: &crate::agent::tools::ToolSettings,
+    ) -> Result<Proposal, ProposeError> {
+        match self {
+            AnyProposer::Tuner(t) => t.propose_with_tools(ctx, host, limits).await,
+            AnyProposer::Llm(l) => l.propose_with_tools(ctx, host, limits).await,
         }
     }
     fn observe(&mut self, p: &Proposal, s: Option<f64>) {
@@ -212,6 +287,9 @@ pub struct Setup<'a> {
     pub seed: u64,
     pub mode: DecisionMode,
     pub client: WorkerClient,
+    /// The GPU's index and name (deep profiles of the `profile` tool).
+    pub device: u32,
+    pub device_name: Option<String>,
 }
 
 /// Assembles the driver: the configured backend, the worker measurer on every shape of the
@@ -233,6 +311,11 @@ pub fn build<G: Gate, S: Sink>(
         hw: s.hw.clone(),
         shape_ids: s.problem.shapes.iter().map(|x| x.id).collect(),
         progress: false,
+        profiler: Some(ProfilerSeat {
+            suite: std::sync::Arc::new(s.suite.clone()),
+            device: s.device,
+            device_name: s.device_name.clone(),
+        }),
     };
     Ok(Driver {
         state: s.state,

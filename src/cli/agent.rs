@@ -21,6 +21,8 @@ pub struct Args<'a> {
     pub backend: Option<BackendKind>,
     pub max_iters: Option<usize>,
     pub auto: bool,
+    /// One reply per iteration (no tools).
+    pub no_tools: bool,
     pub json: bool,
     pub device: u32,
     pub hardware: Option<&'a str>,
@@ -68,6 +70,9 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     let mut cfg = config::resolve(&settings.agent, a.backend)?;
     if let Some(n) = a.max_iters {
         cfg.budget.max_iters = n;
+    }
+    if a.no_tools {
+        cfg.budget.tools.enabled = false;
     }
     // A session to continue is checked before anything else (read only).
     if let Some(f) = a.session.filter(|f| f.exists()) {
@@ -140,6 +145,8 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
                 seed,
                 mode,
                 client,
+                device: a.device,
+                device_name: Some(dev.name.clone()),
             },
             NoGate,
             sink,
@@ -261,6 +268,9 @@ fn print_json<P: Proposer, M: Measurer, G: Gate>(
         "dropouts": st.dropouts,
         "tokens_in": st.tokens_in,
         "tokens_out": st.tokens_out,
+        // Whether iterations used tools (off for the tuner, or after a server refused them).
+        "tools": d.budget.tools.enabled && d.proposer.supports_tools(),
+        "tool_budgets": d.budget.tools,
         "baseline_s_op": baseline_s,
         "incumbent": st.incumbent_rev,
         "incumbent_s_op": st.incumbent_s,

@@ -170,6 +170,10 @@ pub enum Command {
         /// the measured noise (A B B A). Without it revisions are measured and left pending.
         #[arg(long)]
         auto: bool,
+        /// One request and one reply per iteration: no tools for the model (compile, run,
+        /// profile, lookup, read, propose), whatever the `[agent] tools` setting says.
+        #[arg(long)]
+        no_tools: bool,
         /// Hardware profile for T_SOL (default: the one matching the GPU).
         #[arg(long)]
         hardware: Option<String>,

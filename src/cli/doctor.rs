@@ -60,7 +60,7 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
         Ok(c) => match &c.endpoint {
             None => "the built-in tuner (no LLM backend configured)".to_string(),
             Some(e) => format!(
-                "{} · model {} · {} ({})",
+                "{} · model {} · {} ({}) · {}",
                 c.backend.name(),
                 e.model,
                 e.base_url,
@@ -68,6 +68,11 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
                     "no key"
                 } else {
                     "key set"
+                },
+                if c.budget.tools.enabled {
+                    format!("tools on: {} per iteration", c.budget.tools.describe())
+                } else {
+                    "tools off: one reply per iteration".to_string()
                 }
             ),
         },

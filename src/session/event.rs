@@ -58,6 +58,17 @@ pub enum DecidedBy {
     Auto,
 }
 
+/// What an agent iteration has spent of its tool budgets (docs/agent.md).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct ToolSpent {
+    /// Tool calls made (a successful `propose` excluded).
+    pub calls: u32,
+    pub gpu_s: f64,
+    /// Tokens in + out of the iteration's requests.
+    pub tokens: u64,
+}
+
 /// What happened. Serialized with a `kind` tag beside the envelope's fields.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -194,6 +205,35 @@ pub enum SessionEvent {
         rev: u32,
         profile: Box<crate::profile::Profile>,
     },
+    /// A tool the model called inside an agent iteration (docs/agent.md, "Tools"): what it
+    /// asked, what the tool reported, and what the iteration has spent so far.
+    ToolCall {
+        op: String,
+        /// The agent's iteration (1-based).
+        iteration: u32,
+        /// The call's number within the iteration (1-based).
+        call: u32,
+        /// `compile`, `run`, `profile`, `lookup`, `read` or `propose` (or the unknown name the
+        /// model used).
+        name: String,
+        /// The arguments in one line (sources and diffs by their size, never whole).
+        #[serde(default)]
+        args: String,
+        /// False when the tool failed, its arguments were refused or a budget refused it.
+        ok: bool,
+        /// What the tool reported, in one line.
+        #[serde(default)]
+        result: String,
+        /// Wall time of the call, milliseconds.
+        #[serde(default)]
+        ms: f64,
+        /// GPU seconds the call used (compile, run, profile).
+        #[serde(default)]
+        gpu_s: f64,
+        /// Spent in the iteration so far, this call included.
+        #[serde(default)]
+        spent: ToolSpent,
+    },
     /// An error worth keeping (worker lost, write failure, bad file).
     Error {
         #[serde(default)]
@@ -221,6 +261,7 @@ impl SessionEvent {
             SessionEvent::Steer { .. } => "steer",
             SessionEvent::AgentState { .. } => "agent_state",
             SessionEvent::Profile { .. } => "profile",
+            SessionEvent::ToolCall { .. } => "tool_call",
             SessionEvent::Error { .. } => "error",
             SessionEvent::Unknown => "unknown",
         }

@@ -9,7 +9,7 @@ pub mod recorder;
 pub mod store;
 pub mod translate;
 
-pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent};
+pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent, ToolSpent};
 pub use model::{Model, OpStatus, RevVerdict};
 pub use record::Recording;
 pub use recorder::{Ids, Recorder};
@@ -64,6 +64,30 @@ pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Val
             decisions.push(json!({"seq": r.seq, "t": r.t, "operator": op, "rev": rev, "decision": decision, "by": by}));
         }
     }
+    // The model's tool calls inside agent iterations, one line each.
+    let tool_calls: Vec<serde_json::Value> = loaded
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            SessionEvent::ToolCall {
+                op,
+                iteration,
+                call,
+                name,
+                args,
+                ok,
+                result,
+                ms,
+                gpu_s,
+                spent,
+            } => Some(json!({
+                "seq": r.seq, "operator": op, "iteration": iteration, "call": call,
+                "name": name, "args": args, "ok": ok, "result": result, "ms": ms,
+                "gpu_s": gpu_s, "spent": spent,
+            })),
+            _ => None,
+        })
+        .collect();
     json!({
         "format_version": FORMAT_VERSION,
         "events": loaded.records.len(),
@@ -85,6 +109,7 @@ pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Val
         },
         "operators": ops,
         "decisions": decisions,
+        "tool_calls": tool_calls,
         "steering": model.steering.iter().map(|(op, t)| json!({"operator": op, "text": t})).collect::<Vec<_>>(),
     })
 }

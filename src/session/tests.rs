@@ -432,6 +432,60 @@ fn the_demo_sessions_are_built_in_and_load() {
     assert!(demos::load_file_or_demo(std::path::Path::new("/nonexistent/x.jsonl")).is_err());
 }
 
+/// A tool call of the agent's model round-trips, is one log line (live and in replay alike)
+/// and is listed by `replay --json`; its optional fields have defaults.
+#[test]
+fn a_tool_call_round_trips_is_logged_and_summarised() {
+    let suite = fixture_suite();
+    let d = tmpdir("tool-call");
+    let p = d.join("s.jsonl");
+    let mut written = write_demo(&p);
+    let (w, loaded) = SessionWriter::continue_file(&p).unwrap();
+    let mut w = test_log(w, &loaded.records);
+    let call = SessionEvent::ToolCall {
+        op: "rms_norm".into(),
+        iteration: 2,
+        call: 3,
+        name: "run".into(),
+        args: "diff +3 −1, shapes 0 3, quick".into(),
+        ok: true,
+        result: "pass · S_op 0.6120 on 2 shapes".into(),
+        ms: 2100.0,
+        gpu_s: 2.04,
+        spent: crate::session::ToolSpent {
+            calls: 3,
+            gpu_s: 4.5,
+            tokens: 12_000,
+        },
+    };
+    written.push(w.append(call).unwrap());
+    drop(w);
+    let loaded = load(&p).unwrap();
+    assert!(loaded.records == written);
+    let last = loaded.records.last().unwrap();
+    assert_eq!(last.event.kind(), "tool_call");
+    let line = serde_json::to_string(last).unwrap();
+    assert!(line.contains(r#""kind":"tool_call""#) && line.contains(r#""spent":{"calls":3"#));
+    let m = Model::from_records(&suite, &loaded.records);
+    let log = &m.log.last().unwrap();
+    assert_eq!(
+        log.text,
+        "tool 2.3 run(diff +3 −1, shapes 0 3, quick) → pass · S_op 0.6120 on 2 shapes (2.1 s, GPU 2.0 s)"
+    );
+    assert_eq!(log.level, crate::session::model::LogLevel::Info);
+    let doc = summary(&suite, &loaded, &m);
+    assert_eq!(doc["tool_calls"][0]["name"], "run");
+    assert_eq!(doc["tool_calls"][0]["iteration"], 2);
+    assert_eq!(doc["tool_calls"][0]["spent"]["tokens"], 12_000);
+    // The least a line may hold.
+    let r = parse_line(
+        r#"{"v":1,"seq":9,"t":1.0,"kind":"tool_call","op":"rms_norm","iteration":1,"call":1,"name":"lookup","ok":false}"#,
+    )
+    .unwrap();
+    let m = Model::from_records(&suite, &[r]);
+    assert_eq!(m.log.last().unwrap().text, "tool 1.1 lookup() ✗  (0.0 s)");
+}
+
 /// What kernels printed is kept on the measurement and shown (first lines) in the log; output
 /// of a superseded measurement is not.
 #[test]

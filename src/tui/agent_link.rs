@@ -38,6 +38,15 @@ impl crate::agent::driver::Sink for TuiSink {
         };
         deliver(&self.tx, AppEvent::Agent(m));
     }
+    fn tool_started(&mut self, name: &str, args: &str) {
+        deliver(
+            &self.tx,
+            AppEvent::Agent(AgentMsg::ToolStarted {
+                name: name.to_string(),
+                args: args.to_string(),
+            }),
+        );
+    }
 }
 
 /// The human gate: decisions, steering, stop and dropout arrive from the app.

@@ -67,6 +67,8 @@ pub enum AgentMsg {
     Stream(String),
     /// A retry or a corrective message: the streamed text so far is void.
     StreamReset,
+    /// A tool call of the model starts (its `tool_call` event comes when it ends).
+    ToolStarted { name: String, args: String },
     /// The loop ended (the stop reason was recorded already).
     Finished(String),
 }

@@ -518,6 +518,11 @@ fn start_agent(
             seed,
             mode: crate::agent::driver::DecisionMode::Human,
             client: rtm.client.clone(),
+            device: rtm.device,
+            device_name: match &state.worker {
+                state::WorkerState::Ready { gpu, .. } => Some(gpu.clone()),
+                _ => None,
+            },
         },
         agent_link::TuiGate::new(ctl_rx),
         agent_link::TuiSink::new(rtm.tx.clone(), state.recorder.ids()),

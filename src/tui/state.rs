@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// The agent as the UI shows it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AgentView {
     pub op: String,
     pub backend: String,
@@ -27,7 +27,23 @@ pub struct AgentView {
     pub stopping: bool,
     /// The reply being streamed (tail).
     pub stream: String,
+    /// The current iteration's tool calls, oldest first.
+    pub tools: Vec<ToolLine>,
+    /// What the current iteration has spent of its tool budgets.
+    pub spent: crate::session::ToolSpent,
 }
+
+/// A tool call in the agent pane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolLine {
+    /// `run(diff +3 −1, shapes 0 3, quick) → pass · S_op 0.612 (2.1 s)`.
+    pub text: String,
+    /// None while it runs.
+    pub ok: Option<bool>,
+}
+
+/// The most tool lines the pane keeps.
+pub const TOOL_LINES: usize = 40;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PaneId {

@@ -4,12 +4,13 @@
 //!
 //! Here the `Driver` and its run loop; traits.rs the seams, summary.rs the outcome summaries,
 //! abba.rs the A B B A timing, decide.rs the decision (the auto rule, the gate) and its
-//! bookkeeping, proposers.rs the tuner and LLM proposers.
+//! bookkeeping, proposers.rs the tuner and LLM proposers, tooling.rs an iteration with tools.
 
 use super::context::{self, Context};
 use super::knowledge::Doc;
 use super::llm::{Delta, LlmClient, LlmError, Message};
 use super::reply::{self, Change};
+use super::tools::{Host, ToolSettings};
 use super::tuner::{Base, Point, Search, StepKind};
 use super::*;
 use crate::engine::outcome::Outcome;
@@ -23,6 +24,7 @@ mod abba;
 mod decide;
 mod proposers;
 mod summary;
+mod tooling;
 mod traits;
 
 pub use proposers::*;
@@ -291,15 +293,58 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
         None
     }
 
-    /// The proposer's next proposal, streamed to the sink; None after a failed (unusable) reply,
-    /// recorded as such; Err: the loop stops.
-    async fn next_proposal(&mut self, ctx: &Context) -> Result<Option<Proposal>, StopReason> {
+    /// One reply, streamed to the sink.
+    async fn propose_single(&mut self, ctx: &Context) -> Result<Proposal, ProposeError> {
         let sink = &mut self.sink;
         let mut on_delta = |d: Delta<'_>| sink.stream(d);
-        match self.proposer.propose(ctx, &self.state, &mut on_delta).await {
+        self.proposer.propose(ctx, &self.state, &mut on_delta).await
+    }
+
+    /// The proposer's next proposal (with tools when they are on and the backend has them);
+    /// None after a failed (unusable) reply or an iteration without a revision, recorded as
+    /// such; Err: the loop stops.
+    async fn next_proposal(&mut self, ctx: &Context) -> Result<Option<Proposal>, StopReason> {
+        let result = if self.tools_on() {
+            match self.propose_with_tools(ctx).await {
+                Err(ProposeError::ToolsRefused(why)) => {
+                    self.budget.tools.enabled = false;
+                    self.agent_state(
+                        "running",
+                        Some(format!(
+                            "no tool calling here ({why}): one reply per iteration from now on"
+                        )),
+                        vec![],
+                    );
+                    self.propose_single(ctx).await
+                }
+                other => other,
+            }
+        } else {
+            self.propose_single(ctx).await
+        };
+        match result {
             Ok(p) => Ok(Some(p)),
             Err(ProposeError::Exhausted) => Err(StopReason::SearchExhausted),
-            Err(ProposeError::Fatal(e)) => Err(StopReason::Backend(e)),
+            Err(ProposeError::Fatal(e) | ProposeError::ToolsRefused(e)) => {
+                Err(StopReason::Backend(e))
+            }
+            Err(ProposeError::NoProposal {
+                reason,
+                tokens_in,
+                tokens_out,
+                request_id,
+            }) => {
+                self.state.tokens_in += tokens_in;
+                self.state.tokens_out += tokens_out;
+                self.fail(
+                    String::new(),
+                    String::new(),
+                    format!("no revision: {reason}"),
+                    (tokens_in, tokens_out),
+                    request_id,
+                );
+                Ok(None)
+            }
             Err(ProposeError::Failed {
                 reason,
                 tokens_in,

@@ -1,4 +1,4 @@
-//! The proposers: the built-in tuner and an LLM.
+//! The proposers: the built-in tuner and an LLM (one reply, or a conversation with tools).
 
 use super::*;
 
@@ -161,6 +161,17 @@ impl Proposer for LlmProposer {
             self.client.endpoint.kind.name()
         )
     }
+    fn supports_tools(&self) -> bool {
+        true
+    }
+    async fn propose_with_tools<H: Host>(
+        &mut self,
+        ctx: &Context,
+        host: &mut H,
+        limits: &ToolSettings,
+    ) -> Result<Proposal, ProposeError> {
+        crate::agent::tools::conversation::iterate(&self.client, ctx, host, limits).await
+    }
     async fn propose(
         &mut self,
         ctx: &Context,
@@ -177,7 +188,9 @@ impl Proposer for LlmProposer {
             let c = match self.client.complete(&ctx.system, &messages, stream).await {
                 Ok(c) => c,
                 Err(LlmError::Fatal(e)) => return Err(ProposeError::Fatal(e)),
-                Err(e @ LlmError::Exhausted(_)) => return Err(ProposeError::Fatal(e.to_string())),
+                Err(e @ (LlmError::Exhausted(_) | LlmError::ToolsRefused(_))) => {
+                    return Err(ProposeError::Fatal(e.to_string()));
+                }
             };
             tin += c.tokens_in;
             tout += c.tokens_out;

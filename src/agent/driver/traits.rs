@@ -31,6 +31,17 @@ pub enum ProposeError {
     Exhausted,
     /// The backend cannot go on.
     Fatal(String),
+    /// An iteration with tools ended without a revision (a budget, a model that never called
+    /// `propose`): recorded as a failed iteration, with its tokens.
+    NoProposal {
+        reason: String,
+        tokens_in: u64,
+        tokens_out: u64,
+        request_id: Option<String>,
+    },
+    /// The server refused the tools (no tool calling for this model or server): the loop goes
+    /// on in single-reply mode.
+    ToolsRefused(String),
 }
 
 pub trait Proposer: Send {
@@ -42,6 +53,20 @@ pub trait Proposer: Send {
         state: &AgentState,
         stream: &mut (dyn FnMut(Delta<'_>) + Send),
     ) -> impl Future<Output = Result<Proposal, ProposeError>> + Send;
+    /// Whether this backend can work with tools inside an iteration.
+    fn supports_tools(&self) -> bool {
+        false
+    }
+    /// One iteration with tools (tools::conversation): the model's calls are carried out by
+    /// `host`; it ends with a proposal or why there is none.
+    fn propose_with_tools<H: Host>(
+        &mut self,
+        _ctx: &Context,
+        _host: &mut H,
+        _limits: &ToolSettings,
+    ) -> impl Future<Output = Result<Proposal, ProposeError>> + Send {
+        async { Err(ProposeError::Fatal("this backend has no tools".into())) }
+    }
     /// The score the proposal measured (None: it failed).
     fn observe(&mut self, _p: &Proposal, _score: Option<f64>) {}
     /// The loop dropped out of its context.
@@ -49,12 +74,31 @@ pub trait Proposer: Send {
 }
 
 pub trait Measurer: Send {
+    /// A job on every shape of the operator.
     fn run(
         &mut self,
         source: &str,
         kind: JobKind,
         mode: Mode,
     ) -> impl Future<Output = Outcome> + Send;
+    /// A job on some shapes (the `run` tool); by default on every shape.
+    fn run_shapes(
+        &mut self,
+        source: &str,
+        kind: JobKind,
+        mode: Mode,
+        _shapes: &[u32],
+    ) -> impl Future<Output = Outcome> + Send {
+        self.run(source, kind, mode)
+    }
+    /// A deep profile of one shape (the `profile` tool).
+    fn profile(
+        &mut self,
+        _source: &str,
+        _shape: u32,
+    ) -> impl Future<Output = Result<crate::profile::Profile, String>> + Send {
+        async { Err("deep profiles are not available here".to_string()) }
+    }
 }
 
 /// The answer of a human gate.
@@ -95,6 +139,8 @@ pub trait Sink: Send {
     fn alloc_mid(&mut self) -> u64;
     /// Live text of a streaming reply.
     fn stream(&mut self, _d: Delta<'_>) {}
+    /// A tool call starts (its `tool_call` event is recorded when it ends).
+    fn tool_started(&mut self, _name: &str, _args: &str) {}
 }
 
 /// How revisions are decided.

@@ -1,5 +1,6 @@
-//! The fakes: a measurer over a synthetic S landscape, an in-memory sink, and a scripted
-//! HTTP server on loopback speaking the OpenAI and Anthropic streaming formats.
+//! The fakes: a measurer over a synthetic S landscape (compile jobs, shapes, profiles and a
+//! failing worker too), an in-memory sink, and a scripted HTTP server on loopback speaking the
+//! OpenAI and Anthropic streaming formats.
 
 use super::*;
 
@@ -22,7 +23,14 @@ pub(super) struct FakeMeasurer {
     pub(super) jobs: Arc<Mutex<Vec<(String, JobKind, Mode)>>>,
     /// Sources that fail to compile.
     pub(super) broken: Option<String>,
+    /// How long each job takes (GPU budgets).
+    pub(super) delay: Duration,
 }
+
+/// A source that makes the worker fail (a tool that fails).
+pub(super) const WORKER_LOST: &str = "// WORKER-LOST";
+/// A source whose profile finds no profiler.
+pub(super) const NO_NCU: &str = "// NO-NCU";
 
 fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
     let sol_ms = 0.01;
@@ -68,26 +76,79 @@ fn done(verdict: Verdict, message: Option<&str>) -> crate::engine::client::JobEv
 }
 
 impl Measurer for FakeMeasurer {
+    async fn run_shapes(
+        &mut self,
+        source: &str,
+        kind: JobKind,
+        mode: Mode,
+        shapes: &[u32],
+    ) -> Outcome {
+        let mut o = self.run(source, kind, mode).await;
+        o.shapes.retain(|r| shapes.contains(&r.shape));
+        o
+    }
+
+    async fn profile(
+        &mut self,
+        source: &str,
+        shape: u32,
+    ) -> Result<crate::profile::Profile, String> {
+        self.jobs
+            .lock()
+            .unwrap()
+            .push((source.to_string(), JobKind::Time, Mode::Quick));
+        tokio::time::sleep(self.delay).await;
+        if source.contains(NO_NCU) {
+            return Err("ncu (Nsight Compute) not found on PATH".into());
+        }
+        Ok(crate::profile::fixture("rms_norm", 0, shape))
+    }
+
     async fn run(&mut self, source: &str, kind: JobKind, mode: Mode) -> Outcome {
         self.jobs
             .lock()
             .unwrap()
             .push((source.to_string(), kind, mode));
+        tokio::time::sleep(self.delay).await;
         let compiled = |ok: bool| Event::Compiled {
             id: 1,
             which: "candidate".into(),
             ok,
             cached: false,
             ms: 1.0,
-            diagnostics: vec![],
+            diagnostics: if ok {
+                vec![]
+            } else {
+                vec![crate::engine::protocol::Diagnostic {
+                    line: 12,
+                    severity: "error".into(),
+                    msg: "identifier \"broken\" is undefined".into(),
+                }]
+            },
             log: String::new(),
-            resources: BTreeMap::new(),
+            resources: [(
+                "k".to_string(),
+                crate::engine::protocol::KernelResources {
+                    registers: 32,
+                    static_smem: 0,
+                    local_bytes: 0,
+                    max_threads: 1024,
+                },
+            )]
+            .into_iter()
+            .collect(),
         };
+        if source.contains(WORKER_LOST) {
+            return Outcome::failed("the worker exited (signal 9) and was restarted".into());
+        }
         if self.broken.as_deref().is_some_and(|b| source.contains(b)) {
             return Outcome::from_events([
                 worker(compiled(false)),
                 done(Verdict::CompileError, Some("error: broken")),
             ]);
+        }
+        if kind == JobKind::Compile {
+            return Outcome::from_events([worker(compiled(true)), done(Verdict::Pass, None)]);
         }
         // Sources without the fixture's plan (LLM proposals): S from a marker comment.
         let s = landscape(source, self.flat).or_else(|| {
@@ -143,6 +204,8 @@ pub(super) struct MemSink {
     pub(super) mid: u64,
     pub(super) rev: u32,
     pub(super) streamed: Arc<Mutex<String>>,
+    /// `name(args)` of every tool call as it started.
+    pub(super) started: Arc<Mutex<Vec<String>>>,
 }
 
 impl Sink for MemSink {
@@ -163,6 +226,9 @@ impl Sink for MemSink {
             Delta::Reset(_) => s.clear(),
             Delta::Text(t) => s.push_str(t),
         }
+    }
+    fn tool_started(&mut self, name: &str, args: &str) {
+        self.started.lock().unwrap().push(format!("{name}({args})"));
     }
 }
 

@@ -1,5 +1,6 @@
 //! The loop against fake measurements and a real HTTP server on loopback: the shared
-//! fixtures (kernel sources, the suite, a driver over the fakes); one submodule per concern.
+//! fixtures (kernel sources, the suite, a driver over the fakes); one submodule per concern
+//! (tool_loops and tool_budgets: iterations with tools, scripted by tool_sse).
 
 mod auto_loop;
 mod backends;
@@ -8,11 +9,15 @@ mod gates;
 mod llm_streams;
 mod profiles;
 mod restore;
+mod tool_budgets;
+mod tool_loops;
+mod tool_sse;
 
 use super::config::{BackendKind, Endpoint, Secret};
 use super::driver::*;
 use super::file_sink::FileSink;
 use super::llm::{Delta, LlmClient};
+use super::tools::ToolSettings;
 use super::tuner::{Base, Search};
 use super::*;
 use crate::engine::outcome::Outcome;
@@ -20,8 +25,9 @@ use crate::engine::protocol::{Event, JobKind, Mode, ShapeResult, Verdict};
 use crate::engine::stats::TimingStats;
 use crate::session::{Author, SessionEvent};
 use crate::suite::{Suite, SuiteSource};
-use fakes::{FakeMeasurer, MemSink, Resp, anthropic_sse, client, openai_sse, serve};
-use std::collections::BTreeMap;
+use fakes::{
+    FakeMeasurer, MemSink, NO_NCU, Resp, WORKER_LOST, anthropic_sse, client, openai_sse, serve,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

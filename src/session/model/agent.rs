@@ -1,11 +1,11 @@
-//! The agent family of the reducer: the agent's state (working, idle, dropout...) and the
-//! steering messages given to it.
+//! The agent family of the reducer: the agent's state (working, idle, dropout...), the
+//! steering messages given to it and the tools its model called (one log line each).
 
 use super::{LogLevel, Model};
 use crate::session::event::SessionEvent;
 
 impl Model {
-    /// Applies an `agent_state` or `steer` event.
+    /// Applies an `agent_state`, `steer` or `tool_call` event.
     pub(super) fn apply_agent(&mut self, t: f64, ev: &SessionEvent) {
         match ev {
             SessionEvent::Steer { op, text } => {
@@ -45,7 +45,50 @@ impl Model {
                     ),
                 );
             }
+            SessionEvent::ToolCall {
+                iteration,
+                call,
+                name,
+                args,
+                ok,
+                result,
+                ms,
+                gpu_s,
+                ..
+            } => {
+                let level = if *ok { LogLevel::Info } else { LogLevel::Warn };
+                self.log(
+                    t,
+                    level,
+                    tool_line(*iteration, *call, name, args, *ok, result, *ms, *gpu_s),
+                );
+            }
             _ => unreachable!("Model::apply routes only agent events to apply_agent"),
         }
     }
+}
+
+/// A tool call as the log shows it:
+/// `tool 2.3 run(diff +3 −1, shapes 0 3, quick) → pass · S_op 0.612 (2.1 s, GPU 2.0 s)`.
+#[allow(clippy::too_many_arguments)]
+pub fn tool_line(
+    iteration: u32,
+    call: u32,
+    name: &str,
+    args: &str,
+    ok: bool,
+    result: &str,
+    ms: f64,
+    gpu_s: f64,
+) -> String {
+    let gpu = if gpu_s > 0.0 {
+        format!(", GPU {gpu_s:.1} s")
+    } else {
+        String::new()
+    };
+    format!(
+        "tool {iteration}.{call} {name}({args}) {} {result} ({:.1} s{gpu})",
+        if ok { "→" } else { "✗" },
+        ms / 1e3
+    )
 }

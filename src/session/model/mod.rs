@@ -12,12 +12,15 @@
 //!
 //! `apply` only routes each event to its family, each in its own module: `run` (run start,
 //! device, errors, unknown kinds), `revisions` (revisions, decisions, profiles),
-//! `measurements` (a measurement from start to verdict) and `agent` (agent state, steering).
+//! `measurements` (a measurement from start to verdict) and `agent` (agent state, steering,
+//! tool calls).
 
 mod agent;
 mod measurements;
 mod revisions;
 mod run;
+
+pub use agent::tool_line;
 
 use super::event::{Author, DecidedBy, Decision, Record, SessionEvent};
 use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
@@ -417,7 +420,9 @@ impl Model {
             | SessionEvent::ShapeResult { .. }
             | SessionEvent::KernelOutput { .. }
             | SessionEvent::MeasureDone { .. } => self.apply_measurements(t, ev),
-            SessionEvent::AgentState { .. } | SessionEvent::Steer { .. } => self.apply_agent(t, ev),
+            SessionEvent::AgentState { .. }
+            | SessionEvent::Steer { .. }
+            | SessionEvent::ToolCall { .. } => self.apply_agent(t, ev),
         }
     }
 

@@ -173,6 +173,7 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         running: true,
         stopping: false,
         stream: String::new(),
+        ..Default::default()
     });
     let state = |st: &str, reason: &str| {
         AppEvent::Agent(AgentMsg::Record(SessionEvent::AgentState {
@@ -224,4 +225,81 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         "{:?}",
         s.ui_log
     );
+}
+
+/// The model's tool calls show in the agent pane as they start and end, with the iteration's
+/// budgets in its title, and in the log; the next revision gives the pane back to the diff.
+#[test]
+fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
+    let mut s = fixture_state(vec![]);
+    s.agent = Some(AgentView {
+        op: "rms_norm".into(),
+        backend: "kernel-model (openai)".into(),
+        running: true,
+        ..Default::default()
+    });
+    let args = "diff +1 −1, shapes 0 2, quick";
+    send(
+        &mut s,
+        vec![AppEvent::Agent(AgentMsg::ToolStarted {
+            name: "run".into(),
+            args: args.into(),
+        })],
+    );
+    let sc = screen(&s, 200, 50);
+    assert!(sc.contains(&format!("▸ run({args}) …")), "{sc}");
+    assert!(
+        sc.contains("agent · kernel-model (openai) · calls 0/12"),
+        "{sc}"
+    );
+    let done = SessionEvent::ToolCall {
+        op: "rms_norm".into(),
+        iteration: 1,
+        call: 1,
+        name: "run".into(),
+        args: args.into(),
+        ok: true,
+        result: "pass · S_op 0.8000 on 2 shapes".into(),
+        ms: 1200.0,
+        gpu_s: 1.1,
+        spent: crate::session::ToolSpent {
+            calls: 1,
+            gpu_s: 1.1,
+            tokens: 1050,
+        },
+    };
+    send(&mut s, vec![AppEvent::Agent(AgentMsg::Record(done))]);
+    let sc = screen(&s, 200, 50);
+    assert!(
+        sc.contains(&format!(
+            "✓ run({args}) → pass · S_op 0.8000 on 2 shapes (1.2 s, GPU 1.1 s)"
+        )),
+        "{sc}"
+    );
+    assert!(
+        sc.contains("calls 1/12 · GPU 1/120 s · tokens 1.1k/250k"),
+        "{sc}"
+    );
+    assert!(
+        s.model
+            .log
+            .last()
+            .unwrap()
+            .text
+            .starts_with("tool 1.1 run(diff +1 −1, shapes 0 2, quick) → pass")
+    );
+    send(
+        &mut s,
+        vec![AppEvent::Agent(AgentMsg::Record(revision(
+            "rms_norm",
+            4,
+            Some(1),
+            Author::Model("kernel-model".into()),
+            "the marker",
+            "// v4\n",
+        )))],
+    );
+    let a = s.agent.as_ref().unwrap();
+    assert!(a.tools.is_empty() && a.spent == Default::default());
+    assert!(!screen(&s, 200, 50).contains("✓ run("));
 }

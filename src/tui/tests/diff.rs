@@ -66,6 +66,7 @@ fn streamed_text_does_not_rebuild_the_diff() {
         running: true,
         stopping: false,
         stream: String::new(),
+        ..Default::default()
     });
     let before = s.diff_builds;
     for i in 0..200 {

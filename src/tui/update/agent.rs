@@ -1,4 +1,5 @@
-//! The agent in the app: its news (recorded events, streamed text) and starting / stopping it.
+//! The agent in the app: its news (recorded events, streamed text, tool calls) and starting /
+//! stopping it.
 
 use super::*;
 use crate::session::SessionEvent;
@@ -10,9 +11,21 @@ pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
             let select = match &ev {
                 SessionEvent::Revision { op, rev, .. } => {
                     if let Some(a) = state.agent.as_mut() {
-                        a.stream.clear();
+                        a.new_iteration();
                     }
                     (state.selected_op().as_deref() == Some(op.as_str())).then_some(*rev)
+                }
+                SessionEvent::AgentState { state: st, .. } if st == "failed" || st == "stopped" => {
+                    if let Some(a) = state.agent.as_mut() {
+                        a.new_iteration();
+                    }
+                    None
+                }
+                SessionEvent::ToolCall { .. } => {
+                    if let Some(a) = state.agent.as_mut() {
+                        a.tool_ended(&ev);
+                    }
+                    None
                 }
                 _ => None,
             };
@@ -43,6 +56,17 @@ pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
                         .find(|i| a.stream.is_char_boundary(*i))
                         .unwrap_or(0);
                     a.stream.drain(..cut);
+                }
+            }
+        }
+        AgentMsg::ToolStarted { name, args } => {
+            if let Some(a) = state.agent.as_mut() {
+                a.tools.push(ToolLine {
+                    text: format!("{name}({args}) …"),
+                    ok: None,
+                });
+                if a.tools.len() > TOOL_LINES {
+                    a.tools.remove(0);
                 }
             }
         }
@@ -131,6 +155,7 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
         running: true,
         stopping: false,
         stream: String::new(),
+        ..Default::default()
     });
     vec![Effect::StartAgent {
         op,
@@ -138,4 +163,48 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
         sources,
         seed: crate::engine::fresh_seeds(1)[0],
     }]
+}
+
+impl AgentView {
+    /// A revision arrived or the iteration ended without one: the pane starts over.
+    fn new_iteration(&mut self) {
+        self.stream.clear();
+        self.tools.clear();
+        self.spent = Default::default();
+    }
+
+    /// A `tool_call` event: the running line of that call gets its result.
+    fn tool_ended(&mut self, ev: &SessionEvent) {
+        let SessionEvent::ToolCall {
+            name,
+            args,
+            ok,
+            result,
+            ms,
+            gpu_s,
+            spent,
+            ..
+        } = ev
+        else {
+            return;
+        };
+        let gpu = if *gpu_s > 0.0 {
+            format!(", GPU {gpu_s:.1} s")
+        } else {
+            String::new()
+        };
+        let line = ToolLine {
+            text: format!(
+                "{name}({args}) {} {result} ({:.1} s{gpu})",
+                if *ok { "→" } else { "✗" },
+                ms / 1e3
+            ),
+            ok: Some(*ok),
+        };
+        match self.tools.iter_mut().rev().find(|l| l.ok.is_none()) {
+            Some(l) => *l = line,
+            None => self.tools.push(line),
+        }
+        self.spent = *spent;
+    }
 }

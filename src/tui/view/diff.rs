@@ -1,28 +1,21 @@
-//! The diff pane: the selected revision's diff or full source, or the agent's streaming reply.
+//! The diff pane: the selected revision's diff or full source, or the agent's iteration as it
+//! happens (its tool calls, with the budgets spent, and the reply being streamed).
 
 use super::pane_block;
-use crate::tui::app::{AppState, DiffMode, PaneId};
+use crate::tui::app::{AgentView, AppState, DiffMode, PaneId};
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
-    // A streaming LLM reply for the selected operator replaces the diff while it arrives.
+    // The agent's iteration on the selected operator (its tool calls and the reply being
+    // streamed) replaces the diff while it runs.
     if let Some(a) = s.agent.as_ref().filter(|a| {
-        a.running && !a.stream.is_empty() && s.selected_op().as_deref() == Some(a.op.as_str())
+        a.running
+            && (!a.stream.is_empty() || !a.tools.is_empty())
+            && s.selected_op().as_deref() == Some(a.op.as_str())
     }) {
-        let h = r.height.saturating_sub(2) as usize;
-        let all: Vec<&str> = a.stream.lines().collect();
-        let lines: Vec<Line> = all
-            .iter()
-            .skip(all.len().saturating_sub(h))
-            .map(|l| Line::from(Span::styled(l.to_string(), Style::default().fg(t.dim))))
-            .collect();
-        let title = format!("agent reply · {} (streaming)", a.backend);
-        f.render_widget(
-            Paragraph::new(lines).block(pane_block(s, PaneId::Diff, &title)),
-            r,
-        );
+        draw_agent(f, r, s, a);
         return;
     }
     let d = &s.diff;
@@ -70,4 +63,61 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
         );
     }
     f.render_widget(Paragraph::new(lines).block(b), r);
+}
+
+/// A token count in a few characters: 950, 1.1k, 250k.
+fn thousands(n: u64) -> String {
+    match n {
+        0..1000 => n.to_string(),
+        1000..10_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{}k", n / 1000),
+    }
+}
+
+/// The agent pane: the iteration's tool calls (at most half the height, the latest), then the
+/// tail of the reply being streamed; the title shows the budgets spent.
+fn draw_agent(f: &mut Frame, r: Rect, s: &AppState, a: &AgentView) {
+    let t = &s.theme;
+    let h = r.height.saturating_sub(2) as usize;
+    let mut lines: Vec<Line> = Vec::new();
+    let room = if a.stream.is_empty() { h } else { h / 2 };
+    for l in a.tools.iter().skip(a.tools.len().saturating_sub(room)) {
+        let (mark, colour) = match l.ok {
+            None => ("▸ ", t.dim),
+            Some(true) => ("✓ ", t.fg),
+            Some(false) => ("✗ ", t.bad),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(mark, Style::default().fg(colour)),
+            Span::styled(l.text.clone(), Style::default().fg(colour)),
+        ]));
+    }
+    let all: Vec<&str> = a.stream.lines().collect();
+    let left = h.saturating_sub(lines.len());
+    lines.extend(
+        all.iter()
+            .skip(all.len().saturating_sub(left))
+            .map(|l| Line::from(Span::styled(l.to_string(), Style::default().fg(t.dim)))),
+    );
+    let mut title = format!("agent · {}", a.backend);
+    if let Some(b) = s.agent_cfg.as_ref().ok().map(|c| c.budget.tools)
+        && !a.tools.is_empty()
+    {
+        title.push_str(&format!(
+            " · calls {}/{} · GPU {:.0}/{:.0} s · tokens {}/{}",
+            a.spent.calls,
+            b.max_calls,
+            a.spent.gpu_s,
+            b.max_gpu_s,
+            thousands(a.spent.tokens),
+            thousands(b.max_tokens)
+        ));
+    }
+    if !a.stream.is_empty() {
+        title.push_str(" (streaming)");
+    }
+    f.render_widget(
+        Paragraph::new(lines).block(pane_block(s, PaneId::Diff, &title)),
+        r,
+    );
 }

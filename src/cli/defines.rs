@@ -9,7 +9,8 @@ use crate::suite::{Problem, Suite};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Parses `KEY=VALUE`: an integer, a float, `true`/`false`, else a string.
+/// Parses `KEY=VALUE`: VALUE as in the plan's TOML (integer, float, boolean, quoted string),
+/// else a bare string.
 pub fn parse(arg: &str) -> Result<(String, Value), String> {
     let (k, v) = arg
         .split_once('=')
@@ -18,15 +19,11 @@ pub fn parse(arg: &str) -> Result<(String, Value), String> {
     if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Err(format!("--define `{arg}`: `{k}` is not a parameter name"));
     }
-    let value = if let Ok(i) = v.parse::<i64>() {
-        Value::Int(i as i128)
-    } else if let Ok(f) = v.parse::<f64>() {
-        Value::Float(f)
-    } else if v == "true" || v == "false" {
-        Value::Bool(v == "true")
-    } else {
-        Value::Str(v.trim_matches('"').to_string())
-    };
+    // As the plan writes values (TOML); a bare word is a string.
+    let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
+        .ok()
+        .and_then(|t| t.get("v").and_then(Value::from_toml))
+        .unwrap_or_else(|| Value::Str(v.to_string()));
     Ok((k.to_string(), value))
 }
 

@@ -120,10 +120,13 @@ fn bench_all_records_the_standing() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    // The fixture's paged_attention_decode has no reference.cu: it is left out, said on stderr,
+    // and the command's status says that not every operator was measured.
+    assert_eq!(out.status.code(), Some(1), "{text}\n{err}");
     assert!(
-        out.status.code() == Some(0),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains("paged_attention_decode: left out") && err.contains("reference.cu"),
+        "{err}"
     );
     assert!(text.contains("S_agg (all phases"), "{text}");
     assert!(text.contains("| rms_norm |"), "{text}");
@@ -137,7 +140,7 @@ fn bench_all_records_the_standing() {
         })
         .unwrap();
     let doc: serde_json::Value = serde_json::from_str(&f).unwrap();
-    assert_eq!(doc["operators"].as_object().unwrap().len(), 3);
+    assert_eq!(doc["operators"].as_object().unwrap().len(), 2);
     for (_, r) in doc["operators"].as_object().unwrap() {
         assert_eq!(r["measurement"]["mode"], "full");
         assert!(r["kernel"].as_str().unwrap().starts_with("kernels/"));
@@ -150,7 +153,7 @@ fn bench_all_records_the_standing() {
         .output()
         .unwrap();
     let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(d["standing"]["measured"].as_u64(), Some(3));
+    assert_eq!(d["standing"]["measured"].as_u64(), Some(2));
     assert!(d["s_agg"]["all"].as_f64().unwrap() > 0.0);
     if let Ok(o) = std::env::var("OUT") {
         let _ = std::fs::write(PathBuf::from(o).join("bench-all.txt"), text.as_bytes());

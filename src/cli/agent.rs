@@ -123,9 +123,10 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             suite: suite.name.clone(),
             suite_version: suite.version.clone(),
         });
+        let start_author = if start.is_some() { Author::Incumbent } else { Author::Baseline };
         let (start_code, start_why) =
             start.unwrap_or_else(|| (baseline.code.clone(), "suite baseline".to_string()));
-        record_baseline(&mut sink, &p.name, &start_code, &start_why);
+        record_baseline(&mut sink, &p.name, &start_code, &start_why, start_author);
         // A continued session restores the agent's memory; a new one starts from revision 0.
         let (state, sources) = initial_state(&sink.recording.model, resumed, &p.name, &start_code);
         let seed = a.seed.unwrap_or_else(|| crate::engine::fresh_seeds(1)[0]);
@@ -189,7 +190,7 @@ fn resolve_hardware(
 
 /// Records revision 0 (the standing's incumbent, else the suite baseline) unless the session
 /// already has it.
-fn record_baseline(sink: &mut FileSink, op: &str, code: &str, why: &str) {
+fn record_baseline(sink: &mut FileSink, op: &str, code: &str, why: &str, author: Author) {
     let recorded = sink
         .recording
         .model
@@ -201,7 +202,7 @@ fn record_baseline(sink: &mut FileSink, op: &str, code: &str, why: &str) {
             op: op.to_string(),
             rev: 0,
             parent: None,
-            author: Author::Baseline,
+            author,
             rationale: why.into(),
             source: code.to_string(),
             via: None,

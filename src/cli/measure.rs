@@ -206,14 +206,15 @@ async fn record_baseline(
     progress: bool,
     start: Option<(String, String)>,
 ) -> Result<(), String> {
-    let (code, why) = match start {
-        Some(s) => s,
+    let (code, why, author) = match start {
+        Some((code, why)) => (code, why, Author::Incumbent),
         None => (
             crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code,
             "the suite's baseline".to_string(),
+            Author::Baseline,
         ),
     };
-    let v0 = rec.revision(p, Author::Baseline, None, &why, &code, None)?;
+    let v0 = rec.revision(p, author, None, &why, &code, None)?;
     rec.measure(client, suite, p, v0, mode, hw, progress)
         .await?;
     rec.decide(p, v0, Decision::Accepted, DecidedBy::Auto)?;

@@ -25,6 +25,9 @@ pub struct Record {
 pub enum Author {
     /// The suite's baseline.cu.
     Baseline,
+    /// Revision 0 taken from the workspace's standing: the operator's incumbent when the
+    /// session started (an accepted kernel of an earlier session, or a built-in template).
+    Incumbent,
     /// A person (built-in editor or $EDITOR).
     Human,
     /// The built-in tuner.
@@ -34,9 +37,15 @@ pub enum Author {
 }
 
 impl Author {
+    /// Revision 0: where a session starts (the suite's baseline or the standing's incumbent).
+    pub fn is_start(&self) -> bool {
+        matches!(self, Author::Baseline | Author::Incumbent)
+    }
+
     pub fn label(&self) -> String {
         match self {
             Author::Baseline => "baseline".into(),
+            Author::Incumbent => "incumbent".into(),
             Author::Human => "human".into(),
             Author::Tuner => "tuner".into(),
             Author::Model(m) => m.clone(),

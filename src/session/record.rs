@@ -48,7 +48,7 @@ impl Recording {
     ) -> Result<u32, String> {
         // The suite baseline is revision 0; every other revision takes the next number.
         let rev = match author {
-            Author::Baseline => 0,
+            Author::Baseline | Author::Incumbent => 0,
             _ => self.recorder.ids().next_rev(&p.name),
         };
         self.append(SessionEvent::Revision {

@@ -98,10 +98,10 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
             );
             return;
         }
-    } else if r.author == Author::Baseline {
+    } else if r.author.is_start() {
         state.log(
             LogLevel::Warn,
-            format!("{op} v0 is the suite baseline; it cannot be rejected"),
+            format!("{op} v0 is where the session started ({}); it cannot be rejected", r.author.label()),
         );
         return;
     }

@@ -44,6 +44,9 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             (None, _) if rv.author == crate::session::Author::Baseline => {
                 (if narrow { "base" } else { "baseline" }, t.dim)
             }
+            (None, _) if rv.author == crate::session::Author::Incumbent => {
+                (if narrow { "inc" } else { "incumbent" }, t.dim)
+            }
             (None, true) => (if narrow { "inc" } else { "incumbent" }, t.dim),
             (None, false) => (if narrow { "…" } else { "pending" }, t.warn),
         };

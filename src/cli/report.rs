@@ -21,7 +21,9 @@ pub struct Args<'a> {
 /// A settings file that cannot be read is a warning.
 fn session_dirs(ws: &Workspace, config: Option<&Path>) -> (Vec<PathBuf>, Vec<String>) {
     let mut dirs = vec![ws.sessions_dir()];
-    let file = config.map(Path::to_path_buf).or_else(Settings::default_path);
+    let file = config
+        .map(Path::to_path_buf)
+        .or_else(Settings::default_path);
     match Settings::load(file.as_deref()) {
         Ok(s) => {
             if let Some(d) = s.sessions_dir
@@ -30,7 +32,12 @@ fn session_dirs(ws: &Workspace, config: Option<&Path>) -> (Vec<PathBuf>, Vec<Str
                 dirs.push(d);
             }
         }
-        Err(e) => return (dirs, vec![format!("{e} (its sessions_dir is not searched)")]),
+        Err(e) => {
+            return (
+                dirs,
+                vec![format!("{e} (its sessions_dir is not searched)")],
+            );
+        }
     }
     (dirs, Vec::new())
 }

@@ -44,7 +44,9 @@ fn log_label(v: f64) -> String {
 fn log_span(values: impl Iterator<Item = f64>, pad: f64) -> Option<(f64, f64)> {
     let (lo, hi) = values
         .filter(|v| v.is_finite() && *v > 0.0)
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     (hi > 0.0).then(|| (lo / pad, hi * pad))
 }
 
@@ -83,8 +85,8 @@ pub fn s_over_shapes(op: &OpReport) -> Option<Result<String, String>> {
         .max()
         .unwrap_or(0);
     let s_op = r.s_op;
-    let (lo, hi) = log_span(points.iter().map(|p| p.1).chain([1.0, s_op]), 1.6)
-        .unwrap_or((1e-4, 1.6));
+    let (lo, hi) =
+        log_span(points.iter().map(|p| p.1).chain([1.0, s_op]), 1.6).unwrap_or((1e-4, 1.6));
     let stale = !matches!(op.state, State::Measured);
     Some(svg((760, 250), |root| {
         let mut chart = ChartBuilder::on(root)
@@ -124,11 +126,7 @@ pub fn s_over_shapes(op: &OpReport) -> Option<Result<String, String>> {
         } else {
             S_COLOUR.filled()
         };
-        chart.draw_series(
-            points
-                .iter()
-                .map(|&(x, y)| Circle::new((x, y), 3, style)),
-        )?;
+        chart.draw_series(points.iter().map(|&(x, y)| Circle::new((x, y), 3, style)))?;
         Ok(())
     }))
 }
@@ -210,10 +208,7 @@ pub fn roofline_flops(
     peaks.sort_by(|a, b| a.total_cmp(b));
     peaks.dedup_by(|a, b| (*a / *b - 1.0).abs() < 0.02);
     let ridges = peaks.iter().map(|p| p / hbm_bytes_per_s);
-    let (x0, x1) = log_span(
-        compute.iter().map(|p| p.flops / p.bytes).chain(ridges),
-        3.0,
-    )?;
+    let (x0, x1) = log_span(compute.iter().map(|p| p.flops / p.bytes).chain(ridges), 3.0)?;
     let (y0, y1) = log_span(
         compute
             .iter()
@@ -241,7 +236,10 @@ pub fn roofline_flops(
         let top = peaks.last().copied().unwrap_or(0.0);
         // The memory roof up to the highest ridge, then each compute roof from its ridge.
         chart.draw_series(LineSeries::new(
-            [(x0, x0 * hbm_bytes_per_s / T), (top / hbm_bytes_per_s, top / T)],
+            [
+                (x0, x0 * hbm_bytes_per_s / T),
+                (top / hbm_bytes_per_s, top / T),
+            ],
             ROOF_COLOUR.stroke_width(2),
         ))?;
         chart.draw_series(std::iter::once(Text::new(

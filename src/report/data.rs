@@ -160,7 +160,9 @@ fn work(p: &Problem, id: u32, hw: &HardwareProfile) -> Option<Work> {
     Some(Work {
         flops,
         bytes: w.bytes(),
-        peak_flops: compute_s.filter(|c| *c > 0.0 && flops > 0.0).map(|c| flops / c),
+        peak_flops: compute_s
+            .filter(|c| *c > 0.0 && flops > 0.0)
+            .map(|c| flops / c),
     })
 }
 

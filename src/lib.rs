@@ -7,6 +7,7 @@ pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod profile;
+pub mod report;
 pub mod session;
 pub mod standing;
 pub mod suite;

@@ -104,6 +104,21 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write one self-contained HTML report of where the suite stands: the S_agg table, S over
+    /// the shapes of every operator, the roofline of every measured shape and each incumbent's
+    /// history from the sessions (docs/report.md). Needs no GPU.
+    Report {
+        /// The HTML file to write (default: report.html in the workspace).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Hardware profile of the standing, T_SOL and the roofline (a key of problems/hardware/).
+        #[arg(long, default_value = "H200")]
+        hardware: String,
+        /// Print the path, S_agg, every operator's figure and the warnings as JSON instead of
+        /// the path alone.
+        #[arg(long)]
+        json: bool,
+    },
     /// Check that a kernel compiles (NVRTC, launch plan), on a GPU or, without one, for --arch.
     Compile {
         /// Operator name or id.

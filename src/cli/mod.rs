@@ -13,6 +13,7 @@ pub mod import;
 pub mod measure;
 pub mod profile;
 pub mod replay;
+pub mod report;
 pub mod suite;
 
 pub use args::{Cli, Command};
@@ -75,6 +76,22 @@ pub fn main() -> i32 {
             c
             @ (Command::Suite { .. } | Command::ImportAtrexBench { .. } | Command::Compile { .. }),
         ) => load_suite(&ws).and_then(|s| suite_command(&ws, &s, c)),
+        Some(Command::Report {
+            out,
+            hardware,
+            json,
+        }) => load_suite(&ws).and_then(|s| {
+            report::run(
+                &ws,
+                &s,
+                report::Args {
+                    out: out.as_deref(),
+                    hardware: &hardware,
+                    json,
+                    config,
+                },
+            )
+        }),
         Some(
             c @ (Command::Bench { .. }
             | Command::Agent { .. }
@@ -119,9 +136,7 @@ fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, Str
             shapes,
             json,
         } => {
-            // Without a GPU at hand the standing is judged on everything but the GPU.
-            let key = s.hardware(&hardware)?.key.clone();
-            let standing = crate::standing::Store::load(ws, s).view(&key, None);
+            let standing = suite::standing(ws, s, &hardware)?;
             suite::run(s, &hardware, phase, shapes, json, &standing)
         }
         Command::ImportAtrexBench { dir, write, json } => import::run(s, ws, &dir, write, json),

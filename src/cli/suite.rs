@@ -3,8 +3,15 @@
 
 use crate::standing::{Entry, Standing};
 use crate::suite::roofline;
-use crate::suite::{PhaseFilter, Suite};
+use crate::suite::{PhaseFilter, Suite, Workspace};
 use serde_json::json;
+
+/// The standing `suite` shows (and `report` draws): the workspace's records over the shipped
+/// ones for the profile `hardware`, judged on everything but the GPU (none is at hand).
+pub fn standing(ws: &Workspace, s: &Suite, hardware: &str) -> Result<Standing, String> {
+    let key = s.hardware(hardware)?.key.clone();
+    Ok(crate::standing::Store::load(ws, s).view(&key, None))
+}
 
 /// An operator's standing for `suite --json`.
 fn entry_json(e: Option<&Entry>) -> serde_json::Value {

@@ -276,6 +276,11 @@ pub fn utc_now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
+    utc(t)
+}
+
+/// A time in seconds since the Unix epoch in UTC, `YYYY-MM-DD hh:mm:ss`.
+pub fn utc(t: i64) -> String {
     let (days, secs) = (t.div_euclid(86400), t.rem_euclid(86400));
     // Civil date from days since 1970-01-01 (proleptic Gregorian).
     let z = days + 719_468;

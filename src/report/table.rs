@@ -1,0 +1,108 @@
+//! The S_agg table (as in docs/baselines.md): per operator its weight, shapes, shapes passed,
+//! input draws, S_op, S range and where and when it was measured; S_agg of every phase view
+//! above it. maud escapes every string it is given.
+//!
+//! Each row carries `data-op` and, when its S_op counts, `data-s-op` (the figure at full
+//! precision), so that a reader can check the table against `suite --json`.
+
+use super::data::{OpReport, ReportData, State};
+use maud::{Markup, html};
+
+/// S_agg of each phase view, and how many operators are measured, stale or missing.
+pub fn summary(d: &ReportData) -> Markup {
+    html! {
+        p #s-agg-summary {
+            "S_agg (all phases, Σ weight · S_op) = "
+            strong data-phase="all" data-s-agg=(d.s_agg.all) { (format!("{:.3}", d.s_agg.all)) }
+            " (prefill "
+            span data-phase="prefill" data-s-agg=(d.s_agg.prefill) { (format!("{:.3}", d.s_agg.prefill)) }
+            ", decode "
+            span data-phase="decode" data-s-agg=(d.s_agg.decode) { (format!("{:.3}", d.s_agg.decode)) }
+            ") · " (d.measured) " measured, " (d.stale) " stale (counted 0), "
+            (d.missing) " not measured (counted 0)"
+        }
+    }
+}
+
+fn s_op_cell(op: &OpReport) -> Markup {
+    match (&op.state, &op.record) {
+        (State::Measured, _) => html! { (format!("{:.3}", op.s_op.unwrap_or(0.0))) },
+        (State::Stale(_), Some(r)) => html! {
+            span.stale title="stale: not counted in S_agg" { "— (" (format!("{:.3}", r.s_op)) "~)" }
+        },
+        _ => html! { span.missing { "—" } },
+    }
+}
+
+fn state_cell(op: &OpReport) -> Markup {
+    let layer = op.record.as_ref().map(|r| r.layer.as_str()).unwrap_or("");
+    match &op.state {
+        State::Measured => html! { "measured · " (layer) },
+        State::Stale(why) => html! { span.stale { "stale: " (why.join(", ")) " · " (layer) } },
+        State::Missing => html! { span.missing { "not measured" } },
+    }
+}
+
+fn where_cell(op: &OpReport) -> Markup {
+    let Some(r) = &op.record else {
+        return html! { span.missing { "—" } };
+    };
+    let detail = format!(
+        "driver {} · T_SOL of {} · atrex-tui {}",
+        r.driver, r.hardware, r.tool_version
+    );
+    html! {
+        span title=(detail) { (r.date) " · " (r.gpu) " · " (r.mode) }
+        br;
+        code { (r.kernel) }
+        @if r.origin != r.kernel { " from " code { (r.origin) } }
+    }
+}
+
+/// The table: one row per operator, in descending weight.
+pub fn table(d: &ReportData) -> Markup {
+    html! {
+        table #s-agg {
+            thead {
+                tr {
+                    th { "#" } th { "operator" } th { "phase" } th.num { "weight" }
+                    th.num { "shapes" } th.num { "passed (strict)" } th.num { "seeds" }
+                    th.num { "S_op" } th { "S range" } th { "standing" }
+                    th { "measured (when · where · kernel)" }
+                }
+            }
+            tbody {
+                @for (i, op) in d.operators.iter().enumerate() {
+                    tr data-op=(op.name) data-state=(op.state.name()) data-s-op=[op.s_op] {
+                        td.num { (i + 1) }
+                        td { a href={ "#op-" (op.name) } { (op.name) } }
+                        td { (op.phase) }
+                        td.num { (format!("{:.2}%", op.weight * 100.0)) }
+                        td.num { (op.num_shapes) }
+                        td.num {
+                            @match &op.record {
+                                Some(r) => { (r.passed) " / " (r.shapes.len()) }
+                                None => { span.missing { "—" } }
+                            }
+                        }
+                        td.num {
+                            @match op.record.as_ref().and_then(|r| r.seeds) {
+                                Some(n) => { (n) }
+                                None => { span.missing { "—" } }
+                            }
+                        }
+                        td.num { (s_op_cell(op)) }
+                        td.range {
+                            @match op.record.as_ref().and_then(|r| r.s_range) {
+                                Some((lo, hi)) => { (format!("{lo:.4} – {hi:.3}")) }
+                                None => { span.missing { "—" } }
+                            }
+                        }
+                        td { (state_cell(op)) }
+                        td.measured-at { (where_cell(op)) }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -151,6 +151,9 @@ pub fn invert(e: &Expr, unknown: &str, obs: Expr) -> Option<Expr> {
         Expr::Bin(op, a, b, _) => {
             let left = occurrences(a, unknown) == 1;
             let (x, k) = if left { (a, b) } else { (b, a) };
+            if occurrences(k, unknown) != 0 {
+                return None;
+            }
             let k = (**k).clone();
             let obs = match (*op, left) {
                 ("+", _) => bin("-", obs, k),

@@ -15,7 +15,7 @@ use crate::engine::plan::{self, Arg, PlanExpr, ScalarType};
 use crate::suite::Problem;
 use std::fmt::Write;
 
-const RUNTIME: &str = include_str!("runtime.hpp");
+pub(crate) const RUNTIME: &str = include_str!("runtime.hpp");
 
 const CPP_KEYWORDS: &[&str] = &[
     "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
@@ -288,9 +288,9 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             );
         }
     }
-    o.push_str("  rt::Env P = E;\n");
+    // The plan's environment: the shape's, the defines winning.
     for (k, v) in &c.defines {
-        let _ = writeln!(o, "  P[{}] = {};", s(k), cpp_value(v)?);
+        let _ = writeln!(o, "  E[{}] = {};", s(k), cpp_value(v)?);
     }
     // Buffers by name: inputs, outputs, scratch.
     let mut buffers: Vec<String> = p

@@ -225,4 +225,6 @@ pub fn is_identifier(s: &str) -> bool {
 }
 
 #[cfg(test)]
+mod testkit;
+#[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use crate::engine::plan::{self, Arg, Interleave, L2Promotion, OobFill, PlanExpr,
 use crate::suite::Problem;
 use std::fmt::Write;
 
-const RUNTIME: &str = include_str!("runtime.py");
+pub(crate) const RUNTIME: &str = include_str!("runtime.py");
 
 /// Python's keywords: a forward's parameter cannot be one.
 const KEYWORDS: &[&str] = &[

@@ -4,7 +4,7 @@
 use crate::export::{self, Format, Kernel};
 use crate::suite::{Suite, Workspace};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What `export` was asked for.
 pub struct Args<'a> {
@@ -68,12 +68,8 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
         };
         println!("{}: {} as {what}:", p.name, kernel.origin);
         for f in &written {
-            println!("  {}", display(f));
+            println!("  {}", f.display());
         }
     }
     Ok(0)
-}
-
-fn display(p: &PathBuf) -> String {
-    p.display().to_string()
 }

@@ -24,7 +24,7 @@ impl Gen {
         xs[(self.next() % xs.len() as u64) as usize]
     }
     fn expr(&mut self, depth: u32) -> String {
-        if depth == 0 || self.next() % 4 == 0 {
+        if depth == 0 || self.next().is_multiple_of(4) {
             return self.atom();
         }
         let d = depth - 1;
@@ -41,7 +41,7 @@ impl Gen {
             }
             8 => {
                 let f = self.pick(&["min", "max"]);
-                if self.next() % 2 == 0 {
+                if self.next().is_multiple_of(2) {
                     format!("{f}({})", self.expr(d))
                 } else {
                     format!("{f}({}, {})", self.expr(d), self.expr(d))

@@ -9,7 +9,8 @@
 # machine with PyTorch and Triton. EVALUATOR_DIR is a checkout of alibaba/atrex-bench (src/,
 # scripts/, configs/, data/) kept out of this repository (.eval/ is git-ignored); nothing is
 # installed: the evaluator runs from its src/ through PYTHONPATH. For every operator:
-#   1. `atrex-tui export OP` (the Atrex-Bench candidate) and `--format cuda` (the same kernel file);
+#   1. `atrex-tui export OP` (the Atrex-Bench candidate, compiled once to fill the NVRTC cache) and
+#      `--format cuda` (the same kernel file);
 #   2. the evaluator's roofline.py: T_SOL per shape on this hardware profile, from its own W and Q,
 #      with an SKU profile written from problems/hardware/<profile>.toml (its configs/ has no H200);
 #   3. the evaluator's run_eval.py on the candidate (correctness, then do_bench timing per shape);
@@ -92,6 +93,13 @@ for op in $OPS; do
   mkdir -p "$DEST/candidates/cuda" "$DEST/ref" "$DEST/eval"
   run "$BIN" export "$op" --hardware "$HW" --out "$DEST/candidates" > /dev/null
   run "$BIN" export "$op" --hardware "$HW" --format cuda --out "$DEST/candidates/cuda" > /dev/null
+  # Compile once before the evaluator's per-shape processes (each has a 60 s budget for its
+  # first call): they find the CUBIN in the cache.
+  run python3 -c "import importlib.util, sys
+spec = importlib.util.spec_from_file_location('candidate', sys.argv[1])
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+import torch; torch.cuda.init(); m._loaded(torch.cuda.current_device())" "$DEST/candidates/$op.py" \
+    || die "the exported $op does not compile or load on this GPU (see above)"
   rm -rf "$DEST/ref/$op"
   IDS=$(python3 "$HELP" subset "$EVAL/data/$op" "$DEST/ref/$op" "$NSHAPES")
   echo "crosscheck: $op shapes $IDS" >&2

@@ -720,6 +720,30 @@ def _compile(arch):
             return f.read(), version
     except OSError:
         pass
+    res, data = _nvrtc_compile(lib, opts, version, arch, includes)
+    if res == _NVRTC_ERROR_INVALID_OPTION and "--no-source-include" in opts:
+        # An NVRTC older than the option: it only keeps includes from being looked up beside
+        # the source, which has none.
+        res, data = _nvrtc_compile(lib, [o for o in opts if o != "--no-source-include"],
+                                   version, arch, includes)
+    if res != 0:
+        _fail(data)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return data, version
+
+
+_NVRTC_ERROR_INVALID_OPTION = 5
+
+
+def _nvrtc_compile(lib, opts, version, arch, includes):
+    """One NVRTC compilation: (0, the CUBIN) or (the error code, a message with the log)."""
     prog = ctypes.c_void_p()
     _nvrtc_check(lib.nvrtcCreateProgram(ctypes.byref(prog), KERNEL_SOURCE.encode(),
                                         (OPERATOR + ".cu").encode(), 0, None, None),
@@ -735,23 +759,14 @@ def _compile(arch):
         if res != 0:
             hint = "" if includes else (
                 " (no CUDA include folder was found: set CUDA_HOME or ATREX_CUDA_INCLUDE)")
-            _fail("NVRTC %s could not compile %s for %s%s:\n%s" % (
-                version, OPERATOR, arch, hint, log))
+            return res, "NVRTC %s could not compile %s for %s (%s)%s:\n%s" % (
+                version, OPERATOR, arch, lib.nvrtcGetErrorString(res).decode(), hint, log)
         _nvrtc_check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "nvrtcGetCUBINSize")
         cubin = ctypes.create_string_buffer(size.value)
         _nvrtc_check(lib.nvrtcGetCUBIN(prog, cubin), "nvrtcGetCUBIN")
-        data = cubin.raw
+        return 0, cubin.raw
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    return data, version
 
 
 class _ClusterDim(ctypes.Structure):

@@ -6,6 +6,7 @@ pub mod config;
 pub mod cpu;
 pub mod engine;
 pub mod error;
+pub mod export;
 pub mod profile;
 pub mod report;
 pub mod session;

@@ -137,6 +137,33 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Write an operator's incumbent (the standing's kernel, else its baseline.cu) for another
+    /// tool: an Atrex-Bench candidate (one Python file exposing `class Model`) or the kernel
+    /// with a C++ launcher (docs/export.md). Needs no GPU.
+    Export {
+        /// Operator name or id.
+        op: String,
+        /// atrex-bench: OP.py, the benchmark's candidate interface; cuda: OP.cu, OP_launch.h and
+        /// OP_launch.cu for a CUDA C++ code base.
+        #[arg(long, value_enum, default_value_t = crate::export::Format::AtrexBench)]
+        format: crate::export::Format,
+        /// The folder to write into (created if missing).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        out: PathBuf,
+        /// The hardware profile whose standing names the incumbent.
+        #[arg(long, default_value = "H200")]
+        hardware: String,
+        /// Export this kernel file instead of the incumbent.
+        #[arg(long, value_name = "FILE")]
+        kernel: Option<PathBuf>,
+        /// Export with another value of a tunable parameter of the kernel's plan (`[tune]`), as
+        /// if its `[defines]` said so; repeatable.
+        #[arg(long = "define", value_name = "KEY=VALUE")]
+        defines: Vec<String>,
+        /// Print what was written as JSON (for scripts) instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record a kernel file as a human revision in a session, measure it (5 seeds, every shape)
     /// and decide: the headless form of a hand edit.
     Measure {

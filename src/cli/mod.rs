@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod compile;
 pub mod defines;
 pub mod doctor;
+pub mod export;
 pub mod import;
 pub mod measure;
 pub mod profile;
@@ -74,7 +75,10 @@ pub fn main() -> i32 {
         }
         Some(
             c
-            @ (Command::Suite { .. } | Command::ImportAtrexBench { .. } | Command::Compile { .. }),
+            @ (Command::Suite { .. }
+            | Command::ImportAtrexBench { .. }
+            | Command::Compile { .. }
+            | Command::Export { .. }),
         ) => load_suite(&ws).and_then(|s| suite_command(&ws, &s, c)),
         Some(Command::Report {
             out,
@@ -127,7 +131,8 @@ fn config_usable(cli: &Cli) -> bool {
     true
 }
 
-/// Runs a command that reads the suite without a GPU: `suite`, `import-atrex-bench`, `compile`.
+/// Runs a command that reads the suite without a GPU: `suite`, `import-atrex-bench`, `compile`,
+/// `export`.
 fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, String> {
     match command {
         Command::Suite {
@@ -147,6 +152,27 @@ fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, Str
             arch,
             json,
         } => compile::run(s, &op, kernel.as_deref(), &defines, &arch, json),
+        Command::Export {
+            op,
+            format,
+            out,
+            hardware,
+            kernel,
+            defines,
+            json,
+        } => export::run(
+            s,
+            ws,
+            export::Args {
+                op: &op,
+                format,
+                out: &out,
+                hardware: &hardware,
+                kernel: kernel.as_deref(),
+                defines: &defines,
+                json,
+            },
+        ),
         _ => unreachable!("not a suite command"),
     }
 }

@@ -110,6 +110,9 @@ struct RawTensor {
     inplace: bool,
     #[serde(default)]
     compare: Option<String>,
+    /// The int_list parameter whose values this input holds, element for element.
+    #[serde(default)]
+    holds: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -234,6 +237,7 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
     };
     let inputs = tensors(raw.inputs, "inputs")?;
     let outputs = tensors(raw.outputs, "outputs")?;
+    check_holds(&inputs, &outputs, &params, &e)?;
     for o in &outputs {
         if inputs.iter().any(|i| i.name == o.name) {
             let line = o.shape.first().map(|s| s.line).unwrap_or(1);
@@ -466,9 +470,56 @@ fn parse_tensors(
             values: t.values,
             inplace: t.inplace,
             compare,
+            holds: t.holds,
         });
     }
     Ok(out)
+}
+
+/// `holds`: only on inputs, naming an `int_list` parameter, on a one-dimensional integer tensor.
+fn check_holds(
+    inputs: &[TensorSpec],
+    outputs: &[TensorSpec],
+    params: &BTreeMap<String, ParamDecl>,
+    e: &dyn Fn(&str, usize, String) -> LoadError,
+) -> Result<(), LoadError> {
+    if let Some(o) = outputs.iter().find(|o| o.holds.is_some()) {
+        let line = o.shape.first().map(|s| s.line).unwrap_or(1);
+        return Err(e(
+            &format!("outputs.{}.holds", o.name),
+            line,
+            "`holds` describes an input".into(),
+        ));
+    }
+    for t in inputs {
+        let Some(h) = &t.holds else { continue };
+        let line = t.shape.first().map(|s| s.line).unwrap_or(1);
+        let field = format!("inputs.{}.holds", t.name);
+        match params.get(h) {
+            Some(d) if d.ty == "int_list" => {}
+            Some(d) => {
+                return Err(e(
+                    &field,
+                    line,
+                    format!("`{h}` is a {} parameter; `holds` names an int_list", d.ty),
+                ));
+            }
+            None => return Err(e(&field, line, format!("no parameter `{h}`"))),
+        }
+        if t.shape.len() != 1 || !matches!(t.dtype.as_str(), "int32" | "int64") {
+            return Err(e(
+                &field,
+                line,
+                format!(
+                    "`{}` is {} with {} dimensions; a tensor that holds a list is one-dimensional int32 or int64",
+                    t.name,
+                    t.dtype,
+                    t.shape.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `work.flops`: one expression per known dtype.
@@ -562,8 +613,25 @@ fn check_evaluates(p: &Problem) -> Result<(), LoadError> {
         })?;
         p.work_in(&env, s.id)?;
         for t in p.inputs.iter().chain(&p.outputs) {
-            p.tensor_dims(t, &env)?;
+            let dims = p.tensor_dims(t, &env)?;
             p.tensor_dtype(t, &env)?;
+            if let Some(Value::List(xs)) = t.holds.as_ref().and_then(|h| env.get(h))
+                && dims != [xs.len()]
+            {
+                return Err(LoadError {
+                    file: p.file.clone(),
+                    operator: Some(p.name.clone()),
+                    field: Some(format!("inputs.{}.holds", t.name)),
+                    line: Some(s.line),
+                    msg: format!(
+                        "shape {}: `{}` has {dims:?} elements but holds `{}` of {} values",
+                        s.id,
+                        t.name,
+                        t.holds.as_deref().unwrap_or_default(),
+                        xs.len()
+                    ),
+                });
+            }
         }
     }
     Ok(())

@@ -79,6 +79,10 @@ pub struct TensorSpec {
     pub values: String,
     pub inplace: bool,
     pub compare: String,
+    /// An `int_list` parameter whose values this input holds element for element (e.g. the
+    /// per-sequence lengths in `seqused_k`): what an exported kernel reads back when its launch
+    /// plan needs the list.
+    pub holds: Option<String>,
 }
 
 /// One benchmark shape of an operator.

@@ -8,6 +8,7 @@ pub mod locate;
 pub mod outcome;
 pub mod plan;
 pub mod protocol;
+pub mod scheduler;
 pub mod simulate;
 pub mod spread;
 pub mod stats;

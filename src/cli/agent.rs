@@ -8,7 +8,8 @@ use crate::agent::driver::{DecisionMode, Proposer};
 use crate::agent::driver::{Driver, Gate, Measurer, Sink};
 use crate::agent::file_sink::FileSink;
 use crate::agent::setup::{self, NoGate, Setup};
-use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::engine::pool::PoolOptions;
+use crate::engine::workers::Choice;
 use crate::session::{Author, Model, Recording, SessionEvent, SessionWriter};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
@@ -24,7 +25,7 @@ pub struct Args<'a> {
     /// One reply per iteration (no tools).
     pub no_tools: bool,
     pub json: bool,
-    pub device: u32,
+    pub workers: Choice,
     pub hardware: Option<&'a str>,
     pub config: Option<&'a Path>,
     pub seed: Option<u64>,
@@ -80,17 +81,11 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async move {
-        let client = WorkerClient::spawn(WorkerConfig::new(a.device));
-        let (dev, probe) = match client.device().await {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!(
-                    "atrex-tui: no GPU {}: {e}; the agent needs one to measure",
-                    a.device
-                );
-                return Ok(crate::cli::EXIT_NO_GPU);
-            }
+        let Some(started) = super::pool::start(&a.workers, PoolOptions::default()).await else {
+            return Ok(crate::cli::EXIT_NO_GPU);
         };
+        let dev = started.dev.clone();
+        let (driver, nvrtc) = (started.driver.clone(), started.nvrtc.clone());
         let hw = resolve_hardware(suite, a.hardware, &dev.name)?;
         let (path, recording, resumed) = open_session(suite, ws, a.session)?;
         let mut sink = FileSink::new(recording, !a.json);
@@ -107,8 +102,8 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             print: crate::standing::OpPrint::of(suite, &p),
             bench: crate::standing::accept::Bench {
                 gpu: dev.name.clone(),
-                driver: probe.driver_version.clone(),
-                nvrtc: probe.nvrtc_version.clone(),
+                driver: driver.clone(),
+                nvrtc: nvrtc.clone(),
                 hardware: hw.key.clone(),
             },
             session: crate::standing::accept::session_label(&ws.dir, &path),
@@ -117,8 +112,8 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             resumed,
             gpu: Some(dev.name.clone()),
-            driver: Some(probe.driver_version),
-            nvrtc: probe.nvrtc_version,
+            driver: Some(driver),
+            nvrtc,
             hardware: Some(hw.key.clone()),
             suite: suite.name.clone(),
             suite_version: suite.version.clone(),
@@ -144,8 +139,8 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
                 sources,
                 seed,
                 mode,
-                client,
-                device: a.device,
+                pool: started.pool.clone(),
+                device: dev.index,
                 device_name: Some(dev.name.clone()),
             },
             NoGate,

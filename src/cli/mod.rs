@@ -11,6 +11,7 @@ pub mod defines;
 pub mod doctor;
 pub mod import;
 pub mod measure;
+mod pool;
 pub mod profile;
 pub mod replay;
 pub mod suite;
@@ -43,6 +44,7 @@ pub fn main() -> i32 {
                 resume: cli.resume.clone(),
                 replay: None,
                 config: cli.config.clone(),
+                workers: cli.workers.clone(),
             },
         ),
         Some(Command::Replay { file, json, timing }) => {
@@ -55,6 +57,7 @@ pub fn main() -> i32 {
                         resume: None,
                         replay: Some(file),
                         config: cli.config.clone(),
+                        workers: cli.workers.clone(),
                     },
                 )
             }
@@ -65,8 +68,8 @@ pub fn main() -> i32 {
             return crate::engine::worker::profile_target(device, &job);
         }
         Some(Command::Worker { device, simulate }) => {
-            return if simulate {
-                crate::engine::simulate::main()
+            return if let Some(default) = simulate {
+                crate::engine::simulate::main(device, &default)
             } else {
                 crate::engine::worker::main(device)
             };
@@ -80,7 +83,7 @@ pub fn main() -> i32 {
             | Command::Agent { .. }
             | Command::Measure { .. }
             | Command::Profile { .. }),
-        ) => load_suite(&ws).and_then(|s| gpu_command(&ws, &s, config, c)),
+        ) => load_suite(&ws).and_then(|s| gpu_command(&ws, &s, config, cli.workers.as_deref(), c)),
     };
     match result {
         Ok(code) => code,
@@ -141,6 +144,7 @@ fn gpu_command(
     ws: &Workspace,
     s: &Suite,
     config: Option<&std::path::Path>,
+    workers: Option<&std::path::Path>,
     command: Command,
 ) -> Result<i32, String> {
     match command {
@@ -158,7 +162,7 @@ fn gpu_command(
             bench_all::Args {
                 quick,
                 hardware: hardware.as_deref(),
-                device,
+                workers: &pool::choose(device, workers, config)?,
                 record,
                 json,
             },
@@ -184,7 +188,7 @@ fn gpu_command(
             &shapes,
             quick,
             hardware.as_deref(),
-            device,
+            &pool::choose(device, workers, config)?,
             json,
         ),
         Command::Agent {
@@ -208,7 +212,7 @@ fn gpu_command(
                 auto,
                 no_tools,
                 json,
-                device,
+                workers: pool::choose(device, workers, config)?,
                 hardware: hardware.as_deref(),
                 config,
                 seed,
@@ -235,7 +239,7 @@ fn gpu_command(
             &rationale,
             decide,
             quick,
-            device,
+            &pool::choose(device, workers, config)?,
             json,
         ),
         Command::Profile {

@@ -100,13 +100,8 @@ impl Queue {
     /// Queues a job's shapes, each with its cost. `model`: the GPU model the job's T_SOL is for
     /// (None: the first worker's).
     pub fn add_job(&mut self, job: u64, model: Option<String>, shapes: &[(u32, f64)]) {
-        self.placements.insert(
-            job,
-            Placement {
-                group: None,
-                model,
-            },
-        );
+        self.placements
+            .insert(job, Placement { group: None, model });
         for (shape, cost) in shapes {
             self.seq += 1;
             self.pending.push(Unit {
@@ -152,9 +147,8 @@ impl Queue {
             return true;
         }
         // Another worker that fits and has not lost it: wait for that one.
-        !(0..seats.len()).any(|o| {
-            o != w && fits(o, p, seats) && !u.losses.iter().any(|l| l.worker == o)
-        })
+        !(0..seats.len())
+            .any(|o| o != w && fits(o, p, seats) && !u.losses.iter().any(|l| l.worker == o))
     }
 
     /// The next unit for worker `w` (free now): the largest cost among the units it may take,
@@ -228,7 +222,12 @@ impl Queue {
 
 /// Why no worker fits a placement, in words.
 pub fn unplaceable(p: &Placement, seats: &[Seat], names: &[String]) -> String {
-    let name = |i: usize| names.get(i).cloned().unwrap_or_else(|| format!("worker {i}"));
+    let name = |i: usize| {
+        names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("worker {i}"))
+    };
     // A mixed group among those the job could use is the likeliest cause: say it first.
     let groups: BTreeSet<&str> = seats
         .iter()
@@ -256,13 +255,7 @@ pub fn unplaceable(p: &Placement, seats: &[Seat], names: &[String]) -> String {
         .iter()
         .enumerate()
         .filter(|(_, s)| s.up)
-        .map(|(i, s)| {
-            format!(
-                "{} ({})",
-                name(i),
-                s.model.as_deref().unwrap_or("no GPU")
-            )
-        })
+        .map(|(i, s)| format!("{} ({})", name(i), s.model.as_deref().unwrap_or("no GPU")))
         .collect();
     if up.is_empty() {
         return "no worker is up".into();
@@ -308,10 +301,7 @@ mod tests {
             order.push((u.job, u.shape));
         }
         // Equal costs: the earlier submitted first.
-        assert_eq!(
-            order,
-            vec![(1, 1), (2, 1), (2, 0), (1, 2), (1, 0), (2, 2)]
-        );
+        assert_eq!(order, vec![(1, 1), (2, 1), (2, 0), (1, 2), (1, 0), (2, 2)]);
         assert!(q.is_empty());
     }
 

@@ -16,8 +16,11 @@ use std::time::Duration;
 pub enum AppEvent {
     Key(KeyEvent),
     Resize(u16, u16),
-    /// The worker's answer to hello: a device, or why there is none.
+    /// The first worker up (device, driver, NVRTC) once every worker's first start finished,
+    /// or why none is up.
     Hello(Result<HelloInfo, String>),
+    /// The worker pool changed (workers up, busy, down; restarts; the queue).
+    Pool(crate::engine::pool::PoolStatus),
     /// An event of a measurement job.
     Job {
         mid: u64,

@@ -248,6 +248,8 @@ pub struct AppState {
     pub modal: Modal,
     pub worker: WorkerState,
     pub restarts: u64,
+    /// The workers and the queue, as the pool last said.
+    pub pool: crate::engine::pool::PoolStatus,
     pub jobs: BTreeMap<u64, JobProgress>,
     pub ui_log: Vec<LogLine>,
     /// The session file's name, when this run records one.
@@ -317,6 +319,7 @@ impl AppState {
             modal: Modal::None,
             worker: WorkerState::Starting,
             restarts: 0,
+            pool: Default::default(),
             jobs: BTreeMap::new(),
             ui_log: Vec::new(),
             session_name: None,
@@ -661,6 +664,14 @@ impl AppState {
             .first_diag
             .map(|d| d.saturating_sub(2))
             .unwrap_or(0);
+    }
+
+    /// The GPU model measurements are for: the first worker up's (S is per GPU model).
+    pub fn gpu_model(&self) -> Option<String> {
+        match &self.worker {
+            WorkerState::Ready { gpu, .. } => Some(gpu.clone()),
+            _ => None,
+        }
     }
 
     pub fn measuring(&self) -> bool {

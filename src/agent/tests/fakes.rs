@@ -60,6 +60,7 @@ fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
         s: Some(s),
         message: None,
         device: None,
+        worker: None,
     }
 }
 

@@ -39,6 +39,11 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             vec![]
         }
         AppEvent::Job { mid, event } => on_job(state, mid, event),
+        AppEvent::Pool(p) => {
+            state.restarts = p.restarts();
+            state.pool = p;
+            vec![]
+        }
         AppEvent::HighlighterReady(Ok(h)) => {
             state.highlighter = Some(h);
             state.hl_cache.clear();

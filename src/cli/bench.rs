@@ -92,7 +92,7 @@ pub fn run(
             0
         };
         if as_json {
-            print_json(&report, &o, wall_s, &started.status)?;
+            print_json(&report, &o, wall_s, &started.pool.status())?;
         } else {
             print_table(&report, &o);
         }

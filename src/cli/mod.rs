@@ -9,6 +9,7 @@ pub mod calibrate;
 pub mod compile;
 pub mod defines;
 pub mod doctor;
+mod doctor_workers;
 pub mod import;
 pub mod measure;
 mod pool;
@@ -62,7 +63,7 @@ pub fn main() -> i32 {
                 )
             }
         }
-        Some(Command::Doctor { json }) => doctor::run(&ws, config, json),
+        Some(Command::Doctor { json }) => doctor::run(&ws, config, cli.workers.as_deref(), json),
         Some(Command::Calibrate { device, json }) => calibrate::run(device, json),
         Some(Command::ProfileTarget { device, job }) => {
             return crate::engine::worker::profile_target(device, &job);

@@ -995,6 +995,17 @@ impl Actor {
             self.end_job(id, JobEvent::WorkerLost { verdict, message });
             return;
         }
+        if let Some(res) = r
+            .result
+            .as_ref()
+            .filter(|res| !matches!(res.verdict, Verdict::Fault | Verdict::Timeout))
+        {
+            // The shape had its result before the worker was lost (the worker never reports a
+            // fault or timeout itself: those are the client's, for the shape it was on).
+            let res = res.clone();
+            self.shape_finished(id, res, false);
+            return;
+        }
         let name = self.seats[w].name();
         let (verdict, why) = match &r.result {
             Some(res) => (

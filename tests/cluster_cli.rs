@@ -251,3 +251,80 @@ fn workers_flag_mistakes_are_clear() {
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("/nonexistent/w.toml"), "{e}");
 }
+
+/// `agent OP1,OP2` runs one agent per operator at once on the pool, both recording into one
+/// session: one run start, each agent's own state events, every number used once.
+#[test]
+fn two_agents_run_at_once_into_one_session() {
+    let dir = standins::scratch("agents-parallel");
+    let file = write(
+        &dir,
+        "workers.toml",
+        &format!(
+            "{}{}devices = [1]\n",
+            sim_entry("box-a"),
+            sim_entry("box-b")
+        ),
+    );
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let session = dir.join("s.jsonl");
+    let out = bin()
+        .args(["agent", "rms_norm,silu_and_mul", "--backend", "tuner"])
+        .args([
+            "--max-iters",
+            "1",
+            "--hardware",
+            "H200",
+            "--json",
+            "--seed",
+            "7",
+        ])
+        .arg("--workers")
+        .arg(&file)
+        .arg("--session")
+        .arg(&session)
+        .arg("--workspace")
+        .arg(&ws)
+        .env("ATREX_TUI_CONFIG_DIR", dir.join("config"))
+        .output()
+        .unwrap();
+    let d = json(&out);
+    let agents = d["agents"].as_array().expect("one document per agent");
+    let ops: Vec<&str> = agents
+        .iter()
+        .map(|a| a["operator"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, vec!["rms_norm", "silu_and_mul"]);
+    assert_eq!(d["workers"], serde_json::json!(["box-a:0", "box-b:1"]));
+    let text = std::fs::read_to_string(&session).unwrap();
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kind = |r: &serde_json::Value| r["kind"].as_str().unwrap_or("").to_string();
+    assert_eq!(recs.iter().filter(|r| kind(r) == "run_start").count(), 1);
+    for op in ["rms_norm", "silu_and_mul"] {
+        assert!(
+            recs.iter()
+                .any(|r| kind(r) == "agent_state" && r["op"] == op),
+            "{op}: {text}"
+        );
+        assert!(
+            recs.iter()
+                .any(|r| kind(r) == "measure_start" && r["op"] == op),
+            "{op}"
+        );
+    }
+    let seqs: Vec<u64> = recs.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let mut mids: Vec<u64> = recs
+        .iter()
+        .filter(|r| kind(r) == "measure_start")
+        .map(|r| r["mid"].as_u64().unwrap())
+        .collect();
+    let n = mids.len();
+    mids.sort();
+    mids.dedup();
+    assert_eq!(mids.len(), n, "every measurement its own number");
+}

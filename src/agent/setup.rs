@@ -278,8 +278,8 @@ pub fn restore(model: &Model, op: &str) -> Option<(AgentState, Vec<(String, Opti
         .rev()
         .take_while(|h| h.decision != AgentDecision::Accepted)
         .count();
-    if model.agent_op.as_deref() == Some(op) {
-        st.apply_mask(&model.agent_masked);
+    if let Some(run) = model.agents.get(op) {
+        st.apply_mask(&run.masked);
     }
     // Deep profiles of the operator's revisions (any author), for the context's findings.
     for r in &o.revisions {

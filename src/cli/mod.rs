@@ -2,6 +2,7 @@
 //! file per command; they print and choose exit codes, the work lives in the domain modules.
 
 mod agent;
+mod agent_report;
 mod args;
 pub mod bench;
 pub mod bench_all;

@@ -124,7 +124,7 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
             },
         ))],
     );
-    assert_eq!(s.model.agent_masked, vec![3]);
+    assert_eq!(s.model.agents["rms_norm"].masked, vec![3]);
     assert!(screen(&s, 200, 50).contains("(masked)"));
     assert!(screen(&s, 200, 50).contains("dropout (asked by the engineer"));
     assert_eq!(

@@ -17,22 +17,23 @@ pub(super) fn start_agent_or_log(
     sources: Vec<(String, Option<f64>)>,
     seed: u64,
 ) -> Option<PathBuf> {
-    if let Err(e) = start_agent(rtm, state, op, st, sources, seed) {
-        if let Some(a) = state.agent.as_mut() {
+    if let Err(e) = start_agent(rtm, state, op.clone(), st, sources, seed) {
+        if let Some(a) = state.agents.get_mut(&op) {
             a.running = false;
         }
-        state.log(LogLevel::Error, format!("agent: cannot start: {e}"));
+        state.log(LogLevel::Error, format!("agent on {op}: cannot start: {e}"));
     }
     None
 }
 
-/// Passes a control message to the running agent, forgetting it once it has finished.
-pub(super) fn send_to_agent(rtm: &mut Runtime, c: app::AgentCtl) -> Option<PathBuf> {
+/// Passes a control message to an operator's running agent, forgetting it once it has
+/// finished.
+pub(super) fn send_to_agent(rtm: &mut Runtime, op: &str, c: app::AgentCtl) -> Option<PathBuf> {
     // A control message for an agent that has finished is moot.
-    if let Some(tx) = &rtm.agent
+    if let Some(tx) = rtm.agents.get(op)
         && tx.send(c).is_err()
     {
-        rtm.agent = None;
+        rtm.agents.remove(op);
     }
     None
 }

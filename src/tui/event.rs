@@ -44,8 +44,8 @@ pub enum AppEvent {
     Signal(&'static str),
     /// A message for the log from the runtime.
     Log(LogLevel, String),
-    /// News from the running agent.
-    Agent(AgentMsg),
+    /// News from the agent of an operator.
+    Agent(String, AgentMsg),
     /// Where ncu (Nsight Compute) is, or why it cannot be used (looked up once at start).
     NcuFound(Result<PathBuf, String>),
     /// A deep profile finished (or could not run).
@@ -76,7 +76,7 @@ pub enum AgentMsg {
     Finished(String),
 }
 
-/// What the app tells the running agent.
+/// What the app tells an operator's running agent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentCtl {
     Decided {
@@ -137,8 +137,8 @@ pub enum Effect {
         sources: Vec<(String, Option<f64>)>,
         seed: u64,
     },
-    /// A message for the running agent.
-    Agent(AgentCtl),
+    /// A message for the agent of an operator.
+    Agent(String, AgentCtl),
     /// Profile a revision on one shape under Nsight Compute, on a blocking task; the result
     /// comes back as `AppEvent::Profiled`.
     Profile {

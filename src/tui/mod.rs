@@ -256,8 +256,8 @@ struct Runtime {
     tx: Tx,
     /// The GPU index (for ncu's target).
     device: u32,
-    /// Control channel of the running agent.
-    agent: Option<mpsc::UnboundedSender<app::AgentCtl>>,
+    /// Control channels of the running agents, by operator.
+    agents: std::collections::BTreeMap<String, mpsc::UnboundedSender<app::AgentCtl>>,
     /// The workers (local GPUs or the configured pool).
     pool: Pool,
     jobs: std::collections::BTreeMap<u64, u64>,
@@ -307,7 +307,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
     let mut rtm = Runtime {
         tx: tx.clone(),
         device: settings.device.unwrap_or(0),
-        agent: None,
+        agents: Default::default(),
         pool,
         jobs: Default::default(),
         watchers: Vec::new(),
@@ -557,17 +557,18 @@ fn start_agent(
             },
         },
         agent_link::TuiGate::new(ctl_rx),
-        agent_link::TuiSink::new(rtm.tx.clone(), state.recorder.ids()),
+        agent_link::TuiSink::new(rtm.tx.clone(), state.recorder.ids(), &op),
     )?;
     let tx = rtm.tx.clone();
+    let name = op.clone();
     tokio::spawn(async move {
         let stop = d.run().await;
         deliver(
             &tx,
-            AppEvent::Agent(app::AgentMsg::Finished(stop.to_string())),
+            AppEvent::Agent(name, app::AgentMsg::Finished(stop.to_string())),
         );
     });
-    rtm.agent = Some(ctl_tx);
+    rtm.agents.insert(op, ctl_tx);
     Ok(())
 }
 
@@ -580,7 +581,7 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             sources,
             seed,
         } => effects::start_agent_or_log(rtm, state, op, *st, sources, seed),
-        Effect::Agent(c) => effects::send_to_agent(rtm, c),
+        Effect::Agent(op, c) => effects::send_to_agent(rtm, &op, c),
         Effect::Measure {
             op,
             rev,

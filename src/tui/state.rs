@@ -269,8 +269,8 @@ pub struct AppState {
     pub kernels_dir: PathBuf,
     pub watches: BTreeMap<PathBuf, Watch>,
     pub quit: bool,
-    /// The agent, once started.
-    pub agent: Option<AgentView>,
+    /// The agents started in this run, one per operator (they run at once on the pool).
+    pub agents: BTreeMap<String, AgentView>,
     /// The agent's configuration (settings + environment), or why it cannot start.
     pub agent_cfg: Result<crate::agent::config::AgentConfig, String>,
     /// Where the suite stands.
@@ -334,7 +334,7 @@ impl AppState {
             kernels_dir,
             watches: BTreeMap::new(),
             quit: false,
-            agent: None,
+            agents: BTreeMap::new(),
             agent_cfg: crate::agent::config::resolve(&Default::default(), None),
             standing,
         };
@@ -664,6 +664,16 @@ impl AppState {
             .first_diag
             .map(|d| d.saturating_sub(2))
             .unwrap_or(0);
+    }
+
+    /// The agent of an operator while it runs.
+    pub fn running_agent(&self, op: &str) -> Option<&AgentView> {
+        self.agents.get(op).filter(|a| a.running)
+    }
+
+    /// The operators whose agents run, in the operators' order of the suite.
+    pub fn running_agents(&self) -> Vec<&AgentView> {
+        self.agents.values().filter(|a| a.running).collect()
     }
 
     /// The GPU model measurements are for: the first worker up's (S is per GPU model).

@@ -16,8 +16,8 @@ pub struct Settings {
     pub syntax_theme: Option<String>,
     /// Seconds of worker silence before a job is killed.
     pub watchdog_secs: Option<f64>,
-    /// GPU index.
-    pub device: u32,
+    /// The only GPU to use (default: every GPU, or the `[[workers]]`).
+    pub device: Option<u32>,
     /// Hardware profile for T_SOL when the GPU is unknown or absent.
     pub hardware: String,
     /// Where new sessions go (default: the workspace's sessions/).
@@ -30,6 +30,9 @@ pub struct Settings {
     pub force_256_colours: bool,
     /// The `[agent]` table.
     pub agent: AgentSettings,
+    /// The `[[workers]]` tables: workers started by launch templates (docs/cluster.md); none:
+    /// one local worker per GPU.
+    pub workers: Vec<crate::engine::workers::WorkerEntry>,
 }
 
 /// The file's top level as written: everything but `[agent]`, which is parsed on its own so
@@ -40,7 +43,7 @@ struct RawSettings {
     theme: String,
     syntax_theme: Option<String>,
     watchdog_secs: Option<f64>,
-    device: u32,
+    device: Option<u32>,
     hardware: String,
     sessions_dir: Option<PathBuf>,
     record_sessions: bool,
@@ -49,6 +52,9 @@ struct RawSettings {
     /// Parsed on its own by `parse_agent`.
     #[serde(rename = "agent")]
     _agent: Option<toml::Value>,
+    /// Parsed on its own by `engine::workers::parse_settings`.
+    #[serde(rename = "workers")]
+    _workers: Option<toml::Value>,
 }
 
 impl Default for RawSettings {
@@ -65,6 +71,7 @@ impl Default for RawSettings {
             editor: d.editor,
             force_256_colours: d.force_256_colours,
             _agent: None,
+            _workers: None,
         }
     }
 }
@@ -161,13 +168,14 @@ impl Default for Settings {
             theme: "dark".into(),
             syntax_theme: None,
             watchdog_secs: None,
-            device: 0,
+            device: None,
             hardware: "H200".into(),
             sessions_dir: None,
             record_sessions: true,
             editor: None,
             force_256_colours: false,
             agent: AgentSettings::default(),
+            workers: Vec::new(),
         }
     }
 }
@@ -219,6 +227,10 @@ impl Settings {
             problems.push(e);
             AgentSettings::default()
         });
+        let workers = crate::engine::workers::parse_settings(file, text).unwrap_or_else(|e| {
+            problems.push(e);
+            Vec::new()
+        });
         let s = Settings {
             theme: raw.theme,
             syntax_theme: raw.syntax_theme,
@@ -230,6 +242,7 @@ impl Settings {
             editor: raw.editor,
             force_256_colours: raw.force_256_colours,
             agent,
+            workers,
         };
         (s, problems)
     }

@@ -371,14 +371,15 @@ fn profiling_the_rms_norm_baseline_gives_plausible_figures() {
 }
 
 /// Without `--device`, `bench` runs one worker per GPU and spreads the shapes over them: every
-/// shape is measured once, all pass, and on a machine with two or more GPUs both are used.
+/// shape is measured once, all pass, each names its worker, and on a machine with two or more
+/// GPUs both are used.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn bench_spreads_the_shapes_over_every_gpu() {
     let (code, doc) = bench(&["rms_norm", "--quick"]);
     save("pool-rms_norm.json", &doc.to_string());
     assert_eq!(code, 0, "{}", doc["message"]);
-    let gpus = doc["devices"].as_array().expect("devices listed").len();
+    let gpus = doc["workers"].as_array().expect("workers listed").len();
     let shapes = doc["shapes"].as_array().unwrap();
     assert_eq!(shapes.len(), 56);
     let mut ids: Vec<u64> = shapes
@@ -387,6 +388,10 @@ fn bench_spreads_the_shapes_over_every_gpu() {
         .collect();
     ids.dedup();
     assert_eq!(ids.len(), 56, "every shape exactly once, in order");
+    assert!(
+        shapes.iter().all(|s| s["worker"].as_str().is_some()),
+        "each shape names its worker"
+    );
     let used: std::collections::BTreeSet<u64> = shapes
         .iter()
         .map(|s| s["device"].as_u64().expect("each shape names its GPU"))

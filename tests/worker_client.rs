@@ -251,50 +251,6 @@ fn the_real_worker_answers_without_a_gpu() {
     );
 }
 
-#[tokio::test]
-async fn a_pool_spreads_jobs_over_its_workers() {
-    use atrex_tui::engine::client::WorkerPool;
-    let cfgs: Vec<WorkerConfig> = (0..2)
-        .map(|d| {
-            let mut c = WorkerConfig::new(d);
-            c.exe = common::exe();
-            c.extra_args = vec!["--simulate".into()];
-            c.watchdog = Duration::from_millis(600);
-            c
-        })
-        .collect();
-    let pool = WorkerPool::spawn(cfgs);
-    assert_eq!(pool.len(), 2);
-    // A hanging job occupies worker 0; the next jobs go to worker 1 while it is busy.
-    let (w0, _, mut hang) = pool.submit(job("v1 hang")).unwrap();
-    let (w1, _, mut a) = pool.submit(job("v2 fine")).unwrap();
-    assert_eq!((w0, w1), (0, 1));
-    assert!(matches!(
-        last(&mut a).await,
-        JobEvent::Worker(Event::Done { .. })
-    ));
-    let (w2, _, mut b) = pool.submit(job("v3 fine")).unwrap();
-    assert_eq!(w2, 1, "worker 0 still busy");
-    assert!(matches!(
-        last(&mut b).await,
-        JobEvent::Worker(Event::Done { .. })
-    ));
-    assert!(matches!(
-        last(&mut hang).await,
-        JobEvent::WorkerLost {
-            verdict: Verdict::Timeout,
-            ..
-        }
-    ));
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let (w3, _, mut c) = pool.submit(job("v4 fine")).unwrap();
-    assert_eq!(w3, 0, "both idle again: the first worker");
-    assert!(matches!(
-        last(&mut c).await,
-        JobEvent::Worker(Event::Done { .. })
-    ));
-}
-
 fn job_with_shapes(name: &str, shapes: &[u32]) -> Job {
     let mut j = job(name);
     j.shapes = shapes

@@ -6,17 +6,22 @@ use super::config::{AgentConfig, BackendKind};
 use super::driver::*;
 use super::llm::{Delta, LlmClient};
 use super::*;
-use crate::engine::client::WorkerClient;
+use crate::engine::client::Runner;
 use crate::engine::outcome::{Outcome, collect};
+use crate::engine::pool::{Lease, Pool};
 use crate::engine::protocol::{JobKind, Mode, Source};
 use crate::session::{Author, Model};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Problem, Suite};
 
-/// Measures through the worker (one session for the whole run); deep profiles under Nsight
-/// Compute as the TUI's `p` takes them.
+/// Measures through the pool (a job's shapes spread over its workers of the agent's GPU model;
+/// held on one worker for A B B A); deep profiles under Nsight Compute as the TUI's `p` takes
+/// them.
 pub struct WorkerMeasurer {
-    pub client: WorkerClient,
+    /// The pool, bound to the GPU model the agent's T_SOL is for.
+    pub pool: Pool,
+    /// The worker held between `hold` and `release`.
+    pub held: Option<Lease>,
     pub problem: Problem,
     pub reference: Source,
     pub hw: HardwareProfile,
@@ -66,9 +71,26 @@ impl Measurer for WorkerMeasurer {
             mode,
             Some(&self.hw),
         ) {
-            Ok(job) => collect(&self.client, job, self.progress).await,
+            Ok(job) => {
+                let runner: &dyn Runner = match &self.held {
+                    Some(l) => l,
+                    None => &self.pool,
+                };
+                collect(runner, job, self.progress).await
+            }
             Err(e) => Outcome::failed(e),
         }
+    }
+
+    async fn hold(&mut self) -> Result<String, String> {
+        let lease = self.pool.lease().await?;
+        let name = lease.name.clone();
+        self.held = Some(lease);
+        Ok(name)
+    }
+
+    fn release(&mut self) {
+        self.held = None;
     }
 
     async fn profile(
@@ -83,7 +105,7 @@ impl Measurer for WorkerMeasurer {
         let cand = self.candidate(source);
         let p = self.problem.clone();
         let resources =
-            crate::engine::outcome::compile_resources(&self.client, &p, &cand, shape).await?;
+            crate::engine::outcome::compile_resources(&self.pool, &p, &cand, shape).await?;
         tokio::task::spawn_blocking(move || {
             let opts = crate::profile::NcuOptions::find()?;
             crate::profile::profile(
@@ -256,8 +278,8 @@ pub fn restore(model: &Model, op: &str) -> Option<(AgentState, Vec<(String, Opti
         .rev()
         .take_while(|h| h.decision != AgentDecision::Accepted)
         .count();
-    if model.agent_op.as_deref() == Some(op) {
-        st.apply_mask(&model.agent_masked);
+    if let Some(run) = model.agents.get(op) {
+        st.apply_mask(&run.masked);
     }
     // Deep profiles of the operator's revisions (any author), for the context's findings.
     for r in &o.revisions {
@@ -286,7 +308,8 @@ pub struct Setup<'a> {
     pub sources: Vec<(String, Option<f64>)>,
     pub seed: u64,
     pub mode: DecisionMode,
-    pub client: WorkerClient,
+    /// The pool, bound to the GPU model of `hw` (`Pool::for_model`).
+    pub pool: Pool,
     /// The GPU's index and name (deep profiles of the `profile` tool).
     pub device: u32,
     pub device_name: Option<String>,
@@ -305,7 +328,8 @@ pub fn build<G: Gate, S: Sink>(
         t.seed_history(&s.sources);
     }
     let measurer = WorkerMeasurer {
-        client: s.client,
+        pool: s.pool,
+        held: None,
         problem: s.problem.clone(),
         reference,
         hw: s.hw.clone(),

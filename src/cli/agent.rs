@@ -1,20 +1,26 @@
 //! `agent OP`: the optimisation loop without the TUI, recording a session (a new one, or the
 //! one given with `--session`, whose numbering and the agent's memory it continues).
+//! `agent OP1,OP2,...` runs one agent per operator at once on the workers, all recording into
+//! the one session (one recorder numbers every agent's events); each agent's jobs share the
+//! pool's queue, and its A B B A runs hold one worker.
 
+use super::agent_report::{Report, print_text, report_json};
 use crate::agent::AgentState;
 use crate::agent::StopReason;
 use crate::agent::config::{self, BackendKind};
-use crate::agent::driver::{DecisionMode, Proposer};
-use crate::agent::driver::{Driver, Gate, Measurer, Sink};
-use crate::agent::file_sink::FileSink;
+use crate::agent::driver::DecisionMode;
+use crate::agent::driver::Sink;
+use crate::agent::file_sink::{FileSink, SharedRecording};
 use crate::agent::setup::{self, NoGate, Setup};
-use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::engine::pool::PoolOptions;
+use crate::engine::workers::Choice;
 use crate::session::{Author, Model, Recording, SessionEvent, SessionWriter};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Suite, Workspace};
 use serde_json::json;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 pub struct Args<'a> {
     pub op: &'a str,
@@ -24,7 +30,7 @@ pub struct Args<'a> {
     /// One reply per iteration (no tools).
     pub no_tools: bool,
     pub json: bool,
-    pub device: u32,
+    pub workers: Choice,
     pub hardware: Option<&'a str>,
     pub config: Option<&'a Path>,
     pub seed: Option<u64>,
@@ -56,12 +62,29 @@ fn open_session(
     }
 }
 
+/// The operators of `OP1,OP2,...`, each once, in the order given.
+fn operators(suite: &Suite, list: &str) -> Result<Vec<Problem>, String> {
+    let mut out: Vec<Problem> = Vec::new();
+    for name in list.split(',').map(str::trim) {
+        if name.is_empty() {
+            return Err(format!("`{list}`: an empty operator name (OP1,OP2,...)"));
+        }
+        let p = suite
+            .problem(name)
+            .ok_or_else(|| format!("unknown operator `{name}` (see `atrex-tui suite`)"))?;
+        if !out.iter().any(|o| o.name == p.name) {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
 pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
-    let p = suite
-        .problem(a.op)
-        .ok_or_else(|| format!("unknown operator `{}` (see `atrex-tui suite`)", a.op))?
-        .clone();
-    let baseline = crate::suite::kernels::suite_kernel(suite, &p, "baseline.cu")?;
+    let ops = operators(suite, a.op)?;
+    let baselines = ops
+        .iter()
+        .map(|p| crate::suite::kernels::suite_kernel(suite, p, "baseline.cu"))
+        .collect::<Result<Vec<_>, _>>()?;
     let cfg_file = a
         .config
         .map(|p| p.to_path_buf())
@@ -80,97 +103,148 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async move {
-        let client = WorkerClient::spawn(WorkerConfig::new(a.device));
-        let (dev, probe) = match client.device().await {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!(
-                    "atrex-tui: no GPU {}: {e}; the agent needs one to measure",
-                    a.device
-                );
-                return Ok(crate::cli::EXIT_NO_GPU);
-            }
+        let Some(started) = super::pool::start(&a.workers, PoolOptions::default()).await else {
+            return Ok(crate::cli::EXIT_NO_GPU);
         };
+        let dev = started.dev.clone();
+        let (driver, nvrtc) = (started.driver.clone(), started.nvrtc.clone());
         let hw = resolve_hardware(suite, a.hardware, &dev.name)?;
         let (path, recording, resumed) = open_session(suite, ws, a.session)?;
-        let mut sink = FileSink::new(recording, !a.json);
-        // The agent starts from the standing's incumbent; what it accepts becomes the standing's.
+        let shared: SharedRecording = Arc::new(Mutex::new(recording));
+        // The agents start from the standing's incumbents; what they accept becomes the
+        // standing's.
         let store = crate::standing::Store::load(ws, suite);
         for w in store.problems() {
             eprintln!("atrex-tui: {w}");
         }
-        let start = store.view(&hw.key, Some(&dev.name)).start(&p.name);
-        sink.keeper = Some(crate::standing::accept::Keeper {
-            ws: ws.clone(),
-            suite: suite.name.clone(),
-            problem: p.clone(),
-            print: crate::standing::OpPrint::of(suite, &p),
-            bench: crate::standing::accept::Bench {
-                gpu: dev.name.clone(),
-                driver: probe.driver_version.clone(),
-                nvrtc: probe.nvrtc_version.clone(),
-                hardware: hw.key.clone(),
-            },
-            session: crate::standing::accept::session_label(&ws.dir, &path),
-        });
-        sink.record(SessionEvent::RunStart {
+        let view = store.view(&hw.key, Some(&dev.name));
+        let run_start = SessionEvent::RunStart {
             tool_version: env!("CARGO_PKG_VERSION").into(),
             resumed,
             gpu: Some(dev.name.clone()),
-            driver: Some(probe.driver_version),
-            nvrtc: probe.nvrtc_version,
+            driver: Some(driver.clone()),
+            nvrtc: nvrtc.clone(),
             hardware: Some(hw.key.clone()),
             suite: suite.name.clone(),
             suite_version: suite.version.clone(),
-        });
-        let start_author = if start.is_some() { Author::Incumbent } else { Author::Baseline };
-        let (start_code, start_why) =
-            start.unwrap_or_else(|| (baseline.code.clone(), "suite baseline".to_string()));
-        record_baseline(&mut sink, &p.name, &start_code, &start_why, start_author);
-        // A continued session restores the agent's memory; a new one starts from revision 0.
-        let (state, sources) = initial_state(&sink.recording.model, resumed, &p.name, &start_code);
+        };
         let seed = a.seed.unwrap_or_else(|| crate::engine::fresh_seeds(1)[0]);
         let mode = if a.auto {
             DecisionMode::Auto
         } else {
             DecisionMode::Suggest
         };
-        let mut d = setup::build(
-            Setup {
-                suite,
+        let mut drivers = Vec::new();
+        for (k, (p, baseline)) in ops.iter().zip(&baselines).enumerate() {
+            let mut sink = FileSink::shared(shared.clone(), !a.json);
+            if ops.len() > 1 {
+                sink.prefix = Some(p.name.clone());
+            }
+            sink.keeper = Some(crate::standing::accept::Keeper {
+                ws: ws.clone(),
+                suite: suite.name.clone(),
                 problem: p.clone(),
-                hw: hw.clone(),
-                cfg: &cfg,
-                state,
-                sources,
-                seed,
-                mode,
-                client,
-                device: a.device,
-                device_name: Some(dev.name.clone()),
-            },
-            NoGate,
-            sink,
-        )?;
-        let stop = d.run().await;
-        let report = Report {
-            p: &p,
-            dev_name: &dev.name,
-            hw: &hw,
-            auto: a.auto,
-            path: &path,
-            resumed,
-            stop: &stop,
-        };
-        if a.json {
-            print_json(&report, &d)?;
-        } else {
-            print_text(&report, &d.state);
+                print: crate::standing::OpPrint::of(suite, p),
+                bench: crate::standing::accept::Bench {
+                    gpu: dev.name.clone(),
+                    driver: driver.clone(),
+                    nvrtc: nvrtc.clone(),
+                    hardware: hw.key.clone(),
+                },
+                session: crate::standing::accept::session_label(&ws.dir, &path),
+            });
+            if k == 0 {
+                sink.record(run_start.clone());
+            }
+            let start = view.start(&p.name);
+            let start_author = if start.is_some() { Author::Incumbent } else { Author::Baseline };
+            let (start_code, start_why) =
+                start.unwrap_or_else(|| (baseline.code.clone(), "suite baseline".to_string()));
+            record_baseline(&mut sink, &p.name, &start_code, &start_why, start_author);
+            // A continued session restores each agent's memory; a new one starts from
+            // revision 0.
+            let (state, sources) =
+                initial_state(&sink.recording().model, resumed, &p.name, &start_code);
+            drivers.push(setup::build(
+                Setup {
+                    suite,
+                    problem: p.clone(),
+                    hw: hw.clone(),
+                    cfg: &cfg,
+                    state,
+                    sources,
+                    // Each agent its own stream of restarts and dropouts.
+                    seed: seed.wrapping_add(k as u64),
+                    mode,
+                    pool: started.pool.clone(),
+                    device: dev.index,
+                    device_name: Some(dev.name.clone()),
+                },
+                NoGate,
+                sink,
+            )?);
         }
-        Ok(match stop {
-            StopReason::Backend(_) | StopReason::Measurement(_) => 1,
-            _ => 0,
-        })
+        let workers = started.names();
+        if ops.len() > 1 && !a.json {
+            eprintln!(
+                "{} agents at once ({}) on {} worker{} ({})",
+                ops.len(),
+                ops.iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                workers.len(),
+                if workers.len() == 1 { "" } else { "s" },
+                workers.join(", ")
+            );
+        }
+        let t0 = std::time::Instant::now();
+        let stops = futures::future::join_all(drivers.iter_mut().map(|d| d.run())).await;
+        let wall_s = t0.elapsed().as_secs_f64();
+        let reports: Vec<Report<'_>> = ops
+            .iter()
+            .zip(&stops)
+            .map(|(p, stop)| Report {
+                p,
+                dev_name: &dev.name,
+                hw: &hw,
+                auto: a.auto,
+                path: &path,
+                resumed,
+                stop,
+            })
+            .collect();
+        if a.json {
+            let docs: Vec<serde_json::Value> = reports
+                .iter()
+                .zip(&drivers)
+                .map(|(r, d)| report_json(r, d))
+                .collect();
+            let doc = match docs.as_slice() {
+                [one] => one.clone(),
+                _ => json!({
+                    "session": path.display().to_string(),
+                    "workers": workers,
+                    "wall_s": wall_s,
+                    "agents": docs,
+                }),
+            };
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+            );
+        } else {
+            for (r, d) in reports.iter().zip(&drivers) {
+                print_text(r, &d.state);
+            }
+            if ops.len() > 1 {
+                println!("wall {wall_s:.0} s for {} agents", ops.len());
+            }
+        }
+        let failed = stops
+            .iter()
+            .any(|s| matches!(s, StopReason::Backend(_) | StopReason::Measurement(_)));
+        Ok(if failed { 1 } else { 0 })
     })
 }
 
@@ -192,7 +266,7 @@ fn resolve_hardware(
 /// already has it.
 fn record_baseline(sink: &mut FileSink, op: &str, code: &str, why: &str, author: Author) {
     let recorded = sink
-        .recording
+        .recording()
         .model
         .ops
         .get(op)
@@ -224,87 +298,4 @@ fn initial_state(
 ) -> (AgentState, Vec<(String, Option<f64>)>) {
     let restored = resumed.then(|| setup::restore(model, op)).flatten();
     restored.unwrap_or_else(|| (AgentState::new(op, 0, baseline.to_string(), None), vec![]))
-}
-
-/// The context the run's result is printed with.
-struct Report<'a> {
-    p: &'a Problem,
-    dev_name: &'a str,
-    hw: &'a HardwareProfile,
-    auto: bool,
-    path: &'a Path,
-    resumed: bool,
-    stop: &'a StopReason,
-}
-
-/// The baseline's S_op and the best measured revision with its S_op.
-fn scores(st: &AgentState) -> (Option<f64>, Option<(u32, f64)>) {
-    let baseline_s = st.history.first().and_then(|h| h.s_op());
-    let best = st
-        .history
-        .iter()
-        .filter(|h| h.rev.is_some())
-        .filter_map(|h| h.s_op().map(|s| (h.rev.unwrap_or(0), s)))
-        .max_by(|a, b| a.1.total_cmp(&b.1));
-    (baseline_s, best)
-}
-
-/// Prints the run as one pretty JSON document, history included.
-fn print_json<P: Proposer, M: Measurer, G: Gate>(
-    r: &Report<'_>,
-    d: &Driver<P, M, G, FileSink>,
-) -> Result<(), String> {
-    let st = &d.state;
-    let (baseline_s, best) = scores(st);
-    let doc = json!({
-        "operator": r.p.name,
-        "backend": d.proposer.name(),
-        "gpu": r.dev_name,
-        "hardware": r.hw.key,
-        "mode": if r.auto { "auto" } else { "suggest" },
-        "session": r.path.display().to_string(),
-        "resumed": r.resumed,
-        "stop_reason": r.stop.to_string(),
-        "iterations": st.iterations,
-        "dropouts": st.dropouts,
-        "tokens_in": st.tokens_in,
-        "tokens_out": st.tokens_out,
-        // Whether iterations used tools (off for the tuner, or after a server refused them).
-        "tools": d.budget.tools.enabled && d.proposer.supports_tools(),
-        "tool_budgets": d.budget.tools,
-        "baseline_s_op": baseline_s,
-        "incumbent": st.incumbent_rev,
-        "incumbent_s_op": st.incumbent_s,
-        "best": best.map(|(r, s)| json!({"rev": r, "s_op": s})),
-        "history": st.history,
-        "write_errors": d.sink.errors,
-        "standing": d.sink.standing.iter().map(|(rev, w)| match w {
-            Ok(f) => json!({"rev": rev, "file": f.display().to_string()}),
-            Err(e) => json!({"rev": rev, "error": e}),
-        }).collect::<Vec<_>>(),
-    });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-    );
-    Ok(())
-}
-
-/// Prints the run as one line of text.
-fn print_text(r: &Report<'_>, st: &AgentState) {
-    let (baseline_s, best) = scores(st);
-    let stop = r.stop;
-    println!(
-        "{}: {} iterations, stop: {stop}; S_op v0 {} → incumbent v{} {}{}; session {}",
-        r.p.name,
-        st.iterations,
-        baseline_s.map(|s| format!("{s:.4}")).unwrap_or("-".into()),
-        st.incumbent_rev,
-        st.incumbent_s
-            .map(|s| format!("{s:.4}"))
-            .unwrap_or("-".into()),
-        best.map(|(r, s)| format!(" (best measured v{r} {s:.4})"))
-            .unwrap_or_default(),
-        r.path.display()
-    );
 }

@@ -25,6 +25,12 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// The workers to measure on: a TOML file of `[[workers]]` launch templates (ssh, srun,
+    /// kubectl exec; docs/cluster.md) for bench, measure, agent, doctor and the TUI. Default:
+    /// the settings' `[[workers]]`, else one local worker per GPU.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub workers: Option<PathBuf>,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -59,7 +65,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// What this machine offers: GPUs, NVRTC, ncu, LLM endpoint, terminal colours.
+    /// What this machine offers: GPUs, NVRTC, ncu, LLM endpoint, terminal colours, and every
+    /// configured worker (its command, hello, host, device, GPU and versions).
     Doctor {
         /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
@@ -97,7 +104,7 @@ pub enum Command {
         /// Hardware profile for T_SOL (default: the one matching the GPU).
         #[arg(long)]
         hardware: Option<String>,
-        /// GPU index (default: every GPU, shapes spread over them).
+        /// Only this GPU of this machine (default: every worker, shapes spread over them).
         #[arg(long)]
         device: Option<u32>,
         /// Print the result as JSON (for scripts) instead of text.
@@ -189,17 +196,18 @@ pub enum Command {
         /// 1 seed and short timing (cannot accept: accepting needs the 5-seed check).
         #[arg(long)]
         quick: bool,
-        /// GPU index.
-        #[arg(long, default_value_t = 0)]
-        device: u32,
+        /// Only this GPU of this machine (default: every worker, shapes spread over them).
+        #[arg(long)]
+        device: Option<u32>,
         /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Run the optimization agent on an operator without the TUI and record a session
-    /// (docs/agent.md). Exit 2 without a GPU.
+    /// Run the optimization agent on an operator (or one agent per operator, concurrently on
+    /// the workers: OP1,OP2,...) without the TUI and record a session (docs/agent.md). Exit 2
+    /// without a GPU.
     Agent {
-        /// Operator name.
+        /// Operator name, or several separated by commas (one agent each, all at once).
         op: String,
         /// tuner (built in, no LLM), openai (OpenAI-compatible) or anthropic. Default: the
         /// `[agent] backend` setting, else tuner.
@@ -219,9 +227,9 @@ pub enum Command {
         /// Hardware profile for T_SOL (default: the one matching the GPU).
         #[arg(long)]
         hardware: Option<String>,
-        /// GPU index.
-        #[arg(long, default_value_t = 0)]
-        device: u32,
+        /// Only this GPU of this machine (default: every worker).
+        #[arg(long)]
+        device: Option<u32>,
         /// Seed of the tuner's restarts and of dropout masks (default: random).
         #[arg(long)]
         seed: Option<u64>,
@@ -290,9 +298,10 @@ pub enum Command {
     Worker {
         #[arg(long, default_value_t = 0)]
         device: u32,
-        /// Protocol simulator without a GPU, for tests of the client.
-        #[arg(long, hide = true)]
-        simulate: bool,
+        /// Protocol simulator without a GPU, for tests of the client (`--simulate=NAME`: the
+        /// behaviour of candidates whose name selects none).
+        #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "")]
+        simulate: Option<String>,
     },
 }
 

@@ -1,10 +1,10 @@
 //! `bench`: compile, check and time a kernel on the GPU.
 
 use super::{EXIT_NO_GPU, runtime};
-use crate::engine::client::{WorkerClient, WorkerConfig, WorkerPool};
 use crate::engine::outcome::*;
+use crate::engine::pool::{PoolOptions, PoolStatus};
 use crate::engine::protocol::*;
-use crate::engine::spread;
+use crate::engine::workers::Choice;
 use crate::suite::Problem;
 use crate::suite::Suite;
 use crate::suite::hardware::HardwareProfile;
@@ -21,7 +21,7 @@ pub fn run(
     shape_ids: &[u32],
     quick: bool,
     hardware: Option<&str>,
-    device: Option<u32>,
+    workers: &Choice,
     as_json: bool,
 ) -> Result<i32, String> {
     let p = suite
@@ -32,19 +32,10 @@ pub fn run(
     let ids = resolve_shape_ids(p, shape_ids)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let client = WorkerClient::spawn(WorkerConfig::new(device.unwrap_or(0)));
-        let (dev, probe) = match client.device().await {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!(
-                    "atrex-tui: no GPU {}: {e}; measurement is unavailable",
-                    device.unwrap_or(0)
-                );
-                return Ok(EXIT_NO_GPU);
-            }
+        let Some(started) = super::pool::start(workers, PoolOptions::default()).await else {
+            return Ok(EXIT_NO_GPU);
         };
-        let (driver, nvrtc, probe_devices) =
-            (probe.driver_version, probe.nvrtc_version, probe.devices);
+        let dev = &started.dev;
         let hw = match hardware {
             Some(h) => Some(suite.hardware(h)?),
             None => crate::engine::profile_for_device(&suite.hardware, &dev.name),
@@ -56,42 +47,39 @@ pub fn run(
             ));
         };
         let mode = if quick { Mode::Quick } else { Mode::Full };
-        let devices: Vec<u32> = match device {
-            Some(d) => vec![d],
-            None => probe_devices.iter().map(|d| d.index).collect(),
-        };
+        let names = started.names();
+        if !as_json && names.len() > 1 {
+            eprintln!(
+                "spreading {} shapes over {} workers ({}), the largest T_SOL first",
+                ids.len(),
+                names.len(),
+                names.join(", ")
+            );
+        }
         let t0 = std::time::Instant::now();
-        let o = if devices.len() <= 1 {
-            let job = crate::engine::build_job(
-                p,
-                candidate.clone(),
-                Some(reference),
-                &ids,
-                JobKind::All,
-                mode,
-                Some(hw),
-            )?;
-            collect(&client, job, !as_json).await
-        } else {
-            // One job per shape, spread over every GPU.
-            drop(client);
-            let spread = Spread {
-                p,
-                candidate: &candidate,
-                reference: &reference,
-                mode,
-                hw,
-            };
-            run_spread(&spread, &devices, &ids, as_json).await?
-        };
+        let job = crate::engine::build_job(
+            p,
+            candidate.clone(),
+            Some(reference),
+            &ids,
+            JobKind::All,
+            mode,
+            Some(hw),
+        )?;
+        let mut o = collect(&started.pool, job, !as_json).await;
+        o.shapes.sort_by_key(|r| r.shape);
+        o.output.sort_by_key(|k| k.shape);
+        if !as_json && names.len() > 1 {
+            print_kernel_output(&o);
+        }
         let wall_s = t0.elapsed().as_secs_f64();
         let report = Report {
             p,
             candidate: &candidate,
-            dev: &dev,
-            devices: &devices,
-            driver: &driver,
-            nvrtc: &nvrtc,
+            dev,
+            workers: &names,
+            driver: &started.driver,
+            nvrtc: &started.nvrtc,
             hw,
             quick,
             ids: &ids,
@@ -104,7 +92,7 @@ pub fn run(
             0
         };
         if as_json {
-            print_json(&report, &o, wall_s)?;
+            print_json(&report, &o, wall_s, &started.pool.status())?;
         } else {
             print_table(&report, &o);
         }
@@ -132,56 +120,6 @@ fn resolve_shape_ids(p: &Problem, shape_ids: &[u32]) -> Result<Vec<u32>, String>
     } else {
         shape_ids.to_vec()
     })
-}
-
-/// What every per-shape job of a multi-GPU run is built from.
-struct Spread<'a> {
-    p: &'a Problem,
-    candidate: &'a Source,
-    reference: &'a Source,
-    mode: Mode,
-    hw: &'a HardwareProfile,
-}
-
-/// Runs one job per shape over a pool of every GPU, the largest T_SOL first, and merges the
-/// parts into one outcome.
-async fn run_spread(
-    s: &Spread<'_>,
-    devices: &[u32],
-    ids: &[u32],
-    as_json: bool,
-) -> Result<Outcome, String> {
-    let pool = WorkerPool::spawn(devices.iter().map(|d| WorkerConfig::new(*d)).collect());
-    if !as_json {
-        eprintln!(
-            "spreading {} shapes over {} GPUs, the largest first",
-            ids.len(),
-            pool.len()
-        );
-    }
-    let mut tasks = Vec::new();
-    for id in ids {
-        let job = crate::engine::build_job(
-            s.p,
-            s.candidate.clone(),
-            Some(s.reference.clone()),
-            &[*id],
-            JobKind::All,
-            s.mode,
-            Some(s.hw),
-        )?;
-        tasks.push(spread::Task {
-            tag: *id,
-            job,
-            cost: spread::shape_cost(s.p, *id, s.hw),
-        });
-    }
-    let done = spread::run(&pool, devices, tasks, |_, _, _| {}).await;
-    let o = merge_parts(done.into_iter().map(|f| f.outcome).collect());
-    if !as_json {
-        print_kernel_output(&o);
-    }
-    Ok(o)
 }
 
 /// Merges per-shape outcomes: the first compile log, the first failure's verdict, sorted shapes.
@@ -220,7 +158,8 @@ struct Report<'a> {
     p: &'a Problem,
     candidate: &'a Source,
     dev: &'a DeviceInfo,
-    devices: &'a [u32],
+    /// The workers up (host and device, or their labels).
+    workers: &'a [String],
     driver: &'a str,
     nvrtc: &'a Option<String>,
     hw: &'a HardwareProfile,
@@ -229,14 +168,15 @@ struct Report<'a> {
 }
 
 /// Prints the outcome as one pretty JSON document on stdout.
-fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64) -> Result<(), String> {
+fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Result<(), String> {
     let s_op = s_op_of(&o.shapes);
     let s_op_bench = s_op_bench_of(&o.shapes);
     let doc = json!({
         "operator": r.p.name,
         "kernel": r.candidate.name,
         "gpu": r.dev,
-        "devices": r.devices,
+        "workers": r.workers,
+        "pool": pool,
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,
@@ -270,7 +210,7 @@ fn print_table(r: &Report<'_>, o: &Outcome) {
         r.hw.key
     );
     println!(
-        "{:>5} {:<11} {:>11} {:>11} {:>11} {:>8} {:>7} {:>11} {:>5}",
+        "{:>5} {:<11} {:>11} {:>11} {:>11} {:>8} {:>7} {:>11} {:>5}  worker",
         "shape", "verdict", "median ms", "min ms", "T_SOL ms", "S", "IQR%", "max |err|", "n"
     );
     for s in &o.shapes {
@@ -284,7 +224,7 @@ fn print_shape_row(r: &ShapeResult) {
     let t = r.timing.as_ref();
     let err = r.checks.iter().map(|c| c.max_abs).fold(0.0, f64::max);
     println!(
-        "{:>5} {:<11} {:>11} {:>11} {:>11.5} {:>8} {:>7} {:>11.3e} {:>5}",
+        "{:>5} {:<11} {:>11} {:>11} {:>11.5} {:>8} {:>7} {:>11.3e} {:>5}  {}",
         r.shape,
         r.verdict.name(),
         t.map(|t| format!("{:.5}", t.median_ms))
@@ -297,6 +237,7 @@ fn print_shape_row(r: &ShapeResult) {
             .unwrap_or_else(|| "-".into()),
         err,
         t.map(|t| t.n.to_string()).unwrap_or_else(|| "-".into()),
+        r.worker.as_deref().unwrap_or("-"),
     );
     if let Some(m) = &r.message {
         println!("      {m}");

@@ -1,11 +1,13 @@
 //! `bench --all`: every operator's incumbent (the standing's kernel, else its baseline.cu)
-//! measured on every shape, spread over every GPU the largest T_SOL first; the S_agg table, and
-//! with `--record` the standing updated in one atomic write.
+//! measured on every shape, spread over every worker (local GPUs, or the `--workers` pool) the
+//! largest T_SOL first; the S_agg table, and with `--record` the standing updated in one atomic
+//! write.
 
 use super::{EXIT_NO_GPU, runtime};
-use crate::engine::client::{WorkerClient, WorkerConfig, WorkerPool};
+use crate::engine::pool::{Pool, PoolOptions};
 use crate::engine::protocol::*;
 use crate::engine::spread;
+use crate::engine::workers::Choice;
 use crate::standing::{self, Origin, Store};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{PhaseFilter, Problem, Suite, Workspace};
@@ -16,7 +18,7 @@ use std::collections::BTreeMap;
 pub struct Args<'a> {
     pub quick: bool,
     pub hardware: Option<&'a str>,
-    pub device: Option<u32>,
+    pub workers: &'a Choice,
     pub record: bool,
     pub json: bool,
 }
@@ -49,18 +51,10 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
     }
     let rt = runtime()?;
     rt.block_on(async {
-        let client = WorkerClient::spawn(WorkerConfig::new(a.device.unwrap_or(0)));
-        let (dev, probe) = match client.device().await {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!(
-                    "atrex-tui: no GPU {}: {e}; measurement is unavailable",
-                    a.device.unwrap_or(0)
-                );
-                return Ok(EXIT_NO_GPU);
-            }
+        let Some(started) = super::pool::start(a.workers, PoolOptions::default()).await else {
+            return Ok(EXIT_NO_GPU);
         };
-        drop(client);
+        let dev = started.dev.clone();
         let hw = match a.hardware {
             Some(h) => suite.hardware(h)?,
             None => {
@@ -75,17 +69,14 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
         let view = store.view(&hw.key, Some(&dev.name));
         let incumbents = incumbents(suite, &view);
         let mode = if a.quick { Mode::Quick } else { Mode::Full };
-        let devices: Vec<u32> = match a.device {
-            Some(d) => vec![d],
-            None => probe.devices.iter().map(|d| d.index).collect(),
-        };
+        let workers = started.names();
         let t0 = std::time::Instant::now();
-        let results = measure(&incumbents, hw, mode, &devices, a.json).await?;
+        let results = measure(&incumbents, hw, mode, &started.pool, workers.len(), a.json).await?;
         let wall_s = t0.elapsed().as_secs_f64();
         let ctx = standing::build::Context::now(
             &dev.name,
-            &probe.driver_version,
-            probe.nvrtc_version.as_deref(),
+            &started.driver,
+            started.nvrtc.as_deref(),
             &hw.key,
         );
         let mut recorded = None;
@@ -119,9 +110,9 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
         let report = Report {
             suite,
             dev: &dev,
-            devices: &devices,
-            driver: &probe.driver_version,
-            nvrtc: &probe.nvrtc_version,
+            workers: &workers,
+            driver: &started.driver,
+            nvrtc: &started.nvrtc,
             hw,
             quick: a.quick,
             wall_s,
@@ -183,13 +174,14 @@ fn incumbents<'a>(suite: &'a Suite, view: &standing::Standing) -> Vec<Incumbent<
     out
 }
 
-/// Measures every shape of every incumbent over the GPUs, the largest T_SOL first; progress on
-/// stderr (a line per shape unless `quiet`).
+/// Measures every shape of every incumbent over the pool's workers, the largest T_SOL first;
+/// progress on stderr (a line per shape unless `quiet`).
 async fn measure(
     incumbents: &[Incumbent<'_>],
     hw: &HardwareProfile,
     mode: Mode,
-    devices: &[u32],
+    pool: &Pool,
+    workers: usize,
     quiet: bool,
 ) -> Result<BTreeMap<String, OpResult>, String> {
     let mut tasks = Vec::new();
@@ -215,24 +207,23 @@ async fn measure(
             });
         }
     }
-    let pool = WorkerPool::spawn(devices.iter().map(|d| WorkerConfig::new(*d)).collect());
     eprintln!(
-        "measuring {} operators' incumbents: {} shapes over {} GPU{}, the largest T_SOL first",
+        "measuring {} operators' incumbents: {} shapes over {} worker{}, the largest T_SOL first",
         incumbents.len(),
         tasks.len(),
-        pool.len(),
-        if pool.len() == 1 { "" } else { "s" }
+        workers,
+        if workers == 1 { "" } else { "s" }
     );
-    let done = spread::run(&pool, devices, tasks, |f, n, total| {
+    let done = spread::run(pool, tasks, |f, n, total| {
         if quiet {
             return;
         }
         let (k, shape) = f.tag;
         let r = f.outcome.shapes.first();
         eprintln!(
-            "[{n}/{total}] {} shape {shape} on GPU {}: {}{} ({:.1} s)",
+            "[{n}/{total}] {} shape {shape} on {}: {}{} ({:.1} s)",
             incumbents[k].p.name,
-            f.device,
+            f.worker.as_deref().unwrap_or("no worker"),
             r.map(|r| r.verdict.name())
                 .or(f.outcome.verdict.as_ref().map(|v| v.name()))
                 .unwrap_or("no result"),
@@ -272,7 +263,8 @@ async fn measure(
 struct Report<'a> {
     suite: &'a Suite,
     dev: &'a DeviceInfo,
-    devices: &'a [u32],
+    /// The workers up (host and device, or their labels).
+    workers: &'a [String],
     driver: &'a str,
     nvrtc: &'a Option<String>,
     hw: &'a HardwareProfile,
@@ -311,7 +303,7 @@ fn print_table(
         "{} ({} SMs) × {} · driver {} · NVRTC {} · T_SOL on {} · {}",
         r.dev.name,
         r.dev.sm_count,
-        r.devices.len(),
+        r.workers.len(),
         r.driver,
         r.nvrtc.clone().unwrap_or_default(),
         r.hw.key,
@@ -367,10 +359,11 @@ fn print_table(
         aggs[0].1, aggs[1].1, aggs[2].1
     );
     println!(
-        "wall {:.0} s on {} GPU{}",
+        "wall {:.0} s on {} worker{}: {}",
         r.wall_s,
-        r.devices.len(),
-        if r.devices.len() == 1 { "" } else { "s" }
+        r.workers.len(),
+        if r.workers.len() == 1 { "" } else { "s" },
+        r.workers.join(", ")
     );
     match recorded {
         Some((f, n)) => println!("standing: {n} operators recorded in {}", f.display()),
@@ -410,7 +403,7 @@ fn print_json(
     let aggs = s_aggs(r.suite, &s_ops);
     let doc = json!({
         "gpu": r.dev,
-        "devices": r.devices,
+        "workers": r.workers,
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,

@@ -28,6 +28,8 @@ pub fn find_ncu() -> Option<std::path::PathBuf> {
 
 /// The settings file in use and everything wrong with it.
 pub struct ConfigReport {
+    /// The settings as far as they could be read.
+    pub settings: crate::config::Settings,
     pub path: Option<std::path::PathBuf>,
     /// "read", "not present (defaults)", or "none".
     pub state: String,
@@ -85,6 +87,7 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
         }
     };
     ConfigReport {
+        settings,
         path: path.map(|p| p.to_path_buf()),
         state,
         problems,
@@ -118,7 +121,12 @@ pub fn nvrtc_status() -> Result<String, String> {
     ))
 }
 
-pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> Result<i32, String> {
+pub fn run(
+    ws: &Workspace,
+    config: Option<&std::path::Path>,
+    workers: Option<&std::path::Path>,
+    as_json: bool,
+) -> Result<i32, String> {
     let suite = crate::suite::Suite::load(ws.suite_source());
     let probe = crate::engine::client::probe_blocking(0);
     let ncu = find_ncu();
@@ -126,6 +134,7 @@ pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> R
         .map(|p| p.to_path_buf())
         .or_else(crate::config::Settings::default_path);
     let cfg = check_config(cfg_path.as_deref());
+    let pool = super::doctor_workers::check(workers, &cfg.settings);
     let nvrtc = match &probe {
         Ok(p) => match &p.nvrtc_version {
             Some(v) => Ok(v.clone()),
@@ -165,6 +174,7 @@ pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> R
             "nvrtc": match &nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e}) },
             "ncu": ncu.as_ref().map(|p| p.display().to_string()),
             "llm": cfg.llm,
+            "workers": pool.to_json(),
             "terminal_colours": colours,
             "standing": standing.as_ref().map(|(v, t)| json!({
                 "hardware": v.hardware,
@@ -245,6 +255,7 @@ pub fn run(ws: &Workspace, config: Option<&std::path::Path>, as_json: bool) -> R
         None => println!("ncu:        not found (deep profiles unavailable)"),
     }
     println!("llm:        {}", cfg.llm);
+    pool.print();
     println!("colours:    {colours}");
     Ok(0)
 }

@@ -2,8 +2,10 @@
 //! revision in a session, measure it (and the baseline first, if the session has none), and
 //! decide.
 
-use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::engine::client::Runner;
+use crate::engine::pool::PoolOptions;
 use crate::engine::protocol::*;
+use crate::engine::workers::Choice;
 use crate::session::{Author, DecidedBy, Decision, Model, SessionEvent, SessionWriter};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
@@ -34,7 +36,7 @@ pub fn run(
     rationale: &str,
     decide: Decide,
     quick: bool,
-    device: u32,
+    workers: &Choice,
     as_json: bool,
 ) -> Result<i32, String> {
     let p = suite
@@ -60,15 +62,12 @@ pub fn run(
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async {
-        let client = WorkerClient::spawn(WorkerConfig::new(device));
-        let (dev, probe) = match client.device().await {
-            Ok(x) => x,
-            Err(e) => {
-                eprintln!("atrex-tui: no GPU {device}: {e}; measurement is unavailable");
-                return Ok(crate::cli::EXIT_NO_GPU);
-            }
+        let Some(started) = super::pool::start(workers, PoolOptions::default()).await else {
+            return Ok(crate::cli::EXIT_NO_GPU);
         };
-        let (driver, nvrtc) = (probe.driver_version, probe.nvrtc_version);
+        let client = started.pool.clone();
+        let dev = started.dev.clone();
+        let (driver, nvrtc) = (started.driver.clone(), started.nvrtc.clone());
         let hw = crate::engine::profile_for_device(&suite.hardware, &dev.name);
         // Open or create the session.
         let (path, writer, model, fresh) = open_session(suite, ws, session)?;
@@ -198,7 +197,7 @@ fn open_session(
 #[allow(clippy::too_many_arguments)]
 async fn record_baseline(
     rec: &mut crate::session::Recording,
-    client: &WorkerClient,
+    client: &dyn Runner,
     suite: &Suite,
     p: &Problem,
     mode: Mode,

@@ -2,6 +2,7 @@
 //! file per command; they print and choose exit codes, the work lives in the domain modules.
 
 mod agent;
+mod agent_report;
 mod args;
 pub mod bench;
 pub mod bench_all;
@@ -9,9 +10,11 @@ pub mod calibrate;
 pub mod compile;
 pub mod defines;
 pub mod doctor;
+mod doctor_workers;
 pub mod export;
 pub mod import;
 pub mod measure;
+mod pool;
 pub mod profile;
 pub mod replay;
 pub mod report;
@@ -45,6 +48,7 @@ pub fn main() -> i32 {
                 resume: cli.resume.clone(),
                 replay: None,
                 config: cli.config.clone(),
+                workers: cli.workers.clone(),
             },
         ),
         Some(Command::Replay { file, json, timing }) => {
@@ -57,18 +61,19 @@ pub fn main() -> i32 {
                         resume: None,
                         replay: Some(file),
                         config: cli.config.clone(),
+                        workers: cli.workers.clone(),
                     },
                 )
             }
         }
-        Some(Command::Doctor { json }) => doctor::run(&ws, config, json),
+        Some(Command::Doctor { json }) => doctor::run(&ws, config, cli.workers.as_deref(), json),
         Some(Command::Calibrate { device, json }) => calibrate::run(device, json),
         Some(Command::ProfileTarget { device, job }) => {
             return crate::engine::worker::profile_target(device, &job);
         }
         Some(Command::Worker { device, simulate }) => {
-            return if simulate {
-                crate::engine::simulate::main()
+            return if let Some(default) = simulate {
+                crate::engine::simulate::main(device, &default)
             } else {
                 crate::engine::worker::main(device)
             };
@@ -101,7 +106,7 @@ pub fn main() -> i32 {
             | Command::Agent { .. }
             | Command::Measure { .. }
             | Command::Profile { .. }),
-        ) => load_suite(&ws).and_then(|s| gpu_command(&ws, &s, config, c)),
+        ) => load_suite(&ws).and_then(|s| gpu_command(&ws, &s, config, cli.workers.as_deref(), c)),
     };
     match result {
         Ok(code) => code,
@@ -182,6 +187,7 @@ fn gpu_command(
     ws: &Workspace,
     s: &Suite,
     config: Option<&std::path::Path>,
+    workers: Option<&std::path::Path>,
     command: Command,
 ) -> Result<i32, String> {
     match command {
@@ -199,7 +205,7 @@ fn gpu_command(
             bench_all::Args {
                 quick,
                 hardware: hardware.as_deref(),
-                device,
+                workers: &pool::choose(device, workers, config)?,
                 record,
                 json,
             },
@@ -225,7 +231,7 @@ fn gpu_command(
             &shapes,
             quick,
             hardware.as_deref(),
-            device,
+            &pool::choose(device, workers, config)?,
             json,
         ),
         Command::Agent {
@@ -249,7 +255,7 @@ fn gpu_command(
                 auto,
                 no_tools,
                 json,
-                device,
+                workers: pool::choose(device, workers, config)?,
                 hardware: hardware.as_deref(),
                 config,
                 seed,
@@ -276,7 +282,7 @@ fn gpu_command(
             &rationale,
             decide,
             quick,
-            device,
+            &pool::choose(device, workers, config)?,
             json,
         ),
         Command::Profile {

@@ -1,5 +1,8 @@
-//! The client side of the worker protocol: spawns `atrex-tui worker`, queues jobs, forwards
-//! events on tokio channels, enforces the watchdog and restarts a worker that died.
+//! The client side of the worker protocol: starts a worker (`atrex-tui worker`, or a launch
+//! template's command: ssh, srun, kubectl exec), greets it (`hello`: protocol and tool versions
+//! must match, see `handshake`), queues jobs, forwards events on tokio channels, enforces the
+//! watchdog and restarts a worker that died. Every result it forwards names the worker that
+//! measured it (`ShapeResult::worker`).
 
 use super::guard::JobGuard;
 use super::protocol::*;
@@ -35,6 +38,12 @@ pub struct WorkerConfig {
     /// Where the worker's own stderr (panics, driver messages) is kept; the message of a lost
     /// worker names it.
     pub log: Option<PathBuf>,
+    /// The command that starts it (None: `exe worker --device N` on this machine).
+    pub launch: Option<super::template::Template>,
+    /// The name its results carry, when the settings give one (else `host:device`).
+    pub label: Option<String>,
+    /// How long it may take to answer `hello` at start.
+    pub hello_timeout: Duration,
 }
 
 impl WorkerConfig {
@@ -53,7 +62,49 @@ impl WorkerConfig {
             watchdog: Duration::from_secs_f64(secs.max(0.1)),
             extra_args: Vec::new(),
             log: dirs::cache_dir().map(|d| d.join("atrex-tui").join("worker.log")),
+            launch: None,
+            label: None,
+            hello_timeout: Duration::from_secs_f64(super::workers::HELLO_TIMEOUT_SECS),
         }
+    }
+
+    /// The worker of a pool's spec.
+    pub fn for_spec(spec: &super::workers::WorkerSpec) -> WorkerConfig {
+        let mut c = WorkerConfig::new(spec.device);
+        c.launch = spec.launch.clone();
+        c.label = spec.label.clone();
+        c.hello_timeout = spec.hello_timeout;
+        c
+    }
+
+    /// The program and arguments that start the worker.
+    pub fn argv(&self) -> Vec<String> {
+        match &self.launch {
+            Some(t) => t.argv(self.device, &self.exe),
+            None => {
+                let mut v = vec![
+                    self.exe.to_string_lossy().to_string(),
+                    "worker".to_string(),
+                    "--device".to_string(),
+                    self.device.to_string(),
+                ];
+                v.extend(self.extra_args.iter().cloned());
+                v
+            }
+        }
+    }
+
+    /// The command line that starts the worker, as shown to the user.
+    pub fn command_line(&self) -> String {
+        let argv = self.argv();
+        shlex::try_join(argv.iter().map(|s| s.as_str())).unwrap_or_else(|_| argv.join(" "))
+    }
+
+    /// How messages name the worker before it said who it is: its label, else its command.
+    pub fn display_name(&self) -> String {
+        self.label
+            .clone()
+            .unwrap_or_else(|| format!("`{}`", self.command_line()))
     }
 }
 
@@ -81,6 +132,25 @@ enum Msg {
     Calibrate {
         reply: oneshot::Sender<Result<Event, String>>,
     },
+}
+
+/// Something jobs are submitted to: one worker ([`WorkerClient`]), a pool of them
+/// (`engine::pool::Pool`, which spreads a job's shapes over its workers) or one worker leased
+/// from a pool (`engine::pool::Lease`).
+pub trait Runner: Send + Sync {
+    /// Queues a job; its events arrive on the receiver, ending with `Done` or `WorkerLost`.
+    fn submit(&self, job: Job) -> (u64, mpsc::UnboundedReceiver<JobEvent>);
+    /// Cancels a job (queued: at once; running: between shapes).
+    fn cancel(&self, id: u64);
+}
+
+impl Runner for WorkerClient {
+    fn submit(&self, job: Job) -> (u64, mpsc::UnboundedReceiver<JobEvent>) {
+        WorkerClient::submit(self, job)
+    }
+    fn cancel(&self, id: u64) {
+        WorkerClient::cancel(self, id)
+    }
 }
 
 /// A handle to one worker (one GPU). Cheap to clone.
@@ -172,25 +242,106 @@ struct Proc {
     /// The last lines the worker wrote to stderr.
     last_words: std::sync::Arc<std::sync::Mutex<VecDeque<String>>>,
     log: Option<PathBuf>,
+    /// Its answer to the handshake's `hello` (Err: it answered with an error, e.g. no GPU; it
+    /// still compiles).
+    hello: Result<Event, String>,
+    /// The name its results carry: the label, else `host:device`.
+    who: String,
+}
+
+/// Request ids of hello and calibrate (far above job ids).
+static SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 62);
+
+fn sync_id() -> u64 {
+    SYNC_ID.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
 }
 
 /// The most a worker's stderr adds to its log.
 const LOG_LIMIT: u64 = 16 << 20;
 
+/// Starts the worker and greets it: a worker that does not answer `hello`, or whose versions
+/// differ from this build's, is stopped and the start fails.
 async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
-    let mut cmd = Command::new(&cfg.exe);
-    cmd.arg("worker")
-        .arg("--device")
-        .arg(cfg.device.to_string());
-    cmd.args(&cfg.extra_args);
+    let mut p = spawn(cfg)?;
+    let id = sync_id();
+    send(&mut p, &Request::Hello { id })
+        .await
+        .map_err(|e| format!("worker {} stopped before hello: {e}", cfg.display_name()))?;
+    let deadline = tokio::time::Instant::now() + cfg.hello_timeout;
+    loop {
+        let line = match tokio::time::timeout_at(deadline, p.lines.recv()).await {
+            Err(_) => {
+                let _ = p.child.start_kill();
+                return Err(format!(
+                    "worker {} did not answer hello within {:.0} s",
+                    cfg.display_name(),
+                    cfg.hello_timeout.as_secs_f64()
+                ));
+            }
+            Ok(None) => {
+                let why = exit_reason(&mut p).await;
+                let why = why
+                    .trim_end_matches("; a new worker was started")
+                    .to_string();
+                return Err(format!(
+                    "worker {} ended before answering hello: {why}",
+                    cfg.display_name()
+                ));
+            }
+            Ok(Some(l)) => l,
+        };
+        let Ok(ev) = serde_json::from_str::<Event>(&line) else {
+            continue;
+        };
+        if ev.id() != id {
+            continue;
+        }
+        if let Event::Error { message, .. } = ev {
+            p.hello = Err(message);
+            return Ok(p);
+        }
+        let host = match &ev {
+            Event::Hello { host: Some(h), .. } => Some(format!("{h}:{}", cfg.device)),
+            _ => None,
+        };
+        let name = cfg
+            .label
+            .clone()
+            .or(host)
+            .unwrap_or_else(|| cfg.display_name());
+        return match super::handshake::check(&name, &ev) {
+            Ok(_) => {
+                p.who = name;
+                p.hello = Ok(ev);
+                Ok(p)
+            }
+            Err(e) => {
+                let _ = p.child.start_kill();
+                Err(e.to_string())
+            }
+        };
+    }
+}
+
+/// Starts the worker process.
+fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
+    let argv = cfg.argv();
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
     cmd.env("LD_LIBRARY_PATH", super::locate::worker_ld_library_path());
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start the worker {}: {e}", cfg.exe.display()))?;
+    let mut child = cmd.spawn().map_err(|e| {
+        format!(
+            "cannot start the worker {}: {e}",
+            match &cfg.label {
+                Some(l) => format!("{l} (`{}`)", cfg.command_line()),
+                None => format!("`{}`", cfg.command_line()),
+            }
+        )
+    })?;
     let stdin = child.stdin.take().ok_or("worker has no stdin")?;
     let stdout = child.stdout.take().ok_or("worker has no stdout")?;
     let stderr = child.stderr.take().ok_or("worker has no stderr")?;
@@ -208,7 +359,8 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
         let last_words = last_words.clone();
         let log = cfg.log.clone();
         let tag = format!(
-            "worker (GPU {}, pid {})",
+            "worker {} (GPU {}, pid {})",
+            cfg.label.clone().unwrap_or_else(|| argv[0].clone()),
             cfg.device,
             child.id().unwrap_or(0)
         );
@@ -254,6 +406,11 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
         lines: rx,
         last_words,
         log: cfg.log.clone(),
+        hello: Err("no hello yet".into()),
+        who: cfg
+            .label
+            .clone()
+            .unwrap_or_else(|| format!("GPU {}", cfg.device)),
     })
 }
 
@@ -372,7 +529,6 @@ async fn supervise(
 ) {
     let mut proc: Option<Proc> = None;
     let mut queue: VecDeque<(u64, Box<Job>, mpsc::UnboundedSender<JobEvent>)> = VecDeque::new();
-    let mut sync_id: u64 = 1 << 62;
     loop {
         // Take the next message, or the next queued job.
         if queue.is_empty() {
@@ -381,30 +537,20 @@ async fn supervise(
                 Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
                 Some(Msg::Cancel { .. }) => {}
                 Some(Msg::Hello { reply }) => {
+                    // The handshake of the worker's start answers (it created the context).
                     let r = match ensure(&cfg, &mut proc).await {
-                        Ok(p) => {
-                            sync_id += 1;
-                            // The first hello also creates the context: allow time for it.
-                            let r = request_reply(
-                                p,
-                                Request::Hello { id: sync_id },
-                                sync_id,
-                                Duration::from_secs(30),
-                            )
-                            .await;
-                            if r.is_err() {
-                                drop_proc(&mut proc).await;
-                            }
-                            r
-                        }
+                        Ok(p) => p.hello.clone(),
                         Err(e) => Err(e),
                     };
+                    if r.is_err() {
+                        drop_proc(&mut proc).await;
+                    }
                     answer(reply, r);
                 }
                 Some(Msg::Calibrate { reply }) => {
                     let r = match ensure(&cfg, &mut proc).await {
                         Ok(p) => {
-                            sync_id += 1;
+                            let sync_id = sync_id();
                             let r = request_reply(
                                 p,
                                 Request::Calibrate { id: sync_id },
@@ -449,6 +595,7 @@ async fn supervise(
                     break 'job;
                 }
             };
+            let who = p.who.clone();
             // (verdict, message, a protocol error rather than a dead or hung worker)
             let mut lost: Option<(Verdict, String, bool)> = None;
             if let Err(e) = send(
@@ -491,8 +638,11 @@ async fn supervise(
                                 match guard.accept(ev) {
                                     Err(e) => lost = Some((Verdict::Error, e, true)),
                                     Ok(None) => {}
-                                    Ok(Some(ev)) => {
+                                    Ok(Some(mut ev)) => {
                                         let done = matches!(ev, Event::Done { .. });
+                                        if let Event::ShapeDone { result, .. } = &mut ev {
+                                            result.worker = Some(who.clone());
+                                        }
                                         tell(&events, JobEvent::Worker(ev));
                                         if done { break 'job; }
                                     }
@@ -516,7 +666,7 @@ async fn supervise(
                                 });
                             }
                             Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
-                            Some(Msg::Hello { reply }) => { answer(reply, Err("the worker is busy with a job".into())); }
+                            Some(Msg::Hello { reply }) => { answer(reply, p.hello.clone()); }
                             Some(Msg::Calibrate { reply }) => { answer(reply, Err("the worker is busy with a job".into())); }
                         }
                     }
@@ -541,7 +691,8 @@ async fn supervise(
                 break 'job;
             }
             let after = guard.lost(verdict.clone(), &message);
-            if let Some(result) = after.result {
+            if let Some(mut result) = after.result {
+                result.worker = Some(who.clone());
                 tell(&events, JobEvent::Worker(Event::ShapeDone { id, result }));
             }
             match after.resume {
@@ -601,73 +752,4 @@ pub fn probe_blocking(device: u32) -> Result<ProbeInfo, String> {
             other => Err(format!("unexpected reply {other:?}")),
         }
     })
-}
-
-/// One worker per GPU; jobs go to the worker with the fewest jobs in flight.
-#[derive(Clone)]
-pub struct WorkerPool {
-    workers: Vec<(WorkerClient, std::sync::Arc<std::sync::atomic::AtomicUsize>)>,
-}
-
-impl WorkerPool {
-    /// A worker for each configuration (one per device).
-    pub fn spawn(configs: Vec<WorkerConfig>) -> WorkerPool {
-        WorkerPool {
-            workers: configs
-                .into_iter()
-                .map(|c| {
-                    (
-                        WorkerClient::spawn(c),
-                        std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0)),
-                    )
-                })
-                .collect(),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.workers.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.workers.is_empty()
-    }
-
-    pub fn worker(&self, i: usize) -> Option<&WorkerClient> {
-        self.workers.get(i).map(|w| &w.0)
-    }
-
-    /// Queues a job on the least-loaded worker. Returns (worker index, job id, events).
-    pub fn submit(&self, job: Job) -> Option<(usize, u64, mpsc::UnboundedReceiver<JobEvent>)> {
-        use std::sync::atomic::Ordering;
-        let (i, (client, load)) = self
-            .workers
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, (_, l))| (l.load(Ordering::SeqCst), *i))?;
-        load.fetch_add(1, Ordering::SeqCst);
-        let (id, mut inner) = client.submit(job);
-        let (tx, rx) = mpsc::unbounded_channel();
-        let load = load.clone();
-        tokio::spawn(async move {
-            while let Some(e) = inner.recv().await {
-                let end = matches!(
-                    e,
-                    JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
-                );
-                tell(&tx, e);
-                if end {
-                    break;
-                }
-            }
-            load.fetch_sub(1, Ordering::SeqCst);
-        });
-        Some((i, id, rx))
-    }
-
-    pub fn cancel(&self, worker: usize, id: u64) {
-        if let Some(w) = self.workers.get(worker) {
-            w.0.cancel(id);
-        }
-    }
 }

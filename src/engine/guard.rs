@@ -181,6 +181,7 @@ impl JobGuard {
             s: None,
             message: None,
             device: None,
+            worker: None,
         });
         let checked = if r.strict_ok && stage.starts_with("time") {
             " after passing its check"
@@ -273,6 +274,7 @@ mod tests {
             s: Some(0.5),
             message: None,
             device: Some(0),
+            worker: None,
         }
     }
 

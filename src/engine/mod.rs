@@ -3,16 +3,21 @@
 pub mod client;
 pub mod compare;
 pub mod guard;
+pub mod handshake;
 pub mod includes;
 pub mod locate;
 pub mod outcome;
 pub mod plan;
+pub mod pool;
 pub mod protocol;
+pub mod scheduler;
 pub mod simulate;
 pub mod spread;
 pub mod stats;
 pub mod stdio;
+pub mod template;
 pub mod worker;
+pub mod workers;
 
 use crate::suite::expr::{self, Value};
 use crate::suite::hardware::HardwareProfile;

@@ -1,7 +1,7 @@
 //! A job's events collected into an outcome (compile events, per-shape results, verdict,
 //! kernel output), and the S_op of a set of results.
 
-use crate::engine::client::{JobEvent, WorkerClient};
+use crate::engine::client::{JobEvent, Runner};
 use crate::engine::protocol::*;
 use crate::suite::Problem;
 use crate::suite::roofline::{self, ShapeScore};
@@ -39,8 +39,9 @@ impl KernelOutput {
     }
 }
 
-/// Runs a job to completion, printing progress to stderr when asked.
-pub async fn collect(client: &WorkerClient, job: Job, progress: bool) -> Outcome {
+/// Runs a job to completion (on a worker, a pool or a leased worker), printing progress to
+/// stderr when asked.
+pub async fn collect(client: &dyn Runner, job: Job, progress: bool) -> Outcome {
     let (_, rx) = client.submit(job);
     collect_rx(rx, progress).await
 }
@@ -194,7 +195,7 @@ pub fn s_op_bench_of(results: &[ShapeResult]) -> f64 {
 /// Compiles a candidate on the worker's GPU and returns its kernels' resources (registers,
 /// shared memory, spills); Err when it does not compile.
 pub async fn compile_resources(
-    client: &WorkerClient,
+    client: &dyn Runner,
     p: &Problem,
     candidate: &Source,
     shape_id: u32,

@@ -5,7 +5,12 @@ use super::stats::TimingStats;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-pub const PROTOCOL_VERSION: u32 = 2;
+/// The protocol's version, sent in `hello`; client and worker must agree on it (and on the tool
+/// version) before any job (docs/worker-protocol.md).
+pub const PROTOCOL_VERSION: u32 = 3;
+
+/// This build's version, sent in `hello` beside the protocol's.
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Client → worker.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -238,6 +243,10 @@ pub struct ShapeResult {
     /// The GPU (device index) that checked and timed this shape.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<u32>,
+    /// The worker that measured it (`host:device`, or its label), set by the client from the
+    /// worker's `hello`; a worker never sends it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
 }
 
 /// Worker → client.
@@ -247,6 +256,12 @@ pub enum Event {
     Hello {
         id: u64,
         protocol: u32,
+        /// The worker's atrex-tui version (absent before protocol 3).
+        #[serde(default)]
+        tool_version: Option<String>,
+        /// The machine the worker runs on (absent before protocol 3).
+        #[serde(default)]
+        host: Option<String>,
         probe: ProbeInfo,
         device: Option<DeviceInfo>,
     },

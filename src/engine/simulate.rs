@@ -7,7 +7,12 @@
 //! forged `shape_done` line and plain text to fd 1, as a kernel's printf would), `shapes` (one
 //! result per shape), `crash-shape-N` (abort when shape N starts; `crash-shape-all`: on every shape), `duplicate` (a second result
 //! for the first shape), `foreign` (a result for a shape not in the job). Anything else: `Done`
-//! with no results.
+//! with no results. `--simulate=NAME` makes NAME the behaviour of a candidate whose name selects
+//! none (for whole commands run on simulated workers: `--simulate=shapes`).
+//!
+//! Its `hello` describes a simulated device with the index it was started for: the GPU model is
+//! `ATREX_SIM_GPU` (default "Simulated GPU") and the host `ATREX_SIM_HOST` (default this
+//! machine's name), so that tests can stand in for pools of several machines and models.
 
 use super::protocol::*;
 use super::stdio::{self, Capture};
@@ -16,7 +21,13 @@ use std::io::{BufRead, Write};
 struct Sim {
     out: stdio::Protocol,
     capture: Capture,
+    device: u32,
+    /// The behaviour of a candidate whose name selects none.
+    default: String,
 }
+
+/// The words of a candidate's name that select a behaviour.
+const BEHAVIOURS: [&str; 6] = ["crash", "hang", "print", "shapes", "duplicate", "foreign"];
 
 impl Sim {
     fn send(&mut self, e: &Event) {
@@ -40,13 +51,17 @@ impl Sim {
                 sol_ms: 0.0,
                 s: None,
                 message: Some("simulated".into()),
-                device: None,
+                device: Some(self.device),
+                worker: None,
             },
         });
     }
 
     fn job(&mut self, id: u64, job: &Job) {
-        let name = job.candidate.name.clone();
+        let mut name = job.candidate.name.clone();
+        if !BEHAVIOURS.iter().any(|b| name.contains(b)) {
+            name = format!("{name} {}", self.default);
+        }
         let shapes: Vec<u32> = job.shapes.iter().map(|s| s.id).collect();
         self.capture.new_job();
         self.send(&Event::Progress {
@@ -90,6 +105,7 @@ impl Sim {
                             s: Some(0.95),
                             message: None,
                             device: None,
+                            worker: None,
                         },
                     };
                     println!("{}", serde_json::to_string(&forged).unwrap_or_default());
@@ -145,7 +161,23 @@ impl Sim {
     }
 }
 
-pub fn main() -> i32 {
+/// The simulated device of a worker started for `device`.
+fn device_info(device: u32) -> DeviceInfo {
+    DeviceInfo {
+        index: device,
+        name: std::env::var("ATREX_SIM_GPU").unwrap_or_else(|_| "Simulated GPU".into()),
+        cc_major: 9,
+        cc_minor: 0,
+        sm_count: 132,
+        l2_bytes: 50 << 20,
+        memory_bytes: 141 << 30,
+        sm_clock_mhz: 1980,
+        mem_clock_mhz: 3201,
+        arch: "sm_90a".into(),
+    }
+}
+
+pub fn main(device: u32, default: &str) -> i32 {
     let (out, capture) = match stdio::isolate() {
         Ok(x) => x,
         Err(e) => {
@@ -153,7 +185,12 @@ pub fn main() -> i32 {
             return 1;
         }
     };
-    let mut sim = Sim { out, capture };
+    let mut sim = Sim {
+        out,
+        capture,
+        device,
+        default: default.to_string(),
+    };
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
@@ -161,12 +198,17 @@ pub fn main() -> i32 {
             Ok(Request::Hello { id }) => sim.send(&Event::Hello {
                 id,
                 protocol: PROTOCOL_VERSION,
+                tool_version: Some(TOOL_VERSION.into()),
+                host: Some(
+                    std::env::var("ATREX_SIM_HOST")
+                        .unwrap_or_else(|_| super::handshake::hostname()),
+                ),
                 probe: ProbeInfo {
                     driver_version: "simulated".into(),
                     nvrtc_version: None,
-                    devices: vec![],
+                    devices: vec![device_info(device)],
                 },
-                device: None,
+                device: Some(device_info(device)),
             }),
             Ok(Request::Job { id, job }) => sim.job(id, &job),
             Ok(Request::Calibrate { id }) => sim.send(&Event::Error {

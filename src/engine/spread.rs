@@ -1,16 +1,15 @@
-//! Jobs spread over several GPUs, longest first: one worker per GPU, each taking the next job
-//! (in descending cost, the shape's T_SOL) as soon as it finishes one. This greedy
-//! longest-processing-time order leaves the short jobs for the end, so the GPUs finish
-//! together.
+//! Jobs spread over a pool's workers, longest first: every task (a job of one shape) goes into
+//! the pool's one queue, which hands the largest T_SOL to the next free worker, so the long
+//! shapes start first and the short ones fill the end: the workers finish together.
 
-use super::client::WorkerPool;
-use super::outcome::{Outcome, collect_rx};
+use super::client::Runner;
+use super::outcome::Outcome;
+use super::pool::Pool;
 use super::protocol::Job;
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use std::collections::VecDeque;
 use std::time::Instant;
 
 /// A job and what it costs (the larger, the earlier it starts).
@@ -24,8 +23,9 @@ pub struct Task<T> {
 pub struct Finished<T> {
     pub tag: T,
     pub outcome: Outcome,
-    /// The GPU (index) that ran it.
-    pub device: u32,
+    /// The worker that measured it (host and device), when it measured anything.
+    pub worker: Option<String>,
+    /// Seconds from its start on a worker to its end.
     pub secs: f64,
 }
 
@@ -43,55 +43,41 @@ pub fn longest_first<T>(tasks: &mut [Task<T>]) {
     tasks.sort_by(|a, b| b.cost.total_cmp(&a.cost));
 }
 
-/// Runs the tasks longest first on the pool's workers (`devices[i]` is worker i's GPU), each
-/// worker starting the next task when it finishes one; `on_done` sees every task as it ends,
-/// with the count done and the total. Returns the tasks in the order they ended.
+/// Runs the tasks on the pool's workers, the largest first; `on_done` sees every task as it
+/// ends, with the count done and the total. Returns the tasks in the order they ended.
 pub async fn run<T>(
-    pool: &WorkerPool,
-    devices: &[u32],
+    pool: &Pool,
     mut tasks: Vec<Task<T>>,
     mut on_done: impl FnMut(&Finished<T>, usize, usize),
 ) -> Vec<Finished<T>> {
     longest_first(&mut tasks);
     let total = tasks.len();
-    let mut queue: VecDeque<Task<T>> = tasks.into();
-    let start = |i: usize, t: Task<T>| {
-        let client = pool.worker(i).cloned();
-        let device = devices.get(i).copied().unwrap_or(i as u32);
-        async move {
-            let t0 = Instant::now();
-            let outcome = match client {
-                Some(c) => {
-                    let (_, rx) = c.submit(t.job);
-                    collect_rx(rx, false).await
-                }
-                None => Outcome::default(),
-            };
-            let secs = t0.elapsed().as_secs_f64();
-            (
-                i,
-                Finished {
-                    tag: t.tag,
-                    outcome,
-                    device,
-                    secs,
-                },
-            )
-        }
-    };
     let mut running = FuturesUnordered::new();
-    for i in 0..pool.len() {
-        if let Some(t) = queue.pop_front() {
-            running.push(start(i, t));
-        }
+    for t in tasks {
+        let (_, mut rx) = pool.submit(t.job);
+        let tag = t.tag;
+        running.push(async move {
+            let mut outcome = Outcome::default();
+            let mut started: Option<Instant> = None;
+            while let Some(ev) = rx.recv().await {
+                started.get_or_insert_with(Instant::now);
+                if outcome.absorb(ev) {
+                    break;
+                }
+            }
+            let worker = outcome.shapes.iter().find_map(|r| r.worker.clone());
+            Finished {
+                tag,
+                outcome,
+                worker,
+                secs: started.map(|t| t.elapsed().as_secs_f64()).unwrap_or(0.0),
+            }
+        });
     }
     let mut out = Vec::with_capacity(total);
-    while let Some((i, f)) = running.next().await {
+    while let Some(f) = running.next().await {
         on_done(&f, out.len() + 1, total);
         out.push(f);
-        if let Some(t) = queue.pop_front() {
-            running.push(start(i, t));
-        }
     }
     out
 }
@@ -131,5 +117,9 @@ mod tests {
         let costs: Vec<f64> = tasks.iter().map(|t| t.cost).collect();
         assert!(costs.windows(2).all(|w| w[0] >= w[1]), "{costs:?}");
         assert!(costs[0] > 0.0 && costs[0] > *costs.last().unwrap());
+        // The pool's queue orders by the job's own T_SOL: the same figure.
+        for t in &tasks {
+            assert!((t.job.shapes[0].sol_s - t.cost).abs() <= 1e-12 * t.cost.max(1.0));
+        }
     }
 }

@@ -56,6 +56,7 @@ pub fn shape_result(shape: u32, s: Option<f64>, verdict: Verdict, sol_ms: f64) -
         s,
         message: None,
         device: None,
+        worker: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::recorder::Recorder;
 use super::{Author, DecidedBy, Decision, Model, Record, SessionEvent, SessionWriter};
-use crate::engine::client::{JobEvent, WorkerClient};
+use crate::engine::client::{JobEvent, Runner};
 use crate::engine::protocol::*;
 use crate::suite::{Problem, Suite};
 
@@ -71,7 +71,7 @@ impl Recording {
     /// Measures a recorded revision through the worker and records every result.
     pub async fn measure(
         &mut self,
-        client: &WorkerClient,
+        client: &dyn Runner,
         suite: &Suite,
         p: &Problem,
         rev: u32,

@@ -206,6 +206,10 @@ pub fn record(
     hardware: &str,
     updates: &[Update],
 ) -> Result<Written, String> {
+    // Agents running in parallel in one process record one after the other: each reads the
+    // file, adds its operator and writes it whole, so two at once would lose one's record.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     for u in updates {
         if !u.record.kernel.starts_with("problems/") && !u.record.kernel.starts_with(TEMPLATES) {
             let path = ws.dir.join(&u.record.kernel);

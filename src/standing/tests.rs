@@ -54,6 +54,7 @@ fn result(shape: u32, s: f64) -> ShapeResult {
         s: Some(s),
         message: None,
         device: Some(0),
+        worker: None,
     }
 }
 

@@ -9,21 +9,31 @@ use crate::session::{Ids, SessionEvent};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
-/// The agent's session sink in the TUI: events go to the app, which records them.
+/// An agent's session sink in the TUI: events go to the app, which records them, tagged with
+/// the agent's operator (agents of several operators run at once).
 pub struct TuiSink {
     tx: Tx,
     ids: Arc<Ids>,
+    op: String,
 }
 
 impl TuiSink {
-    pub fn new(tx: Tx, ids: Arc<Ids>) -> TuiSink {
-        TuiSink { tx, ids }
+    pub fn new(tx: Tx, ids: Arc<Ids>, op: &str) -> TuiSink {
+        TuiSink {
+            tx,
+            ids,
+            op: op.to_string(),
+        }
+    }
+
+    fn send(&self, m: AgentMsg) {
+        deliver(&self.tx, AppEvent::Agent(self.op.clone(), m));
     }
 }
 
 impl crate::agent::driver::Sink for TuiSink {
     fn record(&mut self, ev: SessionEvent) {
-        deliver(&self.tx, AppEvent::Agent(AgentMsg::Record(ev)));
+        self.send(AgentMsg::Record(ev));
     }
     fn alloc_rev(&mut self, op: &str) -> u32 {
         self.ids.next_rev(op)
@@ -36,16 +46,13 @@ impl crate::agent::driver::Sink for TuiSink {
             crate::agent::llm::Delta::Text(t) => AgentMsg::Stream(t.to_string()),
             crate::agent::llm::Delta::Reset(_) => AgentMsg::StreamReset,
         };
-        deliver(&self.tx, AppEvent::Agent(m));
+        self.send(m);
     }
     fn tool_started(&mut self, name: &str, args: &str) {
-        deliver(
-            &self.tx,
-            AppEvent::Agent(AgentMsg::ToolStarted {
-                name: name.to_string(),
-                args: args.to_string(),
-            }),
-        );
+        self.send(AgentMsg::ToolStarted {
+            name: name.to_string(),
+            args: args.to_string(),
+        });
     }
 }
 

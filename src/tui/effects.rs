@@ -2,7 +2,7 @@
 
 use super::app::{self, AppEvent, AppState};
 use super::{ProfileJob, Runtime, build_measure_job, deliver, run_profile, start_agent, watch};
-use crate::engine::client::JobEvent;
+use crate::engine::client::{JobEvent, Runner};
 use crate::engine::protocol::Event;
 use crate::session::model::LogLevel;
 use std::path::PathBuf;
@@ -17,22 +17,23 @@ pub(super) fn start_agent_or_log(
     sources: Vec<(String, Option<f64>)>,
     seed: u64,
 ) -> Option<PathBuf> {
-    if let Err(e) = start_agent(rtm, state, op, st, sources, seed) {
-        if let Some(a) = state.agent.as_mut() {
+    if let Err(e) = start_agent(rtm, state, op.clone(), st, sources, seed) {
+        if let Some(a) = state.agents.get_mut(&op) {
             a.running = false;
         }
-        state.log(LogLevel::Error, format!("agent: cannot start: {e}"));
+        state.log(LogLevel::Error, format!("agent on {op}: cannot start: {e}"));
     }
     None
 }
 
-/// Passes a control message to the running agent, forgetting it once it has finished.
-pub(super) fn send_to_agent(rtm: &mut Runtime, c: app::AgentCtl) -> Option<PathBuf> {
+/// Passes a control message to an operator's running agent, forgetting it once it has
+/// finished.
+pub(super) fn send_to_agent(rtm: &mut Runtime, op: &str, c: app::AgentCtl) -> Option<PathBuf> {
     // A control message for an agent that has finished is moot.
-    if let Some(tx) = &rtm.agent
+    if let Some(tx) = rtm.agents.get(op)
         && tx.send(c).is_err()
     {
-        rtm.agent = None;
+        rtm.agents.remove(op);
     }
     None
 }
@@ -49,7 +50,7 @@ pub(super) fn submit_measure(
 ) -> Option<PathBuf> {
     match build_measure_job(state, op, rev, source, full) {
         Ok(job) => {
-            let (id, mut erx) = rtm.client.submit(job);
+            let (id, mut erx) = rtm.pool.for_model(state.gpu_model()).submit(job);
             rtm.jobs.insert(mid, id);
             let tx = rtm.tx.clone();
             tokio::spawn(async move {
@@ -121,7 +122,7 @@ pub(super) fn record_standing(
 /// Cancels a measurement job still running in the worker.
 pub(super) fn cancel(rtm: &mut Runtime, mid: u64) -> Option<PathBuf> {
     if let Some(id) = rtm.jobs.remove(&mid) {
-        rtm.client.cancel(id);
+        rtm.pool.cancel(id);
     }
     None
 }
@@ -176,7 +177,11 @@ pub(super) fn playback(rtm: &mut Runtime, p: Option<Duration>) -> Option<PathBuf
 
 /// Profiles a revision on a task of its own; the result comes back as `AppEvent::Profiled`.
 pub(super) fn start_profile(rtm: &Runtime, state: &AppState, job: ProfileJob) -> Option<PathBuf> {
-    let (suite, client, tx) = (state.suite.clone(), rtm.client.clone(), rtm.tx.clone());
+    let (suite, client, tx) = (
+        state.suite.clone(),
+        rtm.pool.for_model(state.gpu_model()),
+        rtm.tx.clone(),
+    );
     tokio::spawn(async move {
         let (op, rev) = (job.op.clone(), job.rev);
         let result = run_profile(suite, client, job).await;

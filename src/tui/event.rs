@@ -16,8 +16,11 @@ use std::time::Duration;
 pub enum AppEvent {
     Key(KeyEvent),
     Resize(u16, u16),
-    /// The worker's answer to hello: a device, or why there is none.
+    /// The first worker up (device, driver, NVRTC) once every worker's first start finished,
+    /// or why none is up.
     Hello(Result<HelloInfo, String>),
+    /// The worker pool changed (workers up, busy, down; restarts; the queue).
+    Pool(crate::engine::pool::PoolStatus),
     /// An event of a measurement job.
     Job {
         mid: u64,
@@ -41,8 +44,8 @@ pub enum AppEvent {
     Signal(&'static str),
     /// A message for the log from the runtime.
     Log(LogLevel, String),
-    /// News from the running agent.
-    Agent(AgentMsg),
+    /// News from the agent of an operator.
+    Agent(String, AgentMsg),
     /// Where ncu (Nsight Compute) is, or why it cannot be used (looked up once at start).
     NcuFound(Result<PathBuf, String>),
     /// A deep profile finished (or could not run).
@@ -73,7 +76,7 @@ pub enum AgentMsg {
     Finished(String),
 }
 
-/// What the app tells the running agent.
+/// What the app tells an operator's running agent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AgentCtl {
     Decided {
@@ -134,8 +137,8 @@ pub enum Effect {
         sources: Vec<(String, Option<f64>)>,
         seed: u64,
     },
-    /// A message for the running agent.
-    Agent(AgentCtl),
+    /// A message for the agent of an operator.
+    Agent(String, AgentCtl),
     /// Profile a revision on one shape under Nsight Compute, on a blocking task; the result
     /// comes back as `AppEvent::Profiled`.
     Profile {

@@ -251,7 +251,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         section: "decide",
         keys: "s",
-        help: "steer: a message for the agent's next iteration",
+        help: "steer: a message for this operator's agent",
         scope: Scope::Live,
         chords: &[(k('s'), A::Steer)],
         hints: &[hint(Everywhere, 50, "s", "steer")],
@@ -259,7 +259,7 @@ pub const BINDINGS: &[Binding] = &[
     Binding {
         section: "decide",
         keys: "a",
-        help: "start / stop the agent (default backend: the tuner)",
+        help: "start/stop this operator's agent (several at once)",
         scope: Scope::Always,
         chords: &[(k('a'), A::Agent)],
         hints: &[],

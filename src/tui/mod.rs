@@ -16,8 +16,9 @@ pub mod view;
 mod tests;
 
 use crate::config::Settings;
-use crate::engine::client::{WorkerClient, WorkerConfig};
-use crate::engine::protocol::{Event, JobKind, Mode};
+use crate::engine::client::Runner;
+use crate::engine::pool::{Pool, PoolOptions};
+use crate::engine::protocol::{JobKind, Mode};
 use crate::session::model::LogLevel;
 use crate::session::{Model, SessionEvent, SessionWriter};
 use crate::suite::{Suite, Workspace};
@@ -37,6 +38,8 @@ pub struct Options {
     pub replay: Option<PathBuf>,
     /// Settings file (default: the user's config directory).
     pub config: Option<PathBuf>,
+    /// A workers file (`--workers`; default: the settings' `[[workers]]`, else every local GPU).
+    pub workers: Option<PathBuf>,
 }
 
 /// The application event sender: cheap to clone, one per producer.
@@ -57,11 +60,19 @@ pub struct Prepared {
     pub state: AppState,
     pub settings: Settings,
     pub writer: Option<SessionWriter>,
+    /// The workers to start.
+    pub workers: crate::engine::workers::Choice,
 }
 
 pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let cfg_path = opts.config.clone().or_else(Settings::default_path);
     let settings = Settings::load(cfg_path.as_deref())?;
+    let workers = crate::engine::workers::choose(
+        settings.device,
+        opts.workers.as_deref(),
+        &settings,
+        cfg_path.as_deref(),
+    )?;
     let truecolor = theme::detect_truecolor() && !settings.force_256_colours;
     let th = theme::Theme::load(&settings.theme, truecolor)?;
     let suite = Arc::new(Suite::load(ws.suite_source())?);
@@ -79,6 +90,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
             state: st,
             settings,
             writer: None,
+            workers,
         });
     }
     let (model, writer, warnings) = match &opts.resume {
@@ -175,6 +187,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
         state: st,
         settings,
         writer,
+        workers,
     })
 }
 
@@ -243,9 +256,10 @@ struct Runtime {
     tx: Tx,
     /// The GPU index (for ncu's target).
     device: u32,
-    /// Control channel of the running agent.
-    agent: Option<mpsc::UnboundedSender<app::AgentCtl>>,
-    client: WorkerClient,
+    /// Control channels of the running agents, by operator.
+    agents: std::collections::BTreeMap<String, mpsc::UnboundedSender<app::AgentCtl>>,
+    /// The workers (local GPUs or the configured pool).
+    pool: Pool,
     jobs: std::collections::BTreeMap<u64, u64>,
     watchers: Vec<notify_debouncer_mini::Debouncer<notify::RecommendedWatcher>>,
     playback: Option<tokio::task::JoinHandle<()>>,
@@ -283,17 +297,18 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
         mut state,
         settings,
         writer,
+        workers,
     } = p;
     let (tx, mut rx) = mpsc::unbounded_channel::<AppEvent>();
-    let client = spawn_worker(&settings, writer.as_ref());
-    spawn_background_tasks(&tx, &client, &settings, &state);
+    let pool = spawn_pool(&settings, writer.as_ref(), &workers);
+    spawn_background_tasks(&tx, &pool, &settings, &state);
     install_panic_hook();
     let mut terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
     let mut rtm = Runtime {
         tx: tx.clone(),
-        device: settings.device,
-        agent: None,
-        client,
+        device: settings.device.unwrap_or(0),
+        agents: Default::default(),
+        pool,
         jobs: Default::default(),
         watchers: Vec::new(),
         playback: None,
@@ -315,7 +330,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
     .await;
     ratatui::restore();
     for mid in rtm.jobs.values() {
-        rtm.client.cancel(*mid);
+        rtm.pool.cancel(*mid);
     }
     if let Some(p) = rtm.playback.take() {
         p.abort();
@@ -323,27 +338,31 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
     result.map(|_| 0)
 }
 
-/// Spawns the worker subprocess behind its client, its stderr kept beside the session.
-fn spawn_worker(settings: &Settings, writer: Option<&SessionWriter>) -> WorkerClient {
-    // The worker: a subprocess behind the client; hello tells whether there is a GPU.
-    let mut cfg = WorkerConfig::new(settings.device);
-    if let Some(w) = settings.watchdog_secs {
-        cfg.watchdog = Duration::from_secs_f64(w);
-    }
-    // The worker's own stderr is kept beside the session (`SESSION.worker.log`).
+/// Starts the workers (in the background), their stderr kept beside the session.
+fn spawn_pool(
+    settings: &Settings,
+    writer: Option<&SessionWriter>,
+    workers: &crate::engine::workers::Choice,
+) -> Pool {
+    let mut opts = PoolOptions {
+        watchdog: settings.watchdog_secs.map(Duration::from_secs_f64),
+        ..Default::default()
+    };
+    // The workers' own stderr is kept beside the session (`SESSION.worker.log`).
     if let Some(w) = writer {
         let mut name = w.path().as_os_str().to_owned();
         name.push(".worker.log");
-        cfg.log = Some(std::path::PathBuf::from(name));
+        opts.log = Some(std::path::PathBuf::from(name));
     }
-    WorkerClient::spawn(cfg)
+    Pool::begin(workers, opts)
 }
 
 /// Starts what runs beside the input loop: the ncu search, the worker's hello, the
 /// highlighter's loading and the signal handlers.
-fn spawn_background_tasks(tx: &Tx, client: &WorkerClient, settings: &Settings, state: &AppState) {
+fn spawn_background_tasks(tx: &Tx, pool: &Pool, settings: &Settings, state: &AppState) {
     find_ncu_in_background(tx);
-    hello_in_background(tx, client);
+    hello_in_background(tx, pool);
+    follow_pool(tx, pool);
     load_highlighter_in_background(tx, settings, state);
     forward_signals(tx);
 }
@@ -360,21 +379,34 @@ fn find_ncu_in_background(tx: &Tx) {
     });
 }
 
-/// Asks the worker for its hello (device, driver, NVRTC), giving up after 30 s.
-fn hello_in_background(tx: &Tx, client: &WorkerClient) {
-    let (client, tx) = (client.clone(), tx.clone());
+/// Waits for every worker's first start: the first worker up says which GPU the session
+/// measures on (device, driver, NVRTC), or why there is none.
+fn hello_in_background(tx: &Tx, pool: &Pool) {
+    let (pool, tx) = (pool.clone(), tx.clone());
     tokio::spawn(async move {
-        let r = match tokio::time::timeout(Duration::from_secs(30), client.hello()).await {
-            Ok(Ok(Event::Hello { device, probe, .. })) => Ok(HelloInfo {
-                device,
-                driver: probe.driver_version,
-                nvrtc: probe.nvrtc_version,
+        let st = pool.ready().await;
+        let r = match st.first_up() {
+            Some(w) => Ok(HelloInfo {
+                device: w.gpu_info.clone(),
+                driver: w.driver.clone().unwrap_or_default(),
+                nvrtc: w.nvrtc.clone(),
             }),
-            Ok(Ok(other)) => Err(format!("unexpected worker reply {other:?}")),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err("the worker did not answer".into()),
+            None => Err(st.why_down()),
         };
         deliver(&tx, AppEvent::Hello(r));
+    });
+}
+
+/// Passes the pool's status to the app whenever it changes (the header's pool line).
+fn follow_pool(tx: &Tx, pool: &Pool) {
+    let (mut rx, tx) = (pool.watch(), tx.clone());
+    tokio::spawn(async move {
+        loop {
+            let st = rx.borrow_and_update().clone();
+            if tx.send(AppEvent::Pool(st)).is_err() || rx.changed().await.is_err() {
+                break;
+            }
+        }
     });
 }
 
@@ -517,7 +549,7 @@ fn start_agent(
             sources,
             seed,
             mode: crate::agent::driver::DecisionMode::Human,
-            client: rtm.client.clone(),
+            pool: rtm.pool.for_model(state.gpu_model()),
             device: rtm.device,
             device_name: match &state.worker {
                 state::WorkerState::Ready { gpu, .. } => Some(gpu.clone()),
@@ -525,17 +557,18 @@ fn start_agent(
             },
         },
         agent_link::TuiGate::new(ctl_rx),
-        agent_link::TuiSink::new(rtm.tx.clone(), state.recorder.ids()),
+        agent_link::TuiSink::new(rtm.tx.clone(), state.recorder.ids(), &op),
     )?;
     let tx = rtm.tx.clone();
+    let name = op.clone();
     tokio::spawn(async move {
         let stop = d.run().await;
         deliver(
             &tx,
-            AppEvent::Agent(app::AgentMsg::Finished(stop.to_string())),
+            AppEvent::Agent(name, app::AgentMsg::Finished(stop.to_string())),
         );
     });
-    rtm.agent = Some(ctl_tx);
+    rtm.agents.insert(op, ctl_tx);
     Ok(())
 }
 
@@ -548,7 +581,7 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             sources,
             seed,
         } => effects::start_agent_or_log(rtm, state, op, *st, sources, seed),
-        Effect::Agent(c) => effects::send_to_agent(rtm, c),
+        Effect::Agent(op, c) => effects::send_to_agent(rtm, &op, c),
         Effect::Measure {
             op,
             rev,
@@ -608,7 +641,7 @@ struct ProfileJob {
 /// command does), then run ncu on a blocking task: the input loop never waits.
 async fn run_profile(
     suite: Arc<Suite>,
-    client: WorkerClient,
+    client: Pool,
     j: ProfileJob,
 ) -> Result<Box<crate::profile::Profile>, String> {
     use crate::engine::protocol::Source;

@@ -248,6 +248,8 @@ pub struct AppState {
     pub modal: Modal,
     pub worker: WorkerState,
     pub restarts: u64,
+    /// The workers and the queue, as the pool last said.
+    pub pool: crate::engine::pool::PoolStatus,
     pub jobs: BTreeMap<u64, JobProgress>,
     pub ui_log: Vec<LogLine>,
     /// The session file's name, when this run records one.
@@ -267,8 +269,8 @@ pub struct AppState {
     pub kernels_dir: PathBuf,
     pub watches: BTreeMap<PathBuf, Watch>,
     pub quit: bool,
-    /// The agent, once started.
-    pub agent: Option<AgentView>,
+    /// The agents started in this run, one per operator (they run at once on the pool).
+    pub agents: BTreeMap<String, AgentView>,
     /// The agent's configuration (settings + environment), or why it cannot start.
     pub agent_cfg: Result<crate::agent::config::AgentConfig, String>,
     /// Where the suite stands.
@@ -317,6 +319,7 @@ impl AppState {
             modal: Modal::None,
             worker: WorkerState::Starting,
             restarts: 0,
+            pool: Default::default(),
             jobs: BTreeMap::new(),
             ui_log: Vec::new(),
             session_name: None,
@@ -331,7 +334,7 @@ impl AppState {
             kernels_dir,
             watches: BTreeMap::new(),
             quit: false,
-            agent: None,
+            agents: BTreeMap::new(),
             agent_cfg: crate::agent::config::resolve(&Default::default(), None),
             standing,
         };
@@ -661,6 +664,24 @@ impl AppState {
             .first_diag
             .map(|d| d.saturating_sub(2))
             .unwrap_or(0);
+    }
+
+    /// The agent of an operator while it runs.
+    pub fn running_agent(&self, op: &str) -> Option<&AgentView> {
+        self.agents.get(op).filter(|a| a.running)
+    }
+
+    /// The operators whose agents run, in the operators' order of the suite.
+    pub fn running_agents(&self) -> Vec<&AgentView> {
+        self.agents.values().filter(|a| a.running).collect()
+    }
+
+    /// The GPU model measurements are for: the first worker up's (S is per GPU model).
+    pub fn gpu_model(&self) -> Option<String> {
+        match &self.worker {
+            WorkerState::Ready { gpu, .. } => Some(gpu.clone()),
+            _ => None,
+        }
     }
 
     pub fn measuring(&self) -> bool {

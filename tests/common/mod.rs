@@ -20,3 +20,5 @@ pub fn exe() -> PathBuf {
     }
     built
 }
+
+pub mod standins;

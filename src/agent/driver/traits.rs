@@ -91,6 +91,14 @@ pub trait Measurer: Send {
     ) -> impl Future<Output = Outcome> + Send {
         self.run(source, kind, mode)
     }
+    /// Keeps the following runs on one worker until `release` (A B B A: every run timed on the
+    /// same GPU). Returns the worker's name, or why none could be held (the runs then go where
+    /// the measurer sends them).
+    fn hold(&mut self) -> impl Future<Output = Result<String, String>> + Send {
+        async { Ok("this measurer's worker".to_string()) }
+    }
+    /// Ends `hold`.
+    fn release(&mut self) {}
     /// A deep profile of one shape (the `profile` tool).
     fn profile(
         &mut self,

@@ -7,6 +7,7 @@ use super::*;
 async fn the_tuner_loop_in_auto_mode_climbs_to_the_optimum() {
     let m = FakeMeasurer::default();
     let jobs = m.jobs.clone();
+    let (holds, unheld) = (m.holds.clone(), m.timed_unheld.clone());
     let sink = MemSink::default();
     let events = sink.events.clone();
     let budget = Budget {
@@ -84,6 +85,9 @@ async fn the_tuner_loop_in_auto_mode_climbs_to_the_optimum() {
         .filter(|j| j.1 == JobKind::Time)
         .count();
     assert!(times >= 4 * accepted && times % 4 == 0);
+    // Every A B B A ran its four timings on one held worker.
+    assert_eq!(holds.load(std::sync::atomic::Ordering::SeqCst), times / 4);
+    assert_eq!(unheld.load(std::sync::atomic::Ordering::SeqCst), 0);
     // A stop reason is recorded.
     assert!(
         matches!(ev.last(), Some(SessionEvent::AgentState { state, reason: Some(r), .. }) if state == "stopped" && r.contains("exhausted"))

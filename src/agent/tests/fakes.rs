@@ -25,6 +25,11 @@ pub(super) struct FakeMeasurer {
     pub(super) broken: Option<String>,
     /// How long each job takes (GPU budgets).
     pub(super) delay: Duration,
+    /// Between `hold` and `release` (the A B B A runs on one worker).
+    pub(super) held: bool,
+    /// Holds so far, and timing jobs run while nothing was held.
+    pub(super) holds: Arc<std::sync::atomic::AtomicUsize>,
+    pub(super) timed_unheld: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// A source that makes the worker fail (a tool that fails).
@@ -60,6 +65,7 @@ fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
         s: Some(s),
         message: None,
         device: None,
+        worker: None,
     }
 }
 
@@ -104,7 +110,22 @@ impl Measurer for FakeMeasurer {
         Ok(crate::profile::fixture("rms_norm", 0, shape))
     }
 
+    async fn hold(&mut self) -> Result<String, String> {
+        assert!(!self.held, "hold while held");
+        self.held = true;
+        self.holds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok("fake:0".into())
+    }
+
+    fn release(&mut self) {
+        self.held = false;
+    }
+
     async fn run(&mut self, source: &str, kind: JobKind, mode: Mode) -> Outcome {
+        if kind == JobKind::Time && !self.held {
+            self.timed_unheld
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         self.jobs
             .lock()
             .unwrap()

@@ -110,6 +110,7 @@ pub(super) fn run_job(
             s: None,
             message: None,
             device: Some(g.info.index),
+            worker: None,
         };
         let mut ok_to_time = true;
         if let (true, Some(r)) = (needs_check, &reference) {

@@ -299,6 +299,8 @@ pub fn main(device: u32) -> i32 {
                     out.send(&Event::Hello {
                         id,
                         protocol: PROTOCOL_VERSION,
+                        tool_version: Some(TOOL_VERSION.into()),
+                        host: Some(super::handshake::hostname()),
                         probe: p,
                         device: d,
                     });

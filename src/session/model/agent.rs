@@ -30,14 +30,23 @@ impl Model {
                 if op.is_some() {
                     self.agent_op = op.clone();
                 }
-                if state == "dropout" || !masked.is_empty() {
-                    self.agent_masked = masked.clone();
+                // Older sessions name no operator: the one the agent last worked on.
+                if let Some(o) = op.clone().or_else(|| self.agent_op.clone()) {
+                    let run = self.agents.entry(o).or_default();
+                    run.state = state.clone();
+                    run.reason = reason.clone();
+                    if state == "dropout" || !masked.is_empty() {
+                        run.masked = masked.clone();
+                    }
                 }
                 self.log(
                     t,
                     LogLevel::Info,
                     format!(
-                        "agent {state}{}",
+                        "agent{} {state}{}",
+                        op.as_deref()
+                            .map(|o| format!(" on {o}"))
+                            .unwrap_or_default(),
                         reason
                             .as_deref()
                             .map(|r| format!(": {r}"))

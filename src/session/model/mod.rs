@@ -289,17 +289,35 @@ pub struct RunInfo {
     pub runs: usize,
 }
 
+/// One operator's agent, as its latest `agent_state` event left it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentRun {
+    pub state: String,
+    pub reason: Option<String>,
+    /// The revisions its latest dropout masked.
+    pub masked: Vec<u32>,
+}
+
+impl AgentRun {
+    /// Whether the agent is at work (not stopped).
+    pub fn active(&self) -> bool {
+        self.state != "stopped"
+    }
+}
+
 /// The state of a session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {
     pub ops: BTreeMap<String, OpState>,
     pub run: RunInfo,
     pub steering: Vec<(Option<String>, String)>,
+    /// The latest agent state of any agent (the header's), its operator and reason.
     pub agent_state: Option<String>,
-    /// The operator the agent last worked on, and the revisions its latest dropout masked.
     pub agent_op: Option<String>,
-    pub agent_masked: Vec<u32>,
     pub agent_reason: Option<String>,
+    /// Each operator's agent as its latest `agent_state` left it (agents run in parallel, one
+    /// per operator): state, reason and the revisions its latest dropout masked.
+    pub agents: BTreeMap<String, AgentRun>,
     pub log: Vec<LogLine>,
     /// Events of kinds this build does not know (kept in the file, not shown).
     pub unknown_events: usize,
@@ -353,8 +371,8 @@ impl Model {
             steering: Vec::new(),
             agent_state: None,
             agent_op: None,
-            agent_masked: Vec::new(),
             agent_reason: None,
+            agents: BTreeMap::new(),
             log: Vec::new(),
             unknown_events: 0,
             latest_op: None,

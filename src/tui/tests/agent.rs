@@ -28,13 +28,14 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
             .iter()
             .any(|(src, s)| src.contains("// v3") && s.is_some())
     );
-    assert!(s.agent.as_ref().is_some_and(|a| a.running));
+    assert!(s.running_agent("rms_norm").is_some());
     // Streaming text shows in the diff pane; a revision from the agent is selected.
     send(
         &mut s,
-        vec![AppEvent::Agent(AgentMsg::Stream(
-            "Hypothesis: wider loads".into(),
-        ))],
+        vec![AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::Stream("Hypothesis: wider loads".into()),
+        )],
     );
     assert!(screen(&s, 200, 50).contains("Hypothesis: wider loads"));
     let mut ev = revision(
@@ -54,7 +55,10 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         *category = Some("launch-config".into());
         *knowledge = vec!["hopper-h200".into(), "warp-per-row".into()];
     }
-    send(&mut s, vec![AppEvent::Agent(AgentMsg::Record(ev))]);
+    send(
+        &mut s,
+        vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(ev))],
+    );
     assert_eq!(s.selected_rev().map(|r| r.rev), Some(4));
     let sc = screen(&s, 200, 50);
     assert!(
@@ -68,18 +72,22 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         9,
         &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
     ) {
-        send(&mut s, vec![AppEvent::Agent(AgentMsg::Record(e))]);
+        send(
+            &mut s,
+            vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(e))],
+        );
     }
     send(
         &mut s,
-        vec![AppEvent::Agent(AgentMsg::Record(
-            SessionEvent::AgentState {
+        vec![AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::Record(SessionEvent::AgentState {
                 state: "waiting".into(),
                 reason: Some("v4: accept (y), reject (n) or steer (s)".into()),
                 op: Some("rms_norm".into()),
                 masked: vec![],
-            },
-        ))],
+            }),
+        )],
     );
     assert!(screen(&s, 200, 50).contains("tuner on rms_norm: waiting"));
     // y decides for the agent too.
@@ -87,10 +95,13 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert_eq!(
         fx[0],
-        Effect::Agent(AgentCtl::Decided {
-            rev: 4,
-            decision: Decision::Accepted
-        })
+        Effect::Agent(
+            "rms_norm".into(),
+            AgentCtl::Decided {
+                rev: 4,
+                decision: Decision::Accepted
+            }
+        )
     );
     assert!(
         matches!(&fx[1], Effect::RecordStanding { update, .. } if update.op == "rms_norm"),
@@ -103,47 +114,50 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
     let fx = send(&mut s, evs);
     assert_eq!(
         fx,
-        vec![Effect::Agent(AgentCtl::Steer(
-            "try two rows per warp".into()
-        ))]
+        vec![Effect::Agent(
+            "rms_norm".into(),
+            AgentCtl::Steer("try two rows per warp".into())
+        )]
     );
     assert!(matches!(last_event(&s), SessionEvent::Steer { .. }));
     assert_eq!(
         send(&mut s, vec![press(KeyCode::Char('x'))]),
-        vec![Effect::Agent(AgentCtl::Dropout)]
+        vec![Effect::Agent("rms_norm".into(), AgentCtl::Dropout)]
     );
     // A dropout shows in the header and the log.
     send(
         &mut s,
-        vec![AppEvent::Agent(AgentMsg::Record(
-            SessionEvent::AgentState {
+        vec![AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::Record(SessionEvent::AgentState {
                 state: "dropout".into(),
                 reason: Some("asked by the engineer: 1 of 3 history entries masked (v3)".into()),
                 op: Some("rms_norm".into()),
                 masked: vec![3],
-            },
-        ))],
+            }),
+        )],
     );
-    assert_eq!(s.model.agent_masked, vec![3]);
+    assert_eq!(s.model.agents["rms_norm"].masked, vec![3]);
     assert!(screen(&s, 200, 50).contains("(masked)"));
     assert!(screen(&s, 200, 50).contains("dropout (asked by the engineer"));
     assert_eq!(
         send(&mut s, vec![press(KeyCode::Char('a'))]),
-        vec![Effect::Agent(AgentCtl::Stop)]
+        vec![Effect::Agent("rms_norm".into(), AgentCtl::Stop)]
     );
     send(
         &mut s,
-        vec![AppEvent::Agent(AgentMsg::Finished(
-            "stopped by the engineer".into(),
-        ))],
+        vec![AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::Finished("stopped by the engineer".into()),
+        )],
     );
-    assert!(!s.agent.as_ref().unwrap().running);
+    assert!(!s.agents["rms_norm"].running);
     assert!(
         s.ui_log
             .last()
             .unwrap()
             .text
-            .contains("agent finished: stopped by the engineer")
+            .contains("agent on rms_norm finished: stopped by the engineer")
     );
 }
 
@@ -167,21 +181,27 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
     ));
     let mut s = fixture_state(extra);
-    s.agent = Some(AgentView {
-        op: "rms_norm".into(),
-        backend: "tuner".into(),
-        running: true,
-        stopping: false,
-        stream: String::new(),
-        ..Default::default()
-    });
+    s.agents.insert(
+        "rms_norm".into(),
+        AgentView {
+            op: "rms_norm".into(),
+            backend: "tuner".into(),
+            running: true,
+            stopping: false,
+            stream: String::new(),
+            ..Default::default()
+        },
+    );
     let state = |st: &str, reason: &str| {
-        AppEvent::Agent(AgentMsg::Record(SessionEvent::AgentState {
-            state: st.into(),
-            reason: Some(reason.into()),
-            op: Some("rms_norm".into()),
-            masked: vec![],
-        }))
+        AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::Record(SessionEvent::AgentState {
+                state: st.into(),
+                reason: Some(reason.into()),
+                op: Some("rms_norm".into()),
+                masked: vec![],
+            }),
+        )
     };
     send(
         &mut s,
@@ -209,10 +229,13 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert_eq!(
         fx[0],
-        Effect::Agent(AgentCtl::Decided {
-            rev: 4,
-            decision: Decision::Accepted
-        })
+        Effect::Agent(
+            "rms_norm".into(),
+            AgentCtl::Decided {
+                rev: 4,
+                decision: Decision::Accepted
+            }
+        )
     );
     assert!(
         matches!(&fx[1], Effect::RecordStanding { update, .. } if update.op == "rms_norm"),
@@ -232,19 +255,25 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
 #[test]
 fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
     let mut s = fixture_state(vec![]);
-    s.agent = Some(AgentView {
-        op: "rms_norm".into(),
-        backend: "kernel-model (openai)".into(),
-        running: true,
-        ..Default::default()
-    });
+    s.agents.insert(
+        "rms_norm".into(),
+        AgentView {
+            op: "rms_norm".into(),
+            backend: "kernel-model (openai)".into(),
+            running: true,
+            ..Default::default()
+        },
+    );
     let args = "diff +1 −1, shapes 0 2, quick";
     send(
         &mut s,
-        vec![AppEvent::Agent(AgentMsg::ToolStarted {
-            name: "run".into(),
-            args: args.into(),
-        })],
+        vec![AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::ToolStarted {
+                name: "run".into(),
+                args: args.into(),
+            },
+        )],
     );
     let sc = screen(&s, 200, 50);
     assert!(sc.contains(&format!("▸ run({args}) …")), "{sc}");
@@ -268,7 +297,10 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
             tokens: 1050,
         },
     };
-    send(&mut s, vec![AppEvent::Agent(AgentMsg::Record(done))]);
+    send(
+        &mut s,
+        vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(done))],
+    );
     let sc = screen(&s, 200, 50);
     assert!(
         sc.contains(&format!(
@@ -290,16 +322,19 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
     );
     send(
         &mut s,
-        vec![AppEvent::Agent(AgentMsg::Record(revision(
-            "rms_norm",
-            4,
-            Some(1),
-            Author::Model("kernel-model".into()),
-            "the marker",
-            "// v4\n",
-        )))],
+        vec![AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::Record(revision(
+                "rms_norm",
+                4,
+                Some(1),
+                Author::Model("kernel-model".into()),
+                "the marker",
+                "// v4\n",
+            )),
+        )],
     );
-    let a = s.agent.as_ref().unwrap();
+    let a = &s.agents["rms_norm"];
     assert!(a.tools.is_empty() && a.spent == Default::default());
     assert!(!screen(&s, 200, 50).contains("✓ run("));
 }

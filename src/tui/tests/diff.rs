@@ -60,19 +60,22 @@ fn changed_words_are_emphasised() {
 #[test]
 fn streamed_text_does_not_rebuild_the_diff() {
     let mut s = fixture_state(vec![]);
-    s.agent = Some(AgentView {
-        op: "rms_norm".into(),
-        backend: "openai".into(),
-        running: true,
-        stopping: false,
-        stream: String::new(),
-        ..Default::default()
-    });
+    s.agents.insert(
+        "rms_norm".into(),
+        AgentView {
+            op: "rms_norm".into(),
+            backend: "openai".into(),
+            running: true,
+            stopping: false,
+            stream: String::new(),
+            ..Default::default()
+        },
+    );
     let before = s.diff_builds;
     for i in 0..200 {
         update(
             &mut s,
-            AppEvent::Agent(AgentMsg::Stream(format!("token {i} "))),
+            AppEvent::Agent("rms_norm".into(), AgentMsg::Stream(format!("token {i} "))),
         );
         update(
             &mut s,
@@ -80,7 +83,7 @@ fn streamed_text_does_not_rebuild_the_diff() {
         );
     }
     assert_eq!(s.diff_builds, before, "no rebuild per chunk");
-    assert!(s.agent.as_ref().unwrap().stream.contains("token 199"));
+    assert!(s.agents["rms_norm"].stream.contains("token 199"));
     send(&mut s, vec![press(KeyCode::Char('k'))]);
     send(&mut s, vec![press(KeyCode::Tab), press(KeyCode::Char('k'))]);
     assert!(s.diff_builds > before, "a new selection rebuilds");

@@ -139,7 +139,7 @@ fn a_profile_reaches_the_running_agent_of_its_operator() {
             result: Ok(Box::new(crate::profile::fixture("rms_norm", 1, 3))),
         }],
     );
-    let [Effect::Agent(AgentCtl::Profile(note))] = &fx[..] else {
+    let [Effect::Agent(_, AgentCtl::Profile(note))] = &fx[..] else {
         panic!("{fx:?}")
     };
     assert_eq!(note.rev, 1);

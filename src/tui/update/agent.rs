@@ -1,28 +1,28 @@
-//! The agent in the app: its news (recorded events, streamed text, tool calls) and starting /
-//! stopping it.
+//! The agents in the app, one per operator and running at once: their news (recorded events,
+//! streamed text, tool calls) and starting / stopping the selected operator's.
 
 use super::*;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
 
-pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
+pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effect> {
     match m {
         AgentMsg::Record(ev) => {
             let select = match &ev {
-                SessionEvent::Revision { op, rev, .. } => {
-                    if let Some(a) = state.agent.as_mut() {
+                SessionEvent::Revision { op: rop, rev, .. } => {
+                    if let Some(a) = state.agents.get_mut(op) {
                         a.new_iteration();
                     }
-                    (state.selected_op().as_deref() == Some(op.as_str())).then_some(*rev)
+                    (state.selected_op().as_deref() == Some(rop.as_str())).then_some(*rev)
                 }
                 SessionEvent::AgentState { state: st, .. } if st == "failed" || st == "stopped" => {
-                    if let Some(a) = state.agent.as_mut() {
+                    if let Some(a) = state.agents.get_mut(op) {
                         a.new_iteration();
                     }
                     None
                 }
                 SessionEvent::ToolCall { .. } => {
-                    if let Some(a) = state.agent.as_mut() {
+                    if let Some(a) = state.agents.get_mut(op) {
                         a.tool_ended(&ev);
                     }
                     None
@@ -48,7 +48,7 @@ pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
             }
         }
         AgentMsg::Stream(t) => {
-            if let Some(a) = state.agent.as_mut() {
+            if let Some(a) = state.agents.get_mut(op) {
                 a.stream.push_str(&t);
                 if a.stream.len() > 8000 {
                     let cut = a.stream.len() - 4000;
@@ -60,7 +60,7 @@ pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
             }
         }
         AgentMsg::ToolStarted { name, args } => {
-            if let Some(a) = state.agent.as_mut() {
+            if let Some(a) = state.agents.get_mut(op) {
                 a.tools.push(ToolLine {
                     text: format!("{name}({args}) …"),
                     ok: None,
@@ -71,38 +71,38 @@ pub(crate) fn on_agent(state: &mut AppState, m: AgentMsg) -> Vec<Effect> {
             }
         }
         AgentMsg::StreamReset => {
-            if let Some(a) = state.agent.as_mut() {
+            if let Some(a) = state.agents.get_mut(op) {
                 a.stream.clear();
             }
         }
         AgentMsg::Finished(reason) => {
-            if let Some(a) = state.agent.as_mut() {
+            if let Some(a) = state.agents.get_mut(op) {
                 a.running = false;
                 a.stopping = false;
                 a.stream.clear();
             }
-            state.log(LogLevel::Info, format!("agent finished: {reason}"));
+            state.log(LogLevel::Info, format!("agent on {op} finished: {reason}"));
         }
     }
     vec![]
 }
 
-/// `a`: start the agent on the selected operator, or stop the running one.
+/// `a`: start an agent on the selected operator, or stop the one running there. Agents on
+/// other operators go on: each operator can have its own, all at once on the workers.
 pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
-    if let Some(a) = state.agent.as_mut()
+    let Some(op) = state.selected_op() else {
+        return vec![];
+    };
+    if let Some(a) = state.agents.get_mut(&op)
         && a.running
     {
         a.stopping = true;
-        let op = a.op.clone();
         state.log(
             LogLevel::Info,
             format!("agent on {op}: stopping after the current step"),
         );
-        return vec![Effect::Agent(AgentCtl::Stop)];
+        return vec![Effect::Agent(op, AgentCtl::Stop)];
     }
-    let Some(op) = state.selected_op() else {
-        return vec![];
-    };
     if let Err(e) = state.can_measure() {
         state.log(LogLevel::Warn, format!("agent: cannot start on {op}: {e}"));
         return vec![];
@@ -136,27 +136,36 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
         None => "tuner".to_string(),
     };
     let masked = st.history.iter().filter(|h| h.masked).count();
+    let others = state.running_agents().len();
     state.log(
         LogLevel::Info,
         format!(
-            "agent: {backend} on {op} from v{} ({} revisions remembered{}); y/n decide, s steers, x drops out, a stops",
+            "agent: {backend} on {op} from v{} ({} revisions remembered{}); y/n decide, s steers, x drops out, a stops{}",
             st.incumbent_rev,
             st.history.len(),
             if masked > 0 {
                 format!(", {masked} masked")
             } else {
                 String::new()
+            },
+            if others > 0 {
+                format!(" · {} agents now run at once", others + 1)
+            } else {
+                String::new()
             }
         ),
     );
-    state.agent = Some(AgentView {
-        op: op.clone(),
-        backend,
-        running: true,
-        stopping: false,
-        stream: String::new(),
-        ..Default::default()
-    });
+    state.agents.insert(
+        op.clone(),
+        AgentView {
+            op: op.clone(),
+            backend,
+            running: true,
+            stopping: false,
+            stream: String::new(),
+            ..Default::default()
+        },
+    );
     vec![Effect::StartAgent {
         op,
         state: Box::new(st),

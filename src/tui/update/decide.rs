@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::session::model::LogLevel;
-use crate::session::{Author, DecidedBy, Decision, RevVerdict, SessionEvent};
+use crate::session::{DecidedBy, Decision, RevVerdict, SessionEvent};
 
 /// y / n on the selected revision; a running agent hears of decisions on its operator.
 /// An accepted revision becomes the operator's record in the standing.
@@ -15,12 +15,11 @@ pub(crate) fn decide_selected(state: &mut AppState, accept: bool) -> Vec<Effect>
             op, rev, decision, ..
         }) = state.journal.last().map(|r| r.event.clone())
     {
-        if state
-            .agent
-            .as_ref()
-            .is_some_and(|a| a.running && a.op == op)
-        {
-            fx.push(Effect::Agent(AgentCtl::Decided { rev, decision }));
+        if state.running_agent(&op).is_some() {
+            fx.push(Effect::Agent(
+                op.clone(),
+                AgentCtl::Decided { rev, decision },
+            ));
         }
         if decision == Decision::Accepted {
             fx.extend(standing_after_accept(state, &op, rev));
@@ -29,16 +28,16 @@ pub(crate) fn decide_selected(state: &mut AppState, accept: bool) -> Vec<Effect>
     fx
 }
 
-/// The revision a waiting agent offers for a decision (its header says `waiting (vN: …)`).
+/// The revision the selected operator's agent waits on for a decision (its state says
+/// `waiting (vN: …)`).
 pub fn offered_rev(state: &AppState) -> Option<(String, u32)> {
-    let m = &state.model;
-    if m.agent_state.as_deref() != Some("waiting")
-        || !state.agent.as_ref().is_some_and(|a| a.running)
-    {
+    let op = state.selected_op()?;
+    state.running_agent(&op)?;
+    let run = state.model.agents.get(&op)?;
+    if run.state != "waiting" {
         return None;
     }
-    let op = m.agent_op.clone()?;
-    let r = m.agent_reason.as_deref()?.strip_prefix('v')?;
+    let r = run.reason.as_deref()?.strip_prefix('v')?;
     let n: String = r.chars().take_while(|c| c.is_ascii_digit()).collect();
     Some((op, n.parse().ok()?))
 }

@@ -96,12 +96,8 @@ pub(crate) fn on_profiled(
         rev,
         profile: p,
     });
-    if state
-        .agent
-        .as_ref()
-        .is_some_and(|a| a.running && a.op == op)
-    {
-        return vec![Effect::Agent(AgentCtl::Profile(note))];
+    if state.running_agent(&op).is_some() {
+        return vec![Effect::Agent(op, AgentCtl::Profile(note))];
     }
     vec![]
 }

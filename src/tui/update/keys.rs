@@ -39,11 +39,12 @@ pub(crate) fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                     if !text.is_empty() {
                         let op = state.selected_op();
                         state.record(SessionEvent::Steer {
-                            op,
+                            op: op.clone(),
                             text: text.clone(),
                         });
-                        if state.agent.as_ref().is_some_and(|a| a.running) {
-                            return vec![Effect::Agent(AgentCtl::Steer(text))];
+                        // The selected operator's agent hears it.
+                        if let Some(op) = op.filter(|o| state.running_agent(o).is_some()) {
+                            return vec![Effect::Agent(op, AgentCtl::Steer(text))];
                         }
                     }
                 }
@@ -193,16 +194,24 @@ pub(crate) fn next_phase(state: &mut AppState) {
 }
 
 pub(crate) fn dropout(state: &mut AppState) -> Vec<Effect> {
-    match &state.agent {
-        Some(a) if a.running => {
+    match state
+        .selected_op()
+        .filter(|op| state.running_agent(op).is_some())
+    {
+        Some(op) => {
             state.log(
                 LogLevel::Steer,
-                "agent: dropout asked: the next context masks about half of the history".into(),
+                format!(
+                    "agent on {op}: dropout asked: the next context masks about half of the history"
+                ),
             );
-            vec![Effect::Agent(AgentCtl::Dropout)]
+            vec![Effect::Agent(op, AgentCtl::Dropout)]
         }
-        _ => {
-            state.log(LogLevel::Warn, "agent: not running (a starts it)".into());
+        None => {
+            state.log(
+                LogLevel::Warn,
+                "agent: none runs on this operator (a starts one)".into(),
+            );
             vec![]
         }
     }

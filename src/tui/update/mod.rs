@@ -39,6 +39,11 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             vec![]
         }
         AppEvent::Job { mid, event } => on_job(state, mid, event),
+        AppEvent::Pool(p) => {
+            state.restarts = p.restarts();
+            state.pool = p;
+            vec![]
+        }
         AppEvent::HighlighterReady(Ok(h)) => {
             state.highlighter = Some(h);
             state.hl_cache.clear();
@@ -87,7 +92,7 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             state.log(l, s);
             vec![]
         }
-        AppEvent::Agent(m) => on_agent(state, m),
+        AppEvent::Agent(op, m) => on_agent(state, &op, m),
         AppEvent::NcuFound(r) => {
             state.ncu = Some(r);
             vec![]
@@ -122,8 +127,8 @@ pub(crate) fn quit_now(state: &mut AppState) -> Vec<Effect> {
         .keys()
         .map(|m| Effect::Cancel { mid: *m })
         .collect();
-    if state.agent.as_ref().is_some_and(|a| a.running) {
-        fx.push(Effect::Agent(AgentCtl::Stop));
+    for a in state.running_agents() {
+        fx.push(Effect::Agent(a.op.clone(), AgentCtl::Stop));
     }
     let running: Vec<(u64, String, u32)> = state
         .jobs

@@ -10,11 +10,11 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     // The agent's iteration on the selected operator (its tool calls and the reply being
     // streamed) replaces the diff while it runs.
-    if let Some(a) = s.agent.as_ref().filter(|a| {
-        a.running
-            && (!a.stream.is_empty() || !a.tools.is_empty())
-            && s.selected_op().as_deref() == Some(a.op.as_str())
-    }) {
+    if let Some(a) = s
+        .selected_op()
+        .and_then(|op| s.running_agent(&op))
+        .filter(|a| !a.stream.is_empty() || !a.tools.is_empty())
+    {
         draw_agent(f, r, s, a);
         return;
     }

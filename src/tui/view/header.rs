@@ -1,6 +1,8 @@
-//! The header: S_agg by phase, the GPU and worker, the agent, and a line for the running
-//! measurement, the phase, counts and the session.
+//! The header: S_agg by phase, the GPU and worker, the agents, a line for the running
+//! measurement, the phase, counts and the session, and with a pool of workers a line for the
+//! pool (per host up, busy, down; restarts; the queue).
 
+use crate::engine::pool::SeatState;
 use crate::suite::PhaseFilter;
 use crate::tui::app::{AppState, WorkerState};
 use ratatui::prelude::*;
@@ -55,15 +57,21 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
             } else {
                 gpu.clone()
             };
+            let n = s.pool.workers.len();
+            let workers = if n > 1 {
+                format!("{}/{n} workers ", s.pool.up())
+            } else {
+                "worker ".to_string()
+            };
             l1.push(Span::styled(
                 if narrow {
                     format!("{gpu} {sm_clock_mhz} MHz ")
                 } else {
-                    format!("{gpu} · SM {sm_clock_mhz} MHz · worker ")
+                    format!("{gpu} · SM {sm_clock_mhz} MHz · {workers}")
                 },
                 hs,
             ));
-            let (txt, c) = if s.measuring() {
+            let (txt, c) = if s.measuring() || s.pool.running > 0 {
                 ("busy", t.warn)
             } else {
                 ("ready", t.good)
@@ -83,8 +91,9 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         )),
     }
     let agent = agent_label(s);
+    let several = s.running_agents().len() > 1;
     if !narrow {
-        l1.push(Span::styled(" │ agent: ", hs));
+        l1.push(Span::styled(if several { " │ " } else { " │ agent: " }, hs));
         l1.push(Span::styled(agent.clone(), hs.fg(t.dim)));
     }
     let mut l2 = vec![];
@@ -114,7 +123,12 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         l2.push(Span::styled("│ ", sub));
     }
     if narrow {
-        l2.push(Span::styled(format!(" agent: {agent} ·"), sub));
+        let label = if several {
+            format!(" {agent} ·")
+        } else {
+            format!(" agent: {agent} ·")
+        };
+        l2.push(Span::styled(label, sub));
     }
     l2.push(Span::styled(
         format!(" standing: {} ·", s.standing.view.short()),
@@ -135,13 +149,18 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         (None, Some(n)) => l2.push(Span::styled(format!(" · session {n}"), sub)),
         (None, None) => l2.push(Span::styled(" · not recording", sub)),
     }
-    f.render_widget(
-        Paragraph::new(vec![Line::from(l1).style(hs), Line::from(l2)]),
-        r,
-    );
+    let mut lines = vec![Line::from(l1).style(hs), Line::from(l2)];
+    lines.extend(pool_line(s));
+    f.render_widget(Paragraph::new(lines), r);
 }
 
-/// The header's agent label: backend, operator, state and the latest reason.
+/// The header's height: two lines, three with the pool line.
+pub(crate) fn header_height(s: &AppState) -> u16 {
+    if pool_line(s).is_some() { 3 } else { 2 }
+}
+
+/// The header's agent label: with one agent its backend, operator, state and latest reason;
+/// with several running at once, each operator and its state.
 pub fn agent_label(s: &AppState) -> String {
     let short = |r: &str| -> String {
         let mut x: String = r.chars().take(60).collect();
@@ -150,30 +169,123 @@ pub fn agent_label(s: &AppState) -> String {
         }
         x
     };
-    let st = s.model.agent_state.clone();
-    let reason = s.model.agent_reason.as_deref().map(short);
-    let with_reason = |st: &str| match (&reason, st) {
+    let with_reason = |st: &str, reason: Option<String>| match (reason, st) {
         (Some(r), "stopped" | "dropout" | "stall" | "failed" | "waiting" | "running") => {
             format!("{st} ({r})")
         }
         _ => st.to_string(),
     };
-    match (&s.agent, st) {
-        (Some(a), st) => {
-            let st = st.unwrap_or_else(|| "starting".into());
-            let mut out = format!("{} on {}: {}", a.backend, a.op, with_reason(&st));
+    let state_of = |op: &str| {
+        s.model
+            .agents
+            .get(op)
+            .map(|r| r.state.clone())
+            .unwrap_or_else(|| "starting".into())
+    };
+    let running = s.running_agents();
+    if running.len() > 1 {
+        let parts: Vec<String> = running
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} {}{}",
+                    a.op,
+                    state_of(&a.op),
+                    if a.stopping { " (stopping)" } else { "" }
+                )
+            })
+            .collect();
+        return format!("{} agents: {}", running.len(), parts.join(" · "));
+    }
+    // The one running, else the one the session heard of last.
+    let shown = running.first().copied().or_else(|| {
+        s.model
+            .agent_op
+            .as_ref()
+            .and_then(|op| s.agents.get(op))
+            .or_else(|| s.agents.values().next())
+    });
+    match shown {
+        Some(a) => {
+            let reason = s
+                .model
+                .agents
+                .get(&a.op)
+                .and_then(|r| r.reason.as_deref())
+                .map(short);
+            let mut out = format!(
+                "{} on {}: {}",
+                a.backend,
+                a.op,
+                with_reason(&state_of(&a.op), reason)
+            );
             if a.stopping {
                 out.push_str(" · stopping");
             }
             out
         }
-        (None, Some(st)) => with_reason(&st),
-        (None, None) => match &s.agent_cfg {
-            Ok(c) => match &c.endpoint {
-                Some(e) => format!("idle (a starts {} · {})", c.backend.name(), e.model),
-                None => format!("idle (a starts the {})", c.backend.name()),
+        None => match &s.model.agent_state {
+            Some(st) => with_reason(st, s.model.agent_reason.as_deref().map(short)),
+            None => match &s.agent_cfg {
+                Ok(c) => match &c.endpoint {
+                    Some(e) => format!("idle (a starts {} · {})", c.backend.name(), e.model),
+                    None => format!("idle (a starts the {})", c.backend.name()),
+                },
+                Err(_) => "idle (agent unavailable: see the log)".into(),
             },
-            Err(_) => "idle (agent unavailable: see the log)".into(),
         },
     }
+}
+
+/// The pool line, when there is more than one worker or one is down: per host the workers up,
+/// busy, starting and down; restarts; the shapes waiting in the queue.
+pub(crate) fn pool_line(s: &AppState) -> Option<Line<'static>> {
+    let p = &s.pool;
+    let down = p.workers.iter().any(|w| w.state == SeatState::Down);
+    if p.workers.len() < 2 && !down {
+        return None;
+    }
+    let t = &s.theme;
+    let sub = Style::default().bg(t.bg).fg(t.dim);
+    let mut spans = vec![Span::styled(" workers:", sub)];
+    for (i, (host, c)) in p.by_host().into_iter().enumerate() {
+        if i > 0 {
+            spans.push(Span::styled(" ·", sub));
+        }
+        spans.push(Span::styled(
+            format!(" {host}"),
+            Style::default().bg(t.bg).fg(t.fg),
+        ));
+        for (n, word, colour) in [
+            (c.up, "up", t.good),
+            (c.busy, "busy", t.warn),
+            (c.starting, "starting", t.dim),
+            (c.down, "down", t.bad),
+        ] {
+            if n > 0 {
+                spans.push(Span::styled(
+                    format!(" {n} {word}"),
+                    Style::default().bg(t.bg).fg(colour),
+                ));
+            }
+        }
+    }
+    let restarts = p.restarts();
+    if restarts > 0 {
+        spans.push(Span::styled(
+            format!(
+                " │ {restarts} restart{}",
+                if restarts == 1 { "" } else { "s" }
+            ),
+            Style::default().bg(t.bg).fg(t.warn),
+        ));
+    }
+    spans.push(Span::styled(
+        format!(" │ queue {} · running {}", p.queued, p.running),
+        sub,
+    ));
+    if p.requeued > 0 {
+        spans.push(Span::styled(format!(" · {} requeued", p.requeued), sub));
+    }
+    Some(Line::from(spans))
 }

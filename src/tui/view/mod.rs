@@ -24,7 +24,7 @@ pub(crate) use diff::draw_diff;
 use editor::draw_editor;
 use footer::draw_footer;
 pub use header::agent_label;
-pub(crate) use header::draw_header;
+pub(crate) use header::{draw_header, header_height};
 use help::draw_help;
 pub(crate) use log::draw_log;
 pub(crate) use operators::draw_operators;
@@ -53,7 +53,7 @@ pub fn draw(f: &mut Frame, s: &AppState) {
     let log_h = if tall { 8 } else { 4 };
     let replay_h = if s.replay.is_some() { 1 } else { 0 };
     let rows = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(header_height(s)),
         Constraint::Min(6),
         Constraint::Length(replay_h),
         Constraint::Length(log_h),
@@ -105,8 +105,8 @@ pub fn draw(f: &mut Frame, s: &AppState) {
         Modal::Editor(_) => draw_editor(
             f,
             Rect {
-                y: area.y + 2,
-                height: area.height - 3,
+                y: area.y + header_height(s),
+                height: area.height.saturating_sub(header_height(s) + 1),
                 ..area
             },
             s,

@@ -1,6 +1,6 @@
 //! The operators pane: a table of each operator's weight, S_op (the session's incumbent as
-//! measured here, else the standing's record; a stale one dimmed with `~`), status and history
-//! sparkline.
+//! measured here, else the standing's record; a stale one dimmed with `~`), status (`▶ agent`
+//! where an agent is at work) and history sparkline.
 
 use super::{pane_block, s_color, window};
 use crate::session::model::OpStatus;
@@ -44,7 +44,16 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 (OpStatus::Untouched, Figure::Stale(_)) => "stale",
                 _ => status.label(),
             };
+            // An agent at work on the operator shows first (several run at once).
+            let agent = s.running_agent(name).map(|_| {
+                match s.model.agents.get(name).map(|r| r.state.as_str()) {
+                    Some("waiting") => "waits y/n",
+                    _ => "agent",
+                }
+            });
+            let label = agent.unwrap_or(label);
             let (sym, sc) = match (status, figure) {
+                _ if agent.is_some() => ("▶", t.accent),
                 (OpStatus::Untouched, Figure::Standing(..)) => ("○", t.dim),
                 (OpStatus::Untouched, Figure::Stale(_)) => ("~", t.warn),
                 (OpStatus::Untouched, _) => ("·", t.dim),

@@ -73,8 +73,10 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 None => rv.rationale.clone(),
             };
             // Hidden from the agent's context by its latest dropout.
-            if s.model.agent_op.as_deref() == Some(op.as_str())
-                && s.model.agent_masked.contains(&rv.rev)
+            if s.model
+                .agents
+                .get(op.as_str())
+                .is_some_and(|a| a.masked.contains(&rv.rev))
             {
                 text = format!("(masked) {text}");
             }

@@ -1,0 +1,74 @@
+//! The workers of a measuring command (`bench`, `measure`, `agent`): which ones (`--device`,
+//! `--workers FILE`, the settings' `[[workers]]`, else every local GPU), started as a pool, and
+//! the GPU its measurements are for (the first worker up: T_SOL and S are per GPU model, so
+//! the pool's jobs run only on workers of that model).
+
+use crate::engine::pool::{Pool, PoolOptions, PoolStatus, SeatState};
+use crate::engine::protocol::DeviceInfo;
+use crate::engine::workers::{self, Choice};
+use std::path::Path;
+
+/// A started pool and the GPU its jobs are measured on.
+pub(crate) struct Started {
+    /// Jobs submitted through it run on workers of `dev`'s model only.
+    pub pool: Pool,
+    pub dev: DeviceInfo,
+    pub driver: String,
+    pub nvrtc: Option<String>,
+    pub status: PoolStatus,
+}
+
+impl Started {
+    /// The workers up, by name.
+    pub fn names(&self) -> Vec<String> {
+        self.status
+            .workers
+            .iter()
+            .filter(|w| matches!(w.state, SeatState::Idle | SeatState::Busy))
+            .map(|w| w.name.clone())
+            .collect()
+    }
+}
+
+/// The workers a command chose (`--device` and `--workers` exclude each other).
+pub(crate) fn choose(
+    device: Option<u32>,
+    file: Option<&Path>,
+    config: Option<&Path>,
+) -> Result<Choice, String> {
+    if device.is_some() && file.is_some() {
+        return Err("--device picks a GPU of this machine and --workers a pool: give one".into());
+    }
+    let path = workers::settings_path(config);
+    let settings = crate::config::Settings::load(path.as_deref())?;
+    Ok(workers::choose(device, file, &settings, path.as_deref())?)
+}
+
+/// Starts the pool and waits for every worker's first start. None (said on stderr in one line)
+/// when no worker is up.
+pub(crate) async fn start(choice: &Choice, opts: PoolOptions) -> Option<Started> {
+    let pool = Pool::start(choice, opts).await;
+    let status = pool.status();
+    let Some(first) = status.first_up() else {
+        eprintln!(
+            "atrex-tui: no GPU: {}; measurement is unavailable",
+            status.why_down()
+        );
+        return None;
+    };
+    let dev = first.gpu_info.clone()?;
+    for w in status.workers.iter().filter(|w| w.error.is_some()) {
+        eprintln!(
+            "atrex-tui: worker {} is down ({}); the others carry on",
+            w.name,
+            w.error.as_deref().unwrap_or("")
+        );
+    }
+    Some(Started {
+        pool: pool.for_model(Some(dev.name.clone())),
+        driver: first.driver.clone().unwrap_or_default(),
+        nvrtc: first.nvrtc.clone(),
+        dev,
+        status,
+    })
+}

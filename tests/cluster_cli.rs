@@ -1,0 +1,330 @@
+//! Commands on a pool of workers from a workers file (docs/cluster.md), without a GPU: simulated
+//! workers started through `sh -c` and a stand-in `ssh` first on PATH.
+
+mod common;
+
+use common::standins::{self, Drop};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(common::exe())
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// A workers file entry for a simulated worker on `host`, reached through `sh -c`.
+fn sim_entry(host: &str) -> String {
+    format!(
+        "[[workers]]\ncommand = \"sh -c 'ATREX_SIM_HOST={host} exec {{exe}} worker --simulate=shapes --device {{device}}'\"\n"
+    )
+}
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn doctor_lists_every_configured_worker() {
+    let dir = standins::scratch("doctor-workers");
+    let old = standins::foreign_worker(&dir, "old-box", 2, None);
+    let file = write(
+        &dir,
+        "workers.toml",
+        &format!(
+            "{}{}devices = [1]\ngroup = \"sim\"\n\n[[workers]]\ncommand = \"no-such-launcher-x7 atrex-tui worker --device {{device}}\"\n\n[[workers]]\ncommand = \"{old}\"\nlabel = \"old-box\"\n",
+            sim_entry("box-a"),
+            sim_entry("box-b"),
+        ),
+    );
+    let out = bin()
+        .args(["doctor", "--json", "--workers"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let d = json(&out);
+    let list = d["workers"]["list"].as_array().unwrap();
+    assert_eq!(list.len(), 4, "{d}");
+    let a = &list[0];
+    assert_eq!(a["name"], "box-a:0");
+    assert_eq!(a["answered_hello"], true);
+    assert_eq!(a["host"], "box-a");
+    assert_eq!(a["device"], 0);
+    assert_eq!(a["gpu"], "Simulated GPU");
+    assert_eq!(a["protocol"], 3);
+    assert_eq!(a["tool_version"], env!("CARGO_PKG_VERSION"));
+    assert!(a["command"].as_str().unwrap().starts_with("sh -c "), "{a}");
+    assert_eq!(list[1]["name"], "box-b:1");
+    assert_eq!(list[1]["group"], "sim");
+    assert_eq!(list[2]["answered_hello"], false);
+    assert!(
+        list[2]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start the worker `no-such-launcher-x7 atrex-tui worker --device 0`"),
+        "{}",
+        list[2]
+    );
+    assert_eq!(list[3]["answered_hello"], false);
+    assert!(
+        list[3]["error"]
+            .as_str()
+            .unwrap()
+            .contains("worker old-box runs atrex-tui unknown (protocol 2)"),
+        "{}",
+        list[3]
+    );
+    // The text form: one line per worker and its command.
+    let out = bin()
+        .args(["doctor", "--workers"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(o.contains("workers:    4 from"), "{o}");
+    assert!(o.contains("(2 up)"), "{o}");
+    assert!(
+        o.contains("  box-a:0: answered hello · host box-a · GPU 0 Simulated GPU"),
+        "{o}"
+    );
+    assert!(
+        o.contains("  old-box: no answer: worker old-box runs atrex-tui unknown"),
+        "{o}"
+    );
+    assert!(
+        o.contains("      command: no-such-launcher-x7 atrex-tui worker --device 0"),
+        "{o}"
+    );
+    // A workers file with a mistake is shown as a problem; doctor still exits 0.
+    let bad = write(
+        &dir,
+        "bad.toml",
+        "[[workers]]\ncommand = \"ssh box --device {dev}\"\n",
+    );
+    let out = bin()
+        .args(["doctor", "--workers"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let o = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        o.contains("bad.toml:2: [[workers]]: command: unknown placeholder `{dev}`"),
+        "{o}"
+    );
+}
+
+/// `bench --all` through two templated workers: every shape of every operator measured once,
+/// spread over both, each naming its worker.
+#[test]
+fn bench_all_spreads_over_a_workers_file() {
+    let dir = standins::scratch("benchall-workers");
+    let file = write(
+        &dir,
+        "workers.toml",
+        &format!(
+            "{}{}devices = [1]\n",
+            sim_entry("box-a"),
+            sim_entry("box-b")
+        ),
+    );
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = bin()
+        .args(["bench", "--all", "--quick", "--json", "--hardware", "H200"])
+        .arg("--workers")
+        .arg(&file)
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    // Simulated workers measure nothing: every shape is unchecked, so the exit code says so.
+    assert_eq!(out.status.code(), Some(1));
+    let d = json(&out);
+    assert_eq!(d["workers"], serde_json::json!(["box-a:0", "box-b:1"]));
+    let mut shapes = 0;
+    let mut on = std::collections::BTreeMap::<String, usize>::new();
+    for op in d["operators"].as_array().unwrap() {
+        let list = op["shapes"].as_array().unwrap();
+        assert_eq!(
+            list.len() as u64,
+            op["num_shapes"].as_u64().unwrap(),
+            "{}",
+            op["operator"]
+        );
+        for s in list {
+            assert_eq!(s["verdict"], "unchecked");
+            *on.entry(s["worker"].as_str().unwrap().to_string())
+                .or_default() += 1;
+            shapes += 1;
+        }
+    }
+    assert_eq!(shapes, 440);
+    assert_eq!(on.len(), 2, "both workers measured: {on:?}");
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("over 2 workers, the largest T_SOL first"), "{e}");
+}
+
+/// `bench` through a stand-in ssh (first on PATH) whose first connection to box-a drops
+/// mid-shape: the shape is requeued and every shape still has its result.
+#[test]
+fn bench_survives_a_dropped_ssh_connection() {
+    let dir = standins::scratch("bench-ssh");
+    standins::ssh(&dir, &["box-a"], Drop::First(3));
+    let file = write(
+        &dir,
+        "workers.toml",
+        "[[workers]]\ncommand = \"ssh -T box-a {exe} worker --simulate=shapes --device {device}\"\n\n[[workers]]\ncommand = \"ssh -T box-b {exe} worker --simulate=shapes --device {device}\"\n",
+    );
+    let path = format!(
+        "{}:{}",
+        dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = bin()
+        .args([
+            "bench",
+            "rms_norm",
+            "--quick",
+            "--json",
+            "--hardware",
+            "H200",
+        ])
+        .arg("--workers")
+        .arg(&file)
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let d = json(&out);
+    let shapes = d["shapes"].as_array().unwrap();
+    assert_eq!(shapes.len(), 56, "{d}");
+    assert!(shapes.iter().all(|s| s["verdict"] == "unchecked"), "{d}");
+    assert_eq!(standins::drops(&dir), 1);
+    assert_eq!(d["pool"]["requeued"], 1, "{}", d["pool"]);
+    assert_eq!(d["pool"]["workers"][0]["restarts"], 1, "{}", d["pool"]);
+}
+
+#[test]
+fn workers_flag_mistakes_are_clear() {
+    let dir = standins::scratch("workers-mistakes");
+    let file = write(
+        &dir,
+        "w.toml",
+        "[[workers]]\ncommand = \"x\"\ndevices = []\n",
+    );
+    let out = bin()
+        .args(["bench", "rms_norm", "--workers"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("w.toml:3: [[workers]]: devices: the list is empty"),
+        "{e}"
+    );
+    let out = bin()
+        .args(["bench", "rms_norm", "--device", "0", "--workers"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("--device picks a GPU of this machine and --workers a pool"),
+        "{e}"
+    );
+    let out = bin()
+        .args(["bench", "rms_norm", "--workers", "/nonexistent/w.toml"])
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("/nonexistent/w.toml"), "{e}");
+}
+
+/// `agent OP1,OP2` runs one agent per operator at once on the pool, both recording into one
+/// session: one run start, each agent's own state events, every number used once.
+#[test]
+fn two_agents_run_at_once_into_one_session() {
+    let dir = standins::scratch("agents-parallel");
+    let file = write(
+        &dir,
+        "workers.toml",
+        &format!(
+            "{}{}devices = [1]\n",
+            sim_entry("box-a"),
+            sim_entry("box-b")
+        ),
+    );
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let session = dir.join("s.jsonl");
+    let out = bin()
+        .args(["agent", "rms_norm,silu_and_mul", "--backend", "tuner"])
+        .args([
+            "--max-iters",
+            "1",
+            "--hardware",
+            "H200",
+            "--json",
+            "--seed",
+            "7",
+        ])
+        .arg("--workers")
+        .arg(&file)
+        .arg("--session")
+        .arg(&session)
+        .arg("--workspace")
+        .arg(&ws)
+        .env("ATREX_TUI_CONFIG_DIR", dir.join("config"))
+        .output()
+        .unwrap();
+    let d = json(&out);
+    let agents = d["agents"].as_array().expect("one document per agent");
+    let ops: Vec<&str> = agents
+        .iter()
+        .map(|a| a["operator"].as_str().unwrap())
+        .collect();
+    assert_eq!(ops, vec!["rms_norm", "silu_and_mul"]);
+    assert_eq!(d["workers"], serde_json::json!(["box-a:0", "box-b:1"]));
+    let text = std::fs::read_to_string(&session).unwrap();
+    let recs: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kind = |r: &serde_json::Value| r["kind"].as_str().unwrap_or("").to_string();
+    assert_eq!(recs.iter().filter(|r| kind(r) == "run_start").count(), 1);
+    for op in ["rms_norm", "silu_and_mul"] {
+        assert!(
+            recs.iter()
+                .any(|r| kind(r) == "agent_state" && r["op"] == op),
+            "{op}: {text}"
+        );
+        assert!(
+            recs.iter()
+                .any(|r| kind(r) == "measure_start" && r["op"] == op),
+            "{op}"
+        );
+    }
+    let seqs: Vec<u64> = recs.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    let mut mids: Vec<u64> = recs
+        .iter()
+        .filter(|r| kind(r) == "measure_start")
+        .map(|r| r["mid"].as_u64().unwrap())
+        .collect();
+    let n = mids.len();
+    mids.sort();
+    mids.dedup();
+    assert_eq!(mids.len(), n, "every measurement its own number");
+}

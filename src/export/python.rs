@@ -91,10 +91,10 @@ KERNEL_SHA256 = {sha_lit}
 KERNEL_SOURCE = {source}
 "#,
         name = p.name,
-        id = p.id,
-        summary = p.summary,
+        id = doc(&p.id),
+        summary = doc(&p.summary),
         version = env!("CARGO_PKG_VERSION"),
-        origin = k.origin.replace('"', "'"),
+        origin = doc(&k.origin),
         op = s(&p.name),
         origin_lit = s(&k.origin),
         sha_lit = s(&sha),
@@ -103,6 +103,12 @@ KERNEL_SOURCE = {source}
     out.push_str(
         "if hashlib.sha256(KERNEL_SOURCE.encode()).hexdigest() != KERNEL_SHA256:\n    raise ImportError(\"%s: KERNEL_SOURCE was changed after export (sha256 differs)\" % OPERATOR)\n\n",
     );
+}
+
+/// Text for a docstring: backslashes and double quotes escaped, so that nothing ends it early
+/// or starts an escape.
+fn doc(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
 /// A triple-quoted Python literal holding exactly `src` (newlines kept for reading).
@@ -361,7 +367,7 @@ fn model(out: &mut String, p: &Problem, init: &[&String]) {
         };
         params.push(format!("{n}{default}"));
         stores.push(format!(
-            "            {}: None if {n} is None else {},",
+            "\n            {}: None if {n} is None else {},",
             s(n),
             coerce(&d.ty, n)
         ));
@@ -404,18 +410,20 @@ class Model(nn.Module):
 
     def __init__(self{sig}):
         super().__init__()
-        self._atrex_init = {{
-{stores}
-        }}
+        self._atrex_init = {{{stores}}}
         self._atrex_prepared = {{}}
 
     def forward(self, {args}):
         return _run(self, ({args}{comma}))
 "#,
-        summary = p.summary,
-        ins = ins.join("; "),
-        outs = outs.join("; "),
-        stores = stores.join("\n"),
+        summary = doc(&p.summary),
+        ins = doc(&ins.join("; ")),
+        outs = doc(&outs.join("; ")),
+        stores = if stores.is_empty() {
+            String::new()
+        } else {
+            format!("{}\n        ", stores.concat())
+        },
         args = inputs.join(", "),
         comma = if inputs.len() == 1 { "," } else { "" },
     );

@@ -876,8 +876,8 @@ class _Prepared:
 
     def __init__(self, E):
         launches, scratch = _resolve(E)
-        self.outputs = _outputs(E)
-        self.scratch = scratch
+        self.outputs = [(name, dims, _torch_dtype(dt)) for name, dims, dt in _outputs(E)]
+        self.scratch = [(name, n, _torch_dtype(dt), zero) for name, dt, n, zero in scratch]
         self.launches = []
         for k, grid, block, smem, cluster, args in launches:
             params = (ctypes.c_void_p * max(len(args), 1))()
@@ -939,52 +939,61 @@ def _run(model, tensors):
             model._atrex_prepared.clear()
         model._atrex_prepared[key] = prep
     index = device.index if device.index is not None else torch.cuda.current_device()
+    if index == torch.cuda.current_device():
+        return _launch(prep, tensors, device, index)
     with torch.cuda.device(index):
-        mod = _loaded(index)
-        outs = [torch.empty(dims, dtype=_torch_dtype(dt), device=device) for _, dims, dt in prep.outputs]
-        bufs = {}
-        for spec, t in zip(_INPUTS, tensors):
-            bufs[spec["name"]] = t
-        for (name, _, _), o in zip(prep.outputs, outs):
-            bufs[name] = o
-        for name, dtype, n, zero in prep.scratch:
-            make = torch.zeros if zero else torch.empty
-            bufs[name] = make((max(n, 1),), dtype=_torch_dtype(dtype), device=device)
-        stream = ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
-        lib = _cuda()
-        for k, grid, block, smem, cluster, params, keep, buffers, maps, config in prep.launches:
-            for i, name, s in buffers:
-                s.value = bufs[name].data_ptr()
-            for i, r in maps:
-                t = bufs[r[1]]
-                size = t.numel() * t.element_size()
-                if r[6] > size:
-                    tm = _TENSOR_MAPS[r[0]]
-                    _fail("launch plan line %d: tensor map %s: dims %s with strides %s reach %d bytes of `%s`, which holds %d" % (
-                        tm["line"], r[0], list(r[2]), list(r[3]), r[6], r[1], size))
-                mkey = (r, t.data_ptr(), size)
-                enc = _MAPS.get(mkey)
-                if enc is None:
-                    if len(_MAPS) > 4096:
-                        _MAPS.clear()
-                    enc = _MAPS[mkey] = _encode(r, t.data_ptr())
-                params[i] = enc[1]
-            f = mod.functions[k]
-            if smem > 48 * 1024 and mod.smem_set.get(k) != smem:
-                if smem > mod.smem_optin:
-                    _fail("kernel %s asks %d bytes of dynamic shared memory; this GPU allows %d per block" % (
-                        k, smem, mod.smem_optin))
-                _check(lib.cuFuncSetAttribute(f, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
-                       "cuFuncSetAttribute(%s, %d bytes of shared memory)" % (k, smem))
-                mod.smem_set[k] = smem
-            what = "launching %s grid %s block %s smem %d%s" % (
-                k, list(grid), list(block), smem, "" if cluster is None else " cluster %s" % list(cluster))
-            if config is None:
-                _check(lib.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                          smem, stream, params, None), what)
-            else:
-                config.hStream = stream.value
-                _check(lib.cuLaunchKernelEx(ctypes.byref(config), f, params, None), what)
+        return _launch(prep, tensors, device, index)
+
+
+def _launch(prep, tensors, device, index):
+    """Allocates the outputs and scratch buffers and launches the shape's plan."""
+    mod = _loaded(index)
+    outs = [torch.empty(dims, dtype=dt, device=device) for _, dims, dt in prep.outputs]
+    bufs = {}
+    for spec, t in zip(_INPUTS, tensors):
+        bufs[spec["name"]] = t
+    for (name, _, _), o in zip(prep.outputs, outs):
+        bufs[name] = o
+    for name, n, dtype, zero in prep.scratch:
+        make = torch.zeros if zero else torch.empty
+        bufs[name] = make((max(n, 1),), dtype=dtype, device=device)
+    stream = ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
+    lib = _cuda()
+    for k, grid, block, smem, cluster, params, keep, buffers, maps, config in prep.launches:
+        for i, name, s in buffers:
+            s.value = bufs[name].data_ptr()
+        for i, r in maps:
+            t = bufs[r[1]]
+            size = t.numel() * t.element_size()
+            if r[6] > size:
+                tm = _TENSOR_MAPS[r[0]]
+                _fail("launch plan line %d: tensor map %s: dims %s with strides %s reach %d bytes of `%s`, which holds %d" % (
+                    tm["line"], r[0], list(r[2]), list(r[3]), r[6], r[1], size))
+            mkey = (r, t.data_ptr(), size)
+            enc = _MAPS.get(mkey)
+            if enc is None:
+                if len(_MAPS) > 4096:
+                    _MAPS.clear()
+                enc = _MAPS[mkey] = _encode(r, t.data_ptr())
+            params[i] = enc[1]
+        f = mod.functions[k]
+        if smem > 48 * 1024 and mod.smem_set.get(k) != smem:
+            if smem > mod.smem_optin:
+                _fail("kernel %s asks %d bytes of dynamic shared memory; this GPU allows %d per block" % (
+                    k, smem, mod.smem_optin))
+            _check(lib.cuFuncSetAttribute(f, _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem),
+                   "cuFuncSetAttribute(%s, %d bytes of shared memory)" % (k, smem))
+            mod.smem_set[k] = smem
+        if config is None:
+            res = lib.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                     smem, stream, params, None)
+        else:
+            config.hStream = stream.value
+            res = lib.cuLaunchKernelEx(ctypes.byref(config), f, params, None)
+        if res != 0:
+            _check(res, "launching %s grid %s block %s smem %d%s" % (
+                k, list(grid), list(block), smem,
+                "" if cluster is None else " cluster %s" % list(cluster)))
     if len(outs) == 1:
         return outs[0]
     return {name: o for (name, _, _), o in zip(prep.outputs, outs)}

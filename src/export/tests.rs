@@ -1,5 +1,5 @@
-//! The export against the harness: for every operator of the suite, its shipped incumbent
-//! exported in both formats, and on every shape the plan that the exported Python (binding from
+//! The export against the harness: for every operator of the suite, its shipped incumbent (and
+//! every template of the knowledge base) exported in both formats, and on every shape the plan that the exported Python (binding from
 //! tensors that look like the benchmark's, then resolution) and the exported C++ header (from
 //! the parameters) compute, compared line by line with the harness's own resolution. Also the
 //! refusals: a plan that does not resolve on a shape, a plan error with its line.
@@ -26,6 +26,31 @@ fn shipped(s: &Suite, p: &Problem) -> Kernel {
         source,
         origin: rec.kernel.clone(),
     }
+}
+
+/// Every template of the knowledge base with the operator it is written for.
+fn templates(s: &Suite) -> Vec<(&Problem, Kernel)> {
+    let dir = crate::agent::knowledge::EMBEDDED_KNOWLEDGE
+        .get_dir("templates")
+        .expect("the knowledge base has templates");
+    let mut out = Vec::new();
+    for f in dir.files() {
+        let Some(text) = f.contents_utf8() else { continue };
+        let op = text
+            .lines()
+            .find_map(|l| l.strip_prefix("operator = \""))
+            .and_then(|r| r.strip_suffix('"'));
+        if let Some(p) = op.and_then(|o| s.problem(o)) {
+            out.push((
+                p,
+                Kernel {
+                    source: text.to_string(),
+                    origin: format!("knowledge/{}", f.path().display()),
+                },
+            ));
+        }
+    }
+    out
 }
 
 /// What the harness resolves on a shape, as `atrex_export_rt::describe` prints it.
@@ -174,20 +199,37 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
     let mut cpp_main = String::from("int main() {\n");
     let mut expected_cpp = String::new();
     let mut refused = Vec::new();
-    for p in &s.problems {
-        let k = shipped(&s, p);
-        let c = check(p, &k).unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    let mut kernels: Vec<(&Problem, Kernel)> = s.problems.iter().map(|p| (p, shipped(&s, p))).collect();
+    let shipped_count = kernels.len();
+    kernels.extend(templates(&s));
+    assert!(kernels.len() >= shipped_count + 15, "the templates are there");
+    let mut cpp_names = std::collections::BTreeSet::new();
+    for (n, (p, k)) in kernels.iter().enumerate() {
+        let (p, k) = (*p, k.clone());
+        let c = match check(p, &k) {
+            Ok(c) => c,
+            Err(e) if n >= shipped_count => {
+                eprintln!("not compared (its plan does not resolve on every shape): {e}");
+                continue;
+            }
+            Err(e) => panic!("{}: {e}", p.name),
+        };
         let plans: Vec<String> = p.shapes.iter().map(|sh| harness_plan(p, &c, sh)).collect();
         // C++: every operator (the caller gives the parameters).
         let files = generate(p, &k, Format::Cuda).unwrap_or_else(|e| panic!("{} (cuda): {e}", p.name));
+        // One header per operator in the C++ program: the first kernel of each.
+        let cpp = cpp_names.insert(p.name.clone());
+        let dir = dir.join(n.to_string());
         assert_eq!(
             files.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
             [format!("{}.cu", p.name), format!("{}_launch.h", p.name), format!("{}_launch.cu", p.name)]
         );
         assert_eq!(files[0].text, k.source, "the kernel file is the kernel as it is");
         write(&dir, &files).unwrap();
-        cpp_src.push_str(&format!("#include \"{}_launch.h\"\n", p.name));
-        for (sh, plan) in p.shapes.iter().zip(&plans) {
+        if cpp {
+            cpp_src.push_str(&format!("#include \"{}/{}_launch.h\"\n", n, p.name));
+        }
+        for (sh, plan) in p.shapes.iter().zip(&plans).filter(|_| cpp) {
             let env = p.env(sh).unwrap();
             cpp_main.push_str(&format!("  {{\n    atrex_export_{}::Params p;\n", p.name));
             for (n, d) in &p.params {
@@ -212,13 +254,13 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
                     expected_py.push_str("--\n");
                 }
             }
-            Err(e) => refused.push(format!("{}: {e}", p.name)),
+            Err(e) => refused.push(format!("{}: {} ({e})", p.name, k.origin)),
         }
     }
     eprintln!("Python exports refused:\n  {}", refused.join("\n  "));
     for op in ["rms_norm", "silu_and_mul", "unified_attention"] {
         assert!(
-            !refused.iter().any(|r| r.starts_with(&format!("{op}:"))),
+            !refused.iter().any(|r| r.starts_with(&format!("{op}: {}", shipped(&s, s.problem(op).unwrap()).origin))),
             "{op} must export: {refused:?}"
         );
     }
@@ -238,7 +280,7 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
     if let Some(cxx) = testkit::cxx() {
         cpp_main.push_str("  return 0;\n}\n");
         let src = format!("#define ATREX_EXPORT_TENSOR_MAPS\n{cpp_src}{cpp_main}");
-        let out = testkit::run_cpp(cxx, &dir, &src, &[&dir]);
+        let out = testkit::run_cpp(cxx, &dir, &src, &[]);
         compare("C++", &expected_cpp, &out);
     }
 }
@@ -289,7 +331,7 @@ fn the_python_file_holds_the_kernel_exactly_and_the_candidate_interface() {
     let k = Kernel {
         source: "// a 'quoted' \\ backslash, \"\"\" and ''' and \r a CR, é\n".to_string()
             + &s.source.read_checked("rms_norm/baseline.cu").unwrap().unwrap(),
-        origin: "odd.cu".into(),
+        origin: r#"C:\New\odd """quoted""" \N{x}.cu"#.into(),
     };
     let f = &generate(p, &k, Format::AtrexBench).unwrap()[0];
     assert_eq!(f.name, "rms_norm.py");
@@ -300,14 +342,17 @@ fn the_python_file_holds_the_kernel_exactly_and_the_candidate_interface() {
     let Some(py3) = testkit::python3() else { return };
     let dir = testkit::scratch("source");
     let paths = write(&dir, std::slice::from_ref(f)).unwrap();
-    // The module checks the source against its sha256 when imported.
+    // The module (docstring with the odd origin included) imports, and checks the source
+    // against its sha256 when it does.
     let script = format!(
-        "{PY_STUB_HEAD}\nimport importlib.util\nspec = importlib.util.spec_from_file_location('m', {path:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nimport hashlib\nprint(hashlib.sha256(m.KERNEL_SOURCE.encode()).hexdigest())\n",
+        "{PY_STUB_HEAD}\nimport importlib.util\nspec = importlib.util.spec_from_file_location('m', {path:?})\nm = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(m)\nimport hashlib\nprint(hashlib.sha256(m.KERNEL_SOURCE.encode()).hexdigest())\nprint(m.KERNEL_ORIGIN)\n",
         path = paths[0]
     );
     std::fs::write(dir.join("load.py"), script).unwrap();
     let out = testkit::run(Command::new(py3).arg(dir.join("load.py")), "importing the export");
-    assert_eq!(out.trim(), sha256(&k.source));
+    let mut lines = out.lines();
+    assert_eq!(lines.next(), Some(sha256(&k.source).as_str()));
+    assert_eq!(lines.next(), Some(k.origin.as_str()));
 }
 
 const PY_STUB_HEAD: &str = "import sys, types\ntorch = types.ModuleType('torch')\nnn = types.ModuleType('torch.nn')\nnn.Module = object\ntorch.nn = nn\nsys.modules['torch'] = torch\nsys.modules['torch.nn'] = nn\n";

@@ -122,3 +122,45 @@ fn gpu_tuner_improves_rms_norm() {
     let sessions: Vec<_> = std::fs::read_dir(ws.join("sessions")).unwrap().collect();
     assert_eq!(sessions.len(), 1);
 }
+
+/// On a GPU machine: two agents at once (the tuner on rms_norm and silu_and_mul, auto mode)
+/// over the local workers, both recording into one session; each improves on or keeps its
+/// baseline and every accepted revision came with its A B B A runs.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gpu_two_agents_at_once() {
+    let ws = temp_ws("gpu-two");
+    let out = agent(
+        &ws,
+        &[
+            "rms_norm,silu_and_mul",
+            "--backend",
+            "tuner",
+            "--max-iters",
+            "6",
+            "--auto",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let agents = d["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2);
+    for a in agents {
+        let base = a["baseline_s_op"].as_f64().unwrap();
+        let inc = a["incumbent_s_op"].as_f64().unwrap();
+        eprintln!(
+            "{}: baseline S_op {base:.4} → incumbent {inc:.4} ({})",
+            a["operator"], a["stop_reason"]
+        );
+        assert!(inc >= base * 0.99, "{a}");
+    }
+    eprintln!("two agents: wall {:.0} s on {}", d["wall_s"], d["workers"]);
+    let sessions: Vec<_> = std::fs::read_dir(ws.join("sessions")).unwrap().collect();
+    assert_eq!(sessions.len(), 1, "one session for both agents");
+}

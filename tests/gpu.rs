@@ -724,3 +724,37 @@ fn knowledge_templates_compile_under_the_contract() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(failed.is_empty(), "{failed:#?}");
 }
+
+/// The shipped two-GPU workers file (docs/examples/workers-local-2gpu.toml): `bench` through
+/// two templated workers measures every shape once, all pass, each naming its worker, and both
+/// workers measure.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bench_through_templated_workers() {
+    let (code, doc) = bench(&[
+        "rms_norm",
+        "--quick",
+        "--workers",
+        "docs/examples/workers-local-2gpu.toml",
+    ]);
+    save("templated-rms_norm.json", &doc.to_string());
+    let workers: Vec<String> = doc["workers"]
+        .as_array()
+        .expect("workers listed")
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(code, 0, "{} {:?}", doc["message"], workers);
+    let shapes = doc["shapes"].as_array().unwrap();
+    assert_eq!(shapes.len(), 56);
+    let used: std::collections::BTreeSet<&str> = shapes
+        .iter()
+        .map(|s| s["worker"].as_str().expect("each shape names its worker"))
+        .collect();
+    eprintln!(
+        "workers {workers:?}; used {used:?}; wall {:.1} s",
+        doc["wall_s"].as_f64().unwrap_or(0.0)
+    );
+    assert_eq!(used.len(), workers.len().min(2), "both templated workers measure");
+    assert_eq!(doc["pool"]["requeued"], 0);
+}

@@ -280,9 +280,8 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
             }
             Ok(None) => {
                 let why = exit_reason(&mut p).await;
-                let why = why
-                    .trim_end_matches("; a new worker was started")
-                    .to_string();
+                // Nothing was started anew: the start itself failed.
+                let why = why.replace("; a new worker was started", "");
                 return Err(format!(
                     "worker {} ended before answering hello: {why}",
                     cfg.display_name()

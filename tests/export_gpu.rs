@@ -143,7 +143,7 @@ fn the_cpp_launcher_compiles_with_nvcc_and_runs() {
     for op in ["rms_norm", "silu_and_mul", "unified_attention"] {
         export(op, &out, &["--format", "cuda"]);
         let o = Command::new(nvcc)
-            .args(["-std=c++17", "-arch=sm_90a", "-c", "-o"])
+            .args(["-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-c", "-o"])
             .arg(out.join(format!("{op}.o")))
             .arg(out.join(format!("{op}_launch.cu")))
             .output()
@@ -156,7 +156,7 @@ fn the_cpp_launcher_compiles_with_nvcc_and_runs() {
     std::fs::write(run.join("main.cu"), SILU_MAIN).unwrap();
     let exe = run.join("silu");
     let o = Command::new(nvcc)
-        .args(["-std=c++17", "-arch=sm_90a", "-o"])
+        .args(["-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-o"])
         .arg(&exe)
         .arg(run.join("main.cu"))
         .arg(run.join("silu_and_mul_launch.cu"))

@@ -116,7 +116,7 @@ fn header(p: &Problem, k: &Kernel, c: &Checked) -> Result<String, ExportError> {
         "// {op} ({id}): {summary} — the launcher of {op}.cu.\n\
          // Exported by atrex-tui {ver} from {origin}.\n\
          //\n\
-         // Compile {op}_launch.cu with nvcc (-std=c++17 -arch=sm_90a, or the GPU's architecture) and\n\
+         // Compile {op}_launch.cu with nvcc (-std=c++17 -gencode arch=compute_90a,code=sm_90a, or the GPU's architecture) and\n\
          // link the CUDA runtime{driver}. Where the kernel runs:\n\
          //\n\
          //   atrex_export_{op}::Params p;      // the operator's parameters (below)\n\
@@ -438,7 +438,7 @@ fn launcher(p: &Problem, c: &Checked) -> String {
     let _ = write!(
         o,
         "// {op}: `launch` of {op}_launch.h, with the kernel of {op}.cu compiled in.\n\
-         //   nvcc -std=c++17 -arch=sm_90a -c {op}_launch.cu{lcuda}\n\
+         //   nvcc -std=c++17 -gencode arch=compute_90a,code=sm_90a -c {op}_launch.cu{lcuda}\n\
          // The kernel is compiled as atrex-tui's harness compiles it with NVRTC, with the plan's\n\
          // defines; nvcc does not make unannotated functions device functions as NVRTC does\n\
          // (--device-as-default-execution-space): every device function must say __device__.\n",

@@ -308,7 +308,7 @@ fn dtype_fields(dtype: &str, with_expr: bool) -> (String, String) {
 /// The element size the harness uses for a tensor map's dtype (`TensorMap::resolve`): the
 /// suite's size of that name, else 1.
 pub fn tma_esize(d: &str) -> usize {
-    crate::suite::dtype_size(d).unwrap_or(1)
+    crate::engine::plan::tensor_map_dtype_size(d) as usize
 }
 
 pub fn swizzle(v: Swizzle) -> u8 {

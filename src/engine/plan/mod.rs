@@ -5,6 +5,7 @@ mod tensor_map;
 
 pub use tensor_map::{
     Interleave, L2Promotion, OobFill, ResolvedTensorMap, Swizzle, TMA_DTYPES, TensorMap,
+    tma_dtype_size as tensor_map_dtype_size,
 };
 
 use crate::suite::expr::{self, Env, Expr, Value};

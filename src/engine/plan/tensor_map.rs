@@ -88,6 +88,18 @@ pub const TMA_DTYPES: &[&str] = &[
     "u64", "fp64",
 ];
 
+/// Bytes per element of a tensor map's dtype (one of `TMA_DTYPES`; the plan refuses others).
+pub fn tma_dtype_size(dtype: &str) -> u64 {
+    match dtype {
+        "u8" | "i8" | "fp8_e4m3" | "fp8_e5m2" => 1,
+        "u16" | "i16" | "fp16" | "bf16" => 2,
+        "u32" | "i32" | "fp32" => 4,
+        "i64" | "u64" | "fp64" => 8,
+        // Not reachable through a parsed plan (its dtype is checked against TMA_DTYPES).
+        other => crate::suite::dtype_size(other).unwrap_or(1) as u64,
+    }
+}
+
 pub(super) fn parse_enum<T: Copy>(
     what: &str,
     text: Option<&str>,
@@ -163,7 +175,7 @@ impl TensorMap {
                 .map(|e| eval_u64(e, env, what, &self.name))
                 .collect()
         };
-        let esize = crate::suite::dtype_size(&self.dtype).unwrap_or(1) as u64;
+        let esize = tma_dtype_size(&self.dtype);
         let dims = ev(&self.dims, "dims")?;
         let rank = dims.len();
         let strides = if self.strides.is_empty() {
@@ -237,7 +249,7 @@ impl TensorMap {
 impl ResolvedTensorMap {
     /// The bytes the map reaches from the buffer's start: the last element it can address, + 1.
     pub fn extent_bytes(&self) -> u64 {
-        let esize = crate::suite::dtype_size(&self.dtype).unwrap_or(1) as u64;
+        let esize = tma_dtype_size(&self.dtype);
         let mut last = (self.dims[0] - 1) * esize;
         for (d, s) in self.dims[1..].iter().zip(&self.strides) {
             last += (d - 1) * s;

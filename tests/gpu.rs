@@ -755,6 +755,10 @@ fn bench_through_templated_workers() {
         "workers {workers:?}; used {used:?}; wall {:.1} s",
         doc["wall_s"].as_f64().unwrap_or(0.0)
     );
-    assert_eq!(used.len(), workers.len().min(2), "both templated workers measure");
+    assert_eq!(
+        used.len(),
+        workers.len().min(2),
+        "both templated workers measure"
+    );
     assert_eq!(doc["pool"]["requeued"], 0);
 }

@@ -30,6 +30,36 @@ fn wait_for(session: &str, what: &str, secs: u64) -> String {
     }
 }
 
+/// `tmux new-session -d -s NAME -x W -y H bash -c SCRIPT`. tmux's server exits when its last
+/// session is killed (the previous test's), and a new session started in that moment fails
+/// with "server exited unexpectedly": started again then.
+fn new_session(name: &str, w: &str, h: &str, script: &str) -> bool {
+    for _ in 0..5 {
+        let ok = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                name,
+                "-x",
+                w,
+                "-y",
+                h,
+                "bash",
+                "-c",
+                script,
+            ])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        if ok {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    false
+}
+
 /// One tmux test at a time (they share the tmux server and the machine's two cores).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -85,23 +115,7 @@ fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
         format!("sessions_dir = '{}'\n", dir.join("sessions").display()),
     )
     .unwrap();
-    let st = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &session,
-            "-x",
-            "100",
-            "-y",
-            "30",
-            "bash",
-            "-c",
-            &script,
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    assert!(new_session(&session, "100", "30", &script));
     let s = wait_for(&session, "operators · all", 20);
     assert!(s.contains("paged_attention_decode"), "{s}");
     wait_for(&session, "no GPU: browse and replay only", 30);
@@ -134,8 +148,9 @@ fn starts_navigates_opens_help_and_quits_cleanly_in_tmux() {
     tmux(&["send-keys", "-t", &session, "Tab"]);
     wait_for(&session, "y accept", 5);
     tmux(&["send-keys", "-t", &session, "?"]);
-    let s = wait_for(&session, "keys · Esc closes", 5);
-    assert!(s.contains("accept the selected revision"), "{s}");
+    wait_for(&session, "keys · Esc closes", 5);
+    // The capture may catch the overlay half drawn: wait for its rows.
+    wait_for(&session, "accept the selected revision", 5);
     tmux(&["send-keys", "-t", &session, "Escape"]);
     let t0 = Instant::now();
     while capture(&session).contains("keys · Esc closes") {
@@ -201,25 +216,21 @@ fn the_tui_measures_a_kernel_on_the_gpu_in_tmux() {
         exe = exe.display(),
         ws = ws.display(),
     );
-    let st = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &session,
-            "-x",
-            "160",
-            "-y",
-            "40",
-            "bash",
-            "-c",
-            &script,
-        ])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    assert!(new_session(&session, "160", "40", &script));
     wait_for(&session, "operators · all", 20);
-    wait_for(&session, "worker ready", 30);
+    // One GPU: "worker ready"; several: "2/2 workers ready" and the pool line.
+    let t0 = Instant::now();
+    while !["worker ready", "workers ready"]
+        .iter()
+        .any(|w| capture(&session).contains(w))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the workers never came up:\n{}",
+            capture(&session)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     tmux(&["send-keys", "-t", &session, "j"]);
     wait_for(&session, "revisions · rms_norm", 5);
     let t0 = Instant::now();
@@ -284,23 +295,7 @@ fn a_signal_restores_the_terminal() {
             exe = exe.display(),
             ws = ws.display(),
         );
-        let st = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-s",
-                &session,
-                "-x",
-                "100",
-                "-y",
-                "30",
-                "bash",
-                "-c",
-                &script,
-            ])
-            .status()
-            .unwrap();
-        assert!(st.success());
+        assert!(new_session(&session, "100", "30", &script));
         wait_for(&session, "operators · all", 20);
         // The TUI's own command line (the shell's has the path in quotes).
         let pattern = format!("--config {}", dir.join("cfg/config.toml").display());

@@ -379,3 +379,42 @@ async fn a_lease_keeps_its_jobs_on_one_worker() {
             .all(|w| w.state == SeatState::Idle)
     );
 }
+
+/// A worker whose first start fails is down, then started again after the backoff (1 s): once
+/// its command works it comes up and takes work.
+#[tokio::test]
+async fn a_down_worker_is_started_again_after_its_backoff() {
+    let dir = standins::scratch("pool-retry");
+    let script = dir.join("flaky.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nif [ ! -e '{m}' ]; then : > '{m}'; echo 'node not ready' >&2; exit 1; fi\nATREX_SIM_HOST=box-r exec '{exe}' worker --simulate=shapes --device \"$1\"\n",
+            m = dir.join("tried").display(),
+            exe = common::exe().display()
+        ),
+    )
+    .unwrap();
+    let pool = Pool::spawn(
+        vec![spec(&format!("sh {} {{device}}", script.display()), 0)],
+        opts(&dir),
+    );
+    let st = pool.ready().await;
+    assert_eq!(st.workers[0].state, SeatState::Down);
+    let e = st.workers[0].error.clone().unwrap();
+    assert!(
+        e.contains("ended before answering hello") && e.contains("node not ready"),
+        "{e}"
+    );
+    let mut rx = pool.watch();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        rx.wait_for(|s| s.workers[0].state == SeatState::Idle),
+    )
+    .await
+    .expect("started again within the backoff")
+    .unwrap();
+    let (_, mut jobs) = pool.submit(job(&[(0, 1e-3)]));
+    let r = results(&all(&mut jobs).await);
+    assert_eq!(r[0].worker.as_deref(), Some("box-r:0"));
+}

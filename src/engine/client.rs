@@ -264,12 +264,17 @@ const LOG_LIMIT: u64 = 16 << 20;
 async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
     let mut p = spawn(cfg)?;
     let id = sync_id();
-    send(&mut p, &Request::Hello { id })
-        .await
-        .map_err(|e| format!("worker {} stopped before hello: {e}", cfg.display_name()))?;
+    // A worker that ended at once (its launcher failed) refuses the request: its exit and last
+    // words say why, as for one that ends before answering.
+    let sent = send(&mut p, &Request::Hello { id }).await.is_ok();
     let deadline = tokio::time::Instant::now() + cfg.hello_timeout;
     loop {
-        let line = match tokio::time::timeout_at(deadline, p.lines.recv()).await {
+        let next = if sent {
+            tokio::time::timeout_at(deadline, p.lines.recv()).await
+        } else {
+            Ok(None)
+        };
+        let line = match next {
             Err(_) => {
                 let _ = p.child.start_kill();
                 return Err(format!(

@@ -30,6 +30,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
+/// How long a command waits for the other workers once one is up; those still starting join
+/// the queue when they come up.
+pub const JOIN_LATER: Duration = Duration::from_secs(30);
+
 /// The longest wait between two starts of a worker that is down.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
@@ -64,6 +68,8 @@ pub struct WorkerStatus {
     pub name: String,
     /// The command line that starts it.
     pub command: String,
+    /// Started by a launch template (else this machine's default worker of a GPU).
+    pub templated: bool,
     pub group: String,
     pub device: u32,
     pub host: Option<String>,
@@ -265,7 +271,8 @@ impl Pool {
 
     /// The workers a command chose: `--device N`, the listed ones, or one per local GPU (found
     /// from the first GPU's worker, which stays in the pool). Returns once every worker's first
-    /// start has finished.
+    /// start has finished, or [`JOIN_LATER`] after the first worker is up (a worker still
+    /// waiting for its allocation, as `srun` does, joins the queue when it comes up).
     pub async fn start(choice: &Choice, opts: PoolOptions) -> Pool {
         let pool = match choice {
             Choice::Device(d) => Pool::spawn(vec![WorkerSpec::local(*d)], opts),
@@ -276,7 +283,16 @@ impl Pool {
                 pool
             }
         };
-        pool.ready().await;
+        let mut rx = pool.watch();
+        let one_up_then_grace = async {
+            if rx.wait_for(|s| s.up() > 0).await.is_ok() {
+                tokio::time::sleep(JOIN_LATER).await;
+            }
+        };
+        tokio::select! {
+            _ = pool.ready() => {}
+            _ = one_up_then_grace => {}
+        }
         pool
     }
 
@@ -294,13 +310,21 @@ impl Pool {
         }
     }
 
-    /// Once the first local worker is up: a worker for each other GPU its machine shows.
+    /// Once the first local worker is up: a worker for each other GPU its machine shows
+    /// (returns once the pool holds them).
     async fn add_local_gpus(&self) {
         let st = self.ready().await;
-        if let Some(w) = st.workers.first().filter(|w| w.state != SeatState::Down) {
-            for d in w.visible.iter().filter(|d| **d != w.device) {
-                self.add(WorkerSpec::local(*d));
-            }
+        let Some(w) = st.workers.first().filter(|w| w.state != SeatState::Down) else {
+            return;
+        };
+        let mut n = st.workers.len();
+        for d in w.visible.iter().filter(|d| **d != w.device) {
+            self.add(WorkerSpec::local(*d));
+            n += 1;
+        }
+        let mut rx = self.status.clone();
+        if rx.wait_for(|s| s.workers.len() >= n).await.is_err() {
+            // The pool ended: nothing to wait for.
         }
     }
 
@@ -1105,6 +1129,7 @@ impl Actor {
                 WorkerStatus {
                     name: s.name(),
                     command: s.command.clone(),
+                    templated: s.spec.launch.is_some(),
                     group: s.spec.group.clone(),
                     device: s.spec.device,
                     host: id.and_then(|i| i.host.clone()),
@@ -1188,6 +1213,7 @@ mod tests {
         let w = |host: &str, state, restarts| WorkerStatus {
             name: format!("{host}:0"),
             command: String::new(),
+            templated: false,
             group: String::new(),
             device: 0,
             host: Some(host.into()),

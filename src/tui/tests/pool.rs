@@ -9,6 +9,7 @@ fn worker(name: &str, host: &str, state: SeatState, restarts: u64) -> WorkerStat
     WorkerStatus {
         name: name.into(),
         command: format!("ssh -T {host} atrex-tui worker --device 0"),
+        templated: true,
         group: String::new(),
         device: 0,
         host: Some(host.into()),
@@ -99,12 +100,16 @@ fn one_local_worker_keeps_the_two_line_header() {
     send(&mut s, vec![AppEvent::Pool(one)]);
     assert_eq!(view::header_height(&s), 2);
     assert!(!screen(&s, 160, 45).contains("workers:"));
-    // A worker down shows the line even alone.
+    // A templated worker down shows the line even alone; this machine's only worker down is
+    // the header's "no GPU".
     let mut down = pool();
     down.workers.drain(..2);
-    send(&mut s, vec![AppEvent::Pool(down)]);
+    send(&mut s, vec![AppEvent::Pool(down.clone())]);
     assert_eq!(view::header_height(&s), 3);
     assert!(screen(&s, 160, 45).contains("workers: box-b 1 down"));
+    down.workers[0].templated = false;
+    send(&mut s, vec![AppEvent::Pool(down)]);
+    assert_eq!(view::header_height(&s), 2);
 }
 
 #[test]

@@ -237,11 +237,15 @@ pub fn agent_label(s: &AppState) -> String {
     }
 }
 
-/// The pool line, when there is more than one worker or one is down: per host the workers up,
-/// busy, starting and down; restarts; the shapes waiting in the queue.
+/// The pool line, when there is more than one worker or a templated one is down (a single
+/// local worker down is the header's "no GPU"): per host the workers up, busy, starting and
+/// down; restarts; the shapes waiting in the queue.
 pub(crate) fn pool_line(s: &AppState) -> Option<Line<'static>> {
     let p = &s.pool;
-    let down = p.workers.iter().any(|w| w.state == SeatState::Down);
+    let down = p
+        .workers
+        .iter()
+        .any(|w| w.state == SeatState::Down && w.templated);
     if p.workers.len() < 2 && !down {
         return None;
     }

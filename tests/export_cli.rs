@@ -189,3 +189,62 @@ fn a_define_and_a_kernel_file_are_exported_as_given() {
     assert!(text.contains("'cluster': (("), "the template launches clusters");
     assert!(text.contains("_TENSOR_MAPS = {\n    'tm_"), "and has tensor maps");
 }
+
+/// The cross-check's helper (scripts/crosscheck_atrex_bench.py): the evaluator's SKU profile
+/// from problems/hardware/H200_SXM.toml, and the per-shape table from our bench JSON, the
+/// evaluator's roofline and eval_result.json (here made up from our recorded measurement, the
+/// evaluator's times 25 % longer on every other shape).
+#[test]
+fn the_crosscheck_helper_writes_the_sku_profile_and_the_table() {
+    if !have("python3") {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let helper = root.join("scripts/crosscheck_atrex_bench.py");
+    let out = scratch("crosscheck");
+    let o = Command::new("python3")
+        .arg(&helper)
+        .args(["yaml"])
+        .arg(root.join("problems/hardware/H200_SXM.toml"))
+        .arg(out.join("H200.yaml"))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "H200", "{}", String::from_utf8_lossy(&o.stderr));
+    let yaml = std::fs::read_to_string(out.join("H200.yaml")).unwrap();
+    for line in ["  name: H200", "  bf16_tc: 989400000000000", "  fp8_e4m3_tc: 1978900000000000", "  hbm: 4800000000000"] {
+        assert!(yaml.lines().any(|l| l == line), "{line} in\n{yaml}");
+    }
+
+    let bench: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/measurements/bench-rms_norm.json")).unwrap(),
+    )
+    .unwrap();
+    let shapes = bench["shapes"].as_array().unwrap();
+    let roof: Vec<serde_json::Value> = shapes
+        .iter()
+        .map(|s| serde_json::json!({"shape_id": s["shape"].to_string(), "sol_time_ms": s["sol_ms"]}))
+        .collect();
+    let mut perf = serde_json::Map::new();
+    let mut corr = serde_json::Map::new();
+    for s in shapes {
+        let id = s["shape"].as_u64().unwrap();
+        let t = s["timing"]["median_ms"].as_f64().unwrap() * if id % 2 == 0 { 1.0 } else { 1.25 };
+        perf.insert(id.to_string(), serde_json::json!({"samples": [{"end_to_end_time_ms": t}]}));
+        corr.insert(id.to_string(), serde_json::json!({"status": "passed"}));
+    }
+    let ev = serde_json::json!({"performance": {"shapes": perf}, "passed": {"correctness": corr}});
+    std::fs::write(out.join("bench-rms_norm.json"), bench.to_string()).unwrap();
+    std::fs::write(out.join("roofline-rms_norm.json"), serde_json::json!({"shapes": roof}).to_string()).unwrap();
+    std::fs::write(out.join("eval_result.json"), ev.to_string()).unwrap();
+    std::fs::write(out.join("eval-rms_norm.path"), out.join("eval_result.json").display().to_string()).unwrap();
+    let o = Command::new("python3").arg(&helper).arg("table").arg(&out).arg("rms_norm").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = std::fs::read_to_string(out.join("crosscheck.md")).unwrap();
+    assert!(md.contains("| 0 | 2.134 | 2.134 | 8.064 | 8.064 |"), "{md}");
+    assert!(md.contains("| 0.8 ** | passed |"), "shape 1's ratio 1/1.25 is flagged:\n{md}");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("crosscheck.json")).unwrap()).unwrap();
+    let summary = &doc["operators"]["rms_norm"]["summary"];
+    assert_eq!(summary["shapes"], shapes.len());
+    assert_eq!(summary["beyond_15_percent"], shapes.len() / 2);
+}

@@ -75,7 +75,10 @@ DEST=$(cd "$DEST" && pwd)
 HELP=$ROOT/scripts/crosscheck_atrex_bench.py
 export PYTHONPATH="$EVAL/src${PYTHONPATH:+:$PYTHONPATH}"
 export ATREX_EXPORT_CACHE=${ATREX_EXPORT_CACHE:-${TMPDIR:-/tmp}/atrex-export-cache}
-COMMIT=${EVAL_COMMIT:-$(git -C "$EVAL" rev-parse HEAD 2>/dev/null || cat "$EVAL/COMMIT" 2>/dev/null || echo unknown)}
+# Only the evaluator's own repository: inside this one (.eval/ without .git) `git rev-parse`
+# would name this project's commit.
+if [ -e "$EVAL/.git" ]; then EVAL_GIT=$(git -C "$EVAL" rev-parse HEAD 2>/dev/null || true); else EVAL_GIT=; fi
+COMMIT=${EVAL_COMMIT:-${EVAL_GIT:-$(cat "$EVAL/COMMIT" 2>/dev/null || echo unknown)}}
 {
   echo "evaluator: $EVAL (commit $COMMIT)"
   echo "atrex-tui: $BIN ($("$BIN" --version))"

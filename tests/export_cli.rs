@@ -58,34 +58,53 @@ fn the_three_operators_export_as_python_candidates_that_compile() {
     let out = scratch("py-out");
     let python = have("python3");
     for op in OPS {
-        let stdout = ok(&export(&ws, &[op, "--out", out.to_str().unwrap(), "--json"]));
+        let stdout = ok(&export(
+            &ws,
+            &[op, "--out", out.to_str().unwrap(), "--json"],
+        ));
         let doc: serde_json::Value = serde_json::from_str(&stdout).expect("--json prints JSON");
         assert_eq!(doc["operator"], op);
         assert_eq!(doc["format"], "atrex-bench");
         assert!(
-            doc["kernel"].as_str().unwrap().contains("shipped standing's incumbent on H200"),
+            doc["kernel"]
+                .as_str()
+                .unwrap()
+                .contains("shipped standing's incumbent on H200"),
             "{doc}"
         );
         let file = out.join(format!("{op}.py"));
         assert_eq!(doc["files"][0], file.display().to_string());
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(text.contains("\nclass Model(nn.Module):\n"), "{op}: class Model");
+        assert!(
+            text.contains("\nclass Model(nn.Module):\n"),
+            "{op}: class Model"
+        );
         assert!(text.contains("    def forward(self, "), "{op}: forward");
-        assert!(text.contains(&format!("KERNEL_SHA256 = '{}'", doc["sha256"].as_str().unwrap())));
+        assert!(text.contains(&format!(
+            "KERNEL_SHA256 = '{}'",
+            doc["sha256"].as_str().unwrap()
+        )));
         if python {
             let c = Command::new("python3")
                 .args(["-m", "py_compile"])
                 .arg(&file)
                 .output()
                 .unwrap();
-            assert!(c.status.success(), "{op}: {}", String::from_utf8_lossy(&c.stderr));
+            assert!(
+                c.status.success(),
+                "{op}: {}",
+                String::from_utf8_lossy(&c.stderr)
+            );
         }
     }
     // unified_attention's incumbent is a template with tensor maps and a persistent grid.
     let ua = std::fs::read_to_string(out.join("unified_attention.py")).unwrap();
     assert!(ua.contains("knowledge/templates/unified_attention_wgmma.cu"));
     assert!(ua.contains("'tm_q128': {'tensor': 'q', 'dtype': 'bf16'"));
-    assert!(ua.contains("('holds', 'seq_lens', 4)"), "seq_lens is read back from seqused_k");
+    assert!(
+        ua.contains("('holds', 'seq_lens', 4)"),
+        "seq_lens is read back from seqused_k"
+    );
     assert!(ua.contains("'grid': (('min(132, ceil(max(seq_lens) / 128) * Hq * n)'"));
 }
 
@@ -94,9 +113,16 @@ fn the_three_operators_export_with_a_cpp_launcher_that_compiles() {
     let ws = scratch("cu-ws");
     let out = scratch("cu-out");
     for op in OPS {
-        let stdout = ok(&export(&ws, &[op, "--format", "cuda", "--out", out.to_str().unwrap()]));
+        let stdout = ok(&export(
+            &ws,
+            &[op, "--format", "cuda", "--out", out.to_str().unwrap()],
+        ));
         assert!(stdout.contains("with a C++ launcher"), "{stdout}");
-        for f in [format!("{op}.cu"), format!("{op}_launch.h"), format!("{op}_launch.cu")] {
+        for f in [
+            format!("{op}.cu"),
+            format!("{op}_launch.h"),
+            format!("{op}_launch.cu"),
+        ] {
             assert!(out.join(&f).is_file(), "{f}");
         }
         let launcher = std::fs::read_to_string(out.join(format!("{op}_launch.cu"))).unwrap();
@@ -109,9 +135,14 @@ fn the_three_operators_export_with_a_cpp_launcher_that_compiles() {
     assert!(rms.contains("#define MAX_THREADS 1024\n") && rms.contains(", nullptr, error)"));
 
     let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_stub");
-    let nvcc = Command::new("nvcc").arg("--version").output().is_ok_and(|o| o.status.success());
+    let nvcc = Command::new("nvcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
     if !nvcc {
-        eprintln!("SKIPPED PART: no nvcc here: the headers are checked against the stand-in CUDA headers of tests/fixtures/cuda_stub");
+        eprintln!(
+            "SKIPPED PART: no nvcc here: the headers are checked against the stand-in CUDA headers of tests/fixtures/cuda_stub"
+        );
     }
     for cxx in ["g++", "clang++"] {
         if !have(cxx) {
@@ -125,7 +156,14 @@ fn the_three_operators_export_with_a_cpp_launcher_that_compiles() {
             )
             .unwrap();
             let o = Command::new(cxx)
-                .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I"])
+                .args([
+                    "-std=c++17",
+                    "-Wall",
+                    "-Wextra",
+                    "-Werror",
+                    "-fsyntax-only",
+                    "-I",
+                ])
                 .arg(&stub)
                 .arg("-I")
                 .arg(&out)
@@ -150,25 +188,59 @@ fn what_cannot_be_exported_is_refused_with_the_reason() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("attention_forward: the exported forward cannot know `seq_lens`") && err.contains("holds"),
+        err.contains("attention_forward: the exported forward cannot know `seq_lens`")
+            && err.contains("holds"),
         "{err}"
     );
-    assert!(!out.join("attention_forward.py").exists(), "nothing is written on a refusal");
+    assert!(
+        !out.join("attention_forward.py").exists(),
+        "nothing is written on a refusal"
+    );
     // The C++ launcher takes the parameters from its caller: that one exports.
-    ok(&export(&ws, &["attention_forward", "--format", "cuda", "--out", out.to_str().unwrap()]));
+    ok(&export(
+        &ws,
+        &[
+            "attention_forward",
+            "--format",
+            "cuda",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    ));
 
     let bad = out.join("bad.cu");
     std::fs::write(&bad, "/* atrex:plan\n[[launch]]\nkernel = \"k\"\ngrid = [\"T\"]\nblock = [\"2048\"]\nargs = [\"out\"]\n*/\n").unwrap();
-    let o = export(&ws, &["rms_norm", "--kernel", bad.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    let o = export(
+        &ws,
+        &[
+            "rms_norm",
+            "--kernel",
+            bad.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("bad.cu: shape 0:") && err.contains("2048 threads"), "{err}");
+    assert!(
+        err.contains("bad.cu: shape 0:") && err.contains("2048 threads"),
+        "{err}"
+    );
 
     let o = export(&ws, &["no_such_op"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown operator `no_such_op`"));
 
-    let o = export(&ws, &["rms_norm", "--define", "MAX_THREADS=100", "--out", out.to_str().unwrap()]);
+    let o = export(
+        &ws,
+        &[
+            "rms_norm",
+            "--define",
+            "MAX_THREADS=100",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not among its tune values"));
 }
@@ -177,17 +249,45 @@ fn what_cannot_be_exported_is_refused_with_the_reason() {
 fn a_define_and_a_kernel_file_are_exported_as_given() {
     let ws = scratch("define-ws");
     let out = scratch("define-out");
-    ok(&export(&ws, &["rms_norm", "--define", "MAX_THREADS=256", "--out", out.to_str().unwrap()]));
+    ok(&export(
+        &ws,
+        &[
+            "rms_norm",
+            "--define",
+            "MAX_THREADS=256",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    ));
     let text = std::fs::read_to_string(out.join("rms_norm.py")).unwrap();
-    assert!(text.contains("_DEFINES = {'MAX_THREADS': 256}"), "the define is in the plan");
+    assert!(
+        text.contains("_DEFINES = {'MAX_THREADS': 256}"),
+        "the define is in the plan"
+    );
     assert!(text.contains("_DEFINE_OPTIONS = ('-DMAX_THREADS=256',)"));
 
-    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge/templates/silu_and_mul_tma.cu");
-    let stdout = ok(&export(&ws, &["silu_and_mul", "--kernel", kernel.to_str().unwrap(), "--out", out.to_str().unwrap()]));
+    let kernel =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge/templates/silu_and_mul_tma.cu");
+    let stdout = ok(&export(
+        &ws,
+        &[
+            "silu_and_mul",
+            "--kernel",
+            kernel.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    ));
     assert!(stdout.contains("silu_and_mul_tma.cu"), "{stdout}");
     let text = std::fs::read_to_string(out.join("silu_and_mul.py")).unwrap();
-    assert!(text.contains("'cluster': (("), "the template launches clusters");
-    assert!(text.contains("_TENSOR_MAPS = {\n    'tm_"), "and has tensor maps");
+    assert!(
+        text.contains("'cluster': (("),
+        "the template launches clusters"
+    );
+    assert!(
+        text.contains("_TENSOR_MAPS = {\n    'tm_"),
+        "and has tensor maps"
+    );
 }
 
 /// The cross-check's helper (scripts/crosscheck_atrex_bench.py): the evaluator's SKU profile
@@ -209,9 +309,19 @@ fn the_crosscheck_helper_writes_the_sku_profile_and_the_table() {
         .arg(out.join("H200.yaml"))
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "H200", "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "H200",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let yaml = std::fs::read_to_string(out.join("H200.yaml")).unwrap();
-    for line in ["  name: H200", "  bf16_tc: 989400000000000", "  fp8_e4m3_tc: 1978900000000000", "  hbm: 4800000000000"] {
+    for line in [
+        "  name: H200",
+        "  bf16_tc: 989400000000000",
+        "  fp8_e4m3_tc: 1978900000000000",
+        "  hbm: 4800000000000",
+    ] {
         assert!(yaml.lines().any(|l| l == line), "{line} in\n{yaml}");
     }
 
@@ -222,28 +332,51 @@ fn the_crosscheck_helper_writes_the_sku_profile_and_the_table() {
     let shapes = bench["shapes"].as_array().unwrap();
     let roof: Vec<serde_json::Value> = shapes
         .iter()
-        .map(|s| serde_json::json!({"shape_id": s["shape"].to_string(), "sol_time_ms": s["sol_ms"]}))
+        .map(
+            |s| serde_json::json!({"shape_id": s["shape"].to_string(), "sol_time_ms": s["sol_ms"]}),
+        )
         .collect();
     let mut perf = serde_json::Map::new();
     let mut corr = serde_json::Map::new();
     for s in shapes {
         let id = s["shape"].as_u64().unwrap();
         let t = s["timing"]["median_ms"].as_f64().unwrap() * if id % 2 == 0 { 1.0 } else { 1.25 };
-        perf.insert(id.to_string(), serde_json::json!({"samples": [{"end_to_end_time_ms": t}]}));
+        perf.insert(
+            id.to_string(),
+            serde_json::json!({"samples": [{"end_to_end_time_ms": t}]}),
+        );
         corr.insert(id.to_string(), serde_json::json!({"status": "passed"}));
     }
     let ev = serde_json::json!({"performance": {"shapes": perf}, "passed": {"correctness": corr}});
     std::fs::write(out.join("bench-rms_norm.json"), bench.to_string()).unwrap();
-    std::fs::write(out.join("roofline-rms_norm.json"), serde_json::json!({"shapes": roof}).to_string()).unwrap();
+    std::fs::write(
+        out.join("roofline-rms_norm.json"),
+        serde_json::json!({"shapes": roof}).to_string(),
+    )
+    .unwrap();
     std::fs::write(out.join("eval_result.json"), ev.to_string()).unwrap();
-    std::fs::write(out.join("eval-rms_norm.path"), out.join("eval_result.json").display().to_string()).unwrap();
-    let o = Command::new("python3").arg(&helper).arg("table").arg(&out).arg("rms_norm").output().unwrap();
+    std::fs::write(
+        out.join("eval-rms_norm.path"),
+        out.join("eval_result.json").display().to_string(),
+    )
+    .unwrap();
+    let o = Command::new("python3")
+        .arg(&helper)
+        .arg("table")
+        .arg(&out)
+        .arg("rms_norm")
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let md = std::fs::read_to_string(out.join("crosscheck.md")).unwrap();
     assert!(md.contains("| 0 | 2.134 | 2.134 | 8.064 | 8.064 |"), "{md}");
-    assert!(md.contains("| 0.8 ** | passed |"), "shape 1's ratio 1/1.25 is flagged:\n{md}");
+    assert!(
+        md.contains("| 0.8 ** | passed |"),
+        "shape 1's ratio 1/1.25 is flagged:\n{md}"
+    );
     let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("crosscheck.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(out.join("crosscheck.json")).unwrap())
+            .unwrap();
     let summary = &doc["operators"]["rms_norm"]["summary"];
     assert_eq!(summary["shapes"], shapes.len());
     assert_eq!(summary["beyond_15_percent"], shapes.len() / 2);

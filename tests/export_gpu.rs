@@ -27,7 +27,10 @@ fn bench_data() -> PathBuf {
     let candidates = std::env::var_os("ATREX_BENCH_DIR")
         .map(PathBuf::from)
         .into_iter()
-        .chain([repo().join(".eval/atrex-bench"), repo().join("../shared/atrex-bench-data")]);
+        .chain([
+            repo().join(".eval/atrex-bench"),
+            repo().join("../shared/atrex-bench-data"),
+        ]);
     for c in candidates {
         if c.join("data/rms_norm/reference.py").is_file() {
             return c.join("data");
@@ -63,7 +66,11 @@ fn export(op: &str, out: &Path, extra: &[&str]) {
         .args(extra)
         .output()
         .unwrap();
-    assert!(o.status.success(), "export {op}: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "export {op}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
 
 /// Runs the candidate against the benchmark's reference; (passed, what it printed).
@@ -102,7 +109,11 @@ fn exported_candidates_match_the_benchmark_reference() {
     let cases: [(&str, &str, Vec<&str>); 4] = [
         ("rms_norm", "0,15,41,54", vec![]),
         ("silu_and_mul", "0,13,36", vec![]),
-        ("silu_and_mul", "1,13,36", vec!["--kernel", tma.to_str().unwrap()]),
+        (
+            "silu_and_mul",
+            "1,13,36",
+            vec!["--kernel", tma.to_str().unwrap()],
+        ),
         ("unified_attention", "3,5,8,16", vec![]),
     ];
     let mut failed = Vec::new();
@@ -124,7 +135,10 @@ fn exported_candidates_match_the_benchmark_reference() {
     std::fs::write(&broken, base.replace("\"eps:f32\"", "\"eps * 10000:f32\"")).unwrap();
     export("rms_norm", &out, &["--kernel", broken.to_str().unwrap()]);
     let (ok, text) = check(&out.join("rms_norm.py"), "rms_norm", "0,15");
-    assert!(!ok && text.contains("MISMATCH"), "a wrong kernel must fail: {text}");
+    assert!(
+        !ok && text.contains("MISMATCH"),
+        "a wrong kernel must fail: {text}"
+    );
 }
 
 /// The C++ launcher with real CUDA headers: every export of the three operators compiles with
@@ -133,9 +147,12 @@ fn exported_candidates_match_the_benchmark_reference() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_cpp_launcher_compiles_with_nvcc_and_runs() {
-    let nvcc = ["nvcc", "/usr/local/cuda/bin/nvcc"]
-        .into_iter()
-        .find(|n| Command::new(n).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let nvcc = ["nvcc", "/usr/local/cuda/bin/nvcc"].into_iter().find(|n| {
+        Command::new(n)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
     let Some(nvcc) = nvcc else {
         panic!("nvcc is needed for this test (the CUDA toolkit's compiler)");
     };
@@ -143,27 +160,50 @@ fn the_cpp_launcher_compiles_with_nvcc_and_runs() {
     for op in ["rms_norm", "silu_and_mul", "unified_attention"] {
         export(op, &out, &["--format", "cuda"]);
         let o = Command::new(nvcc)
-            .args(["-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-c", "-o"])
+            .args([
+                "-std=c++17",
+                "-gencode",
+                "arch=compute_90a,code=sm_90a",
+                "-c",
+                "-o",
+            ])
             .arg(out.join(format!("{op}.o")))
             .arg(out.join(format!("{op}_launch.cu")))
             .output()
             .unwrap();
-        assert!(o.status.success(), "nvcc {op}_launch.cu:\n{}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "nvcc {op}_launch.cu:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let run = scratch("nvcc-run");
     let tma = repo().join("knowledge/templates/silu_and_mul_tma.cu");
-    export("silu_and_mul", &run, &["--format", "cuda", "--kernel", tma.to_str().unwrap()]);
+    export(
+        "silu_and_mul",
+        &run,
+        &["--format", "cuda", "--kernel", tma.to_str().unwrap()],
+    );
     std::fs::write(run.join("main.cu"), SILU_MAIN).unwrap();
     let exe = run.join("silu");
     let o = Command::new(nvcc)
-        .args(["-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-o"])
+        .args([
+            "-std=c++17",
+            "-gencode",
+            "arch=compute_90a,code=sm_90a",
+            "-o",
+        ])
         .arg(&exe)
         .arg(run.join("main.cu"))
         .arg(run.join("silu_and_mul_launch.cu"))
         .arg("-lcuda")
         .output()
         .unwrap();
-    assert!(o.status.success(), "nvcc main.cu:\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "nvcc main.cu:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = Command::new(&exe).output().unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     eprintln!("{text}{}", String::from_utf8_lossy(&o.stderr));

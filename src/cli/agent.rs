@@ -157,7 +157,11 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
                 sink.record(run_start.clone());
             }
             let start = view.start(&p.name);
-            let start_author = if start.is_some() { Author::Incumbent } else { Author::Baseline };
+            let start_author = if start.is_some() {
+                Author::Incumbent
+            } else {
+                Author::Baseline
+            };
             let (start_code, start_why) =
                 start.unwrap_or_else(|| (baseline.code.clone(), "suite baseline".to_string()));
             record_baseline(&mut sink, &p.name, &start_code, &start_why, start_author);

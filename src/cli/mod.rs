@@ -79,8 +79,7 @@ pub fn main() -> i32 {
             };
         }
         Some(
-            c
-            @ (Command::Suite { .. }
+            c @ (Command::Suite { .. }
             | Command::ImportAtrexBench { .. }
             | Command::Compile { .. }
             | Command::Export { .. }),

@@ -38,7 +38,11 @@ pub enum Step {
     /// The list input `tensor` holds, read back to the host.
     Holds { name: String, tensor: usize },
     /// A `let` name from its definition.
-    Let { name: String, expr: Expr, src: String },
+    Let {
+        name: String,
+        expr: Expr,
+        src: String,
+    },
 }
 
 impl Step {
@@ -130,9 +134,7 @@ fn occurrences(e: &Expr, name: &str) -> usize {
         Expr::Lit(_) => 0,
         Expr::Var(n, _) => usize::from(n == name),
         Expr::Neg(x, _) => occurrences(x, name),
-        Expr::Bin(_, a, b, _) | Expr::Index(a, b, _) => {
-            occurrences(a, name) + occurrences(b, name)
-        }
+        Expr::Bin(_, a, b, _) | Expr::Index(a, b, _) => occurrences(a, name) + occurrences(b, name),
         Expr::Call(_, xs, _) | Expr::List(xs) => xs.iter().map(|x| occurrences(x, name)).sum(),
     }
 }
@@ -282,9 +284,11 @@ impl Builder<'_> {
                 Box::new(self.inline(b, depth)),
                 *c,
             ),
-            Expr::Call(f, xs, c) => {
-                Expr::Call(f.clone(), xs.iter().map(|x| self.inline(x, depth)).collect(), *c)
-            }
+            Expr::Call(f, xs, c) => Expr::Call(
+                f.clone(),
+                xs.iter().map(|x| self.inline(x, depth)).collect(),
+                *c,
+            ),
             Expr::List(xs) => Expr::List(xs.iter().map(|x| self.inline(x, depth)).collect()),
             Expr::Lit(_) | Expr::Var(..) => e.clone(),
         }
@@ -471,7 +475,10 @@ fn why_unknown(p: &Problem, known: &BTreeSet<String>, name: &str, depth: usize) 
             );
         }
     }
-    format!("`{name}` is neither a parameter nor a `let` name of {}", p.name)
+    format!(
+        "`{name}` is neither a parameter nor a `let` name of {}",
+        p.name
+    )
 }
 
 /// The environment the steps give for a shape, from what its inputs would look like.
@@ -521,14 +528,21 @@ pub fn verify(p: &Problem, b: &Binding) -> Result<(), ExportError> {
             if env.get(n) != truth.get(n) {
                 return Err(fail(format!(
                     "`{n}` comes out as {} where the harness uses {}",
-                    env.get(n).map(|v| v.to_string()).unwrap_or("nothing".into()),
-                    truth.get(n).map(|v| v.to_string()).unwrap_or("nothing".into())
+                    env.get(n)
+                        .map(|v| v.to_string())
+                        .unwrap_or("nothing".into()),
+                    truth
+                        .get(n)
+                        .map(|v| v.to_string())
+                        .unwrap_or("nothing".into())
                 )));
             }
         }
         for c in &b.checks {
             let t = &p.inputs[c.tensor];
-            let want = Value::Int(p.tensor_dims(t, &truth).map_err(|e| fail(e.to_string()))?[c.dim] as i128);
+            let want = Value::Int(
+                p.tensor_dims(t, &truth).map_err(|e| fail(e.to_string()))?[c.dim] as i128,
+            );
             let got = c.expr.eval(&env).map_err(|e| fail(e.to_string()))?;
             if got.as_int() != want.as_int() {
                 return Err(fail(format!(

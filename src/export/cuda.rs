@@ -18,17 +18,98 @@ use std::fmt::Write;
 pub(crate) const RUNTIME: &str = include_str!("runtime.hpp");
 
 const CPP_KEYWORDS: &[&str] = &[
-    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
-    "case", "catch", "char", "char16_t", "char32_t", "char8_t", "class", "compl", "concept",
-    "const", "const_cast", "consteval", "constexpr", "constinit", "continue", "co_await",
-    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
-    "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
-    "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
-    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
-    "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
-    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
-    "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
-    "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+    "alignas",
+    "alignof",
+    "and",
+    "and_eq",
+    "asm",
+    "auto",
+    "bitand",
+    "bitor",
+    "bool",
+    "break",
+    "case",
+    "catch",
+    "char",
+    "char16_t",
+    "char32_t",
+    "char8_t",
+    "class",
+    "compl",
+    "concept",
+    "const",
+    "const_cast",
+    "consteval",
+    "constexpr",
+    "constinit",
+    "continue",
+    "co_await",
+    "co_return",
+    "co_yield",
+    "decltype",
+    "default",
+    "delete",
+    "do",
+    "double",
+    "dynamic_cast",
+    "else",
+    "enum",
+    "explicit",
+    "export",
+    "extern",
+    "false",
+    "float",
+    "for",
+    "friend",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "mutable",
+    "namespace",
+    "new",
+    "noexcept",
+    "not",
+    "not_eq",
+    "nullptr",
+    "operator",
+    "or",
+    "or_eq",
+    "private",
+    "protected",
+    "public",
+    "register",
+    "reinterpret_cast",
+    "requires",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "static_assert",
+    "static_cast",
+    "struct",
+    "switch",
+    "template",
+    "this",
+    "thread_local",
+    "throw",
+    "true",
+    "try",
+    "typedef",
+    "typeid",
+    "typename",
+    "union",
+    "unsigned",
+    "using",
+    "virtual",
+    "void",
+    "volatile",
+    "wchar_t",
+    "while",
+    "xor",
+    "xor_eq",
 ];
 
 /// A member name for a parameter or tensor: the name itself, `_` appended to a C++ keyword.
@@ -160,7 +241,11 @@ fn header(p: &Problem, k: &Kernel, c: &Checked) -> Result<String, ExportError> {
             member(name)?,
             d.ty,
             d.source,
-            if d.doc.is_empty() { String::new() } else { format!(": {}", d.doc) }
+            if d.doc.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", d.doc)
+            }
         );
     }
     o.push_str("};\n\n// Device pointers of the inputs and outputs, by name.\nstruct Buffers {\n");
@@ -172,7 +257,11 @@ fn header(p: &Problem, k: &Kernel, c: &Checked) -> Result<String, ExportError> {
             member(&t.name)?,
             if t.inplace { " (updated in place)" } else { "" },
             t.dtype.trim_start_matches('='),
-            t.shape.iter().map(|d| d.src.as_str()).collect::<Vec<_>>().join(", ")
+            t.shape
+                .iter()
+                .map(|d| d.src.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     for t in &p.outputs {
@@ -181,7 +270,11 @@ fn header(p: &Problem, k: &Kernel, c: &Checked) -> Result<String, ExportError> {
             "  void* {} = nullptr;  // output, {} [{}]",
             member(&t.name)?,
             t.dtype.trim_start_matches('='),
-            t.shape.iter().map(|d| d.src.as_str()).collect::<Vec<_>>().join(", ")
+            t.shape
+                .iter()
+                .map(|d| d.src.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     o.push_str("};\n\n");
@@ -202,7 +295,10 @@ fn default_init(v: &crate::suite::expr::Value, ty: &str) -> String {
     match (v, ty) {
         (Value::List(xs), _) => format!(
             "{{{}}}",
-            xs.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(", ")
+            xs.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         (Value::Str(t), _) => format!(" = {}", s(t)),
         (Value::Bool(b), _) => format!(" = {b}"),
@@ -227,14 +323,24 @@ const TRY: &str = "  if (c.failed) return c.report(error);\n";
 
 /// `target = size(expr)`, with the error context set: `u32` sizes (grids, blocks, shared
 /// memory, clusters, boxes) or `u64` (tensor-map extents and strides, scratch elements).
-fn eval(o: &mut String, at: &str, target: &str, e: &PlanExpr, bits: u32) -> Result<(), ExportError> {
+fn eval(
+    o: &mut String,
+    at: &str,
+    target: &str,
+    e: &PlanExpr,
+    bits: u32,
+) -> Result<(), ExportError> {
     let (ty, lim) = if bits == 32 {
         ("unsigned int", "0xFFFFFFFFULL")
     } else {
         ("unsigned long long", "~0ULL")
     };
     let _ = writeln!(o, "  c.at({});", s(at));
-    let _ = writeln!(o, "  {target} = static_cast<{ty}>(rt::size(c, {}, {lim}));", cpp(&e.expr)?);
+    let _ = writeln!(
+        o,
+        "  {target} = static_cast<{ty}>(rt::size(c, {}, {lim}));",
+        cpp(&e.expr)?
+    );
     Ok(())
 }
 
@@ -339,7 +445,10 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             oob(t.oob_fill),
         );
         let at = |what: &str, e: &PlanExpr| {
-            format!("launch plan line {}: tensor map {}: {what} `{}`", t.line, t.name, e.src)
+            format!(
+                "launch plan line {}: tensor map {}: {what} `{}`",
+                t.line, t.name, e.src
+            )
         };
         for (j, e) in t.dims.iter().enumerate() {
             eval(o, &at("dims", e), &format!("    t.dims[{j}]"), e, 64)?;
@@ -351,22 +460,37 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             eval(o, &at("box", e), &format!("    t.box[{j}]"), e, 32)?;
         }
         if t.element_strides.is_empty() {
-            let _ = writeln!(o, "    for (int n = 0; n < t.rank; ++n) t.element_strides[n] = 1;");
+            let _ = writeln!(
+                o,
+                "    for (int n = 0; n < t.rank; ++n) t.element_strides[n] = 1;"
+            );
         }
         for (j, e) in t.element_strides.iter().enumerate() {
-            eval(o, &at("element_strides", e), &format!("    t.element_strides[{j}]"), e, 32)?;
+            eval(
+                o,
+                &at("element_strides", e),
+                &format!("    t.element_strides[{j}]"),
+                e,
+                32,
+            )?;
         }
         let _ = writeln!(
             o,
             "    c.at({});\n    rt::check_tensor_map(c, t, {});\n    if (c.failed) return c.report(error);\n    plan->tensor_maps.push_back(t);\n  }}",
-            s(&format!("launch plan line {}: tensor map {}", t.line, t.name)),
+            s(&format!(
+                "launch plan line {}: tensor map {}",
+                t.line, t.name
+            )),
             t.strides.is_empty()
         );
     }
     let ks = kernels(c);
     for l in &c.plan.launches {
         let at = |what: &str, e: &PlanExpr| {
-            format!("launch plan line {}: kernel {}: {what} `{}`", l.line, l.kernel, e.src)
+            format!(
+                "launch plan line {}: kernel {}: {what} `{}`",
+                l.line, l.kernel, e.src
+            )
         };
         let _ = writeln!(
             o,
@@ -485,7 +609,11 @@ fn launcher(p: &Problem, c: &Checked) -> String {
          }}\n\n}}  // namespace atrex_export_{op}\n",
         kernels.join(", "),
         buffers.join(", "),
-        if maps { "&rt::encode_tensor_map" } else { "nullptr" },
+        if maps {
+            "&rt::encode_tensor_map"
+        } else {
+            "nullptr"
+        },
     );
     o
 }

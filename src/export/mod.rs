@@ -119,7 +119,10 @@ pub fn buffer_bytes(p: &Problem, plan: &Plan, env: &Env) -> Result<BTreeMap<Stri
         let dims = p.tensor_dims(t, env).map_err(|e| e.to_string())?;
         let dtype = p.tensor_dtype(t, env).map_err(|e| e.to_string())?;
         let esize = crate::suite::dtype_size(&dtype).unwrap_or(1) as u64;
-        out.insert(t.name.clone(), dims.iter().map(|d| *d as u64).product::<u64>() * esize);
+        out.insert(
+            t.name.clone(),
+            dims.iter().map(|d| *d as u64).product::<u64>() * esize,
+        );
     }
     let penv = plan.env(env, &plan.defines);
     for (s, n) in plan
@@ -203,7 +206,10 @@ pub fn incumbent(
         .map_err(ExportError::Kernel)?;
     Ok(Kernel {
         source: b.code,
-        origin: format!("problems/{}/baseline.cu (no standing record on {hardware})", p.name),
+        origin: format!(
+            "problems/{}/baseline.cu (no standing record on {hardware})",
+            p.name
+        ),
     })
 }
 

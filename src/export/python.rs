@@ -18,10 +18,10 @@ pub(crate) const RUNTIME: &str = include_str!("runtime.py");
 
 /// Python's keywords: a forward's parameter cannot be one.
 const KEYWORDS: &[&str] = &[
-    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class",
-    "continue", "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if",
-    "import", "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "self",
-    "try", "while", "with", "yield",
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "self", "try",
+    "while", "with", "yield",
 ];
 
 fn check_name(what: &str, name: &str) -> Result<(), ExportError> {
@@ -151,8 +151,16 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
         .map(|(k, v)| format!("{}: {}", s(k), python_value(v)))
         .collect();
     let _ = writeln!(out, "_DEFINES = {{{}}}", defines.join(", "));
-    let opts: Vec<String> = plan::define_options(&c.defines).iter().map(|o| s(o)).collect();
-    let _ = writeln!(out, "_DEFINE_OPTIONS = ({}{})\n", opts.join(", "), if opts.len() == 1 { "," } else { "" });
+    let opts: Vec<String> = plan::define_options(&c.defines)
+        .iter()
+        .map(|o| s(o))
+        .collect();
+    let _ = writeln!(
+        out,
+        "_DEFINE_OPTIONS = ({}{})\n",
+        opts.join(", "),
+        if opts.len() == 1 { "," } else { "" }
+    );
 
     out.push_str("_INPUTS = (\n");
     for (i, t) in p.inputs.iter().enumerate() {
@@ -236,9 +244,17 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
             s(&t.dtype),
             t.line,
             items(&t.dims),
-            if t.strides.is_empty() { "()".into() } else { items(&t.strides) },
+            if t.strides.is_empty() {
+                "()".into()
+            } else {
+                items(&t.strides)
+            },
             items(&t.boxes),
-            if t.element_strides.is_empty() { "()".into() } else { items(&t.element_strides) },
+            if t.element_strides.is_empty() {
+                "()".into()
+            } else {
+                items(&t.element_strides)
+            },
             swizzle(t.swizzle),
             interleave(t.interleave),
             l2(t.l2_promotion),
@@ -282,7 +298,10 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
             items(&l.grid),
             items(&l.block),
             l.smem.as_ref().map(item).unwrap_or_else(|| "None".into()),
-            l.cluster.as_deref().map(items).unwrap_or_else(|| "None".into()),
+            l.cluster
+                .as_deref()
+                .map(items)
+                .unwrap_or_else(|| "None".into()),
             args.join(", "),
             if args.len() == 1 { "," } else { "" }
         );
@@ -383,7 +402,11 @@ fn model(out: &mut String, p: &Problem, init: &[&String]) {
             "{} {} [{}]",
             t.name,
             t.dtype.trim_start_matches('='),
-            t.shape.iter().map(|d| d.src.as_str()).collect::<Vec<_>>().join(", ")
+            t.shape
+                .iter()
+                .map(|d| d.src.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
     let ins: Vec<String> = p.inputs.iter().map(describe).collect();
@@ -393,7 +416,11 @@ fn model(out: &mut String, p: &Problem, init: &[&String]) {
     } else {
         format!(
             "a dict of the outputs by name ({})",
-            p.outputs.iter().map(|o| o.name.as_str()).collect::<Vec<_>>().join(", ")
+            p.outputs
+                .iter()
+                .map(|o| o.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
     let _ = write!(

@@ -47,7 +47,9 @@ pub fn cxx() -> Option<&'static str> {
             return Some(c);
         }
     }
-    eprintln!("SKIPPED PART: no C++ compiler (g++, clang++) on this machine; the C++ side is not run");
+    eprintln!(
+        "SKIPPED PART: no C++ compiler (g++, clang++) on this machine; the C++ side is not run"
+    );
     None
 }
 
@@ -100,10 +102,7 @@ pub fn canon(v: &Value) -> String {
         Value::Float(x) => format!("f:{}", x.to_bits()),
         Value::Bool(b) => format!("b:{b}"),
         Value::Str(s) => format!("s:{s}"),
-        Value::List(xs) => format!(
-            "l:[{}]",
-            xs.iter().map(canon).collect::<Vec<_>>().join(",")
-        ),
+        Value::List(xs) => format!("l:[{}]", xs.iter().map(canon).collect::<Vec<_>>().join(",")),
     }
 }
 
@@ -175,7 +174,10 @@ pub fn describe(
             let line = match a {
                 ResolvedArg::Buffer(n) => format!(
                     "arg buffer {}",
-                    buffers.iter().position(|b| b == n).expect("a buffer of the plan")
+                    buffers
+                        .iter()
+                        .position(|b| b == n)
+                        .expect("a buffer of the plan")
                 ),
                 ResolvedArg::TensorMap(t) => {
                     let mut m = format!("arg map {} dims", t.name);
@@ -188,7 +190,10 @@ pub fn describe(
                     list("", t.dims.clone());
                     list(" strides", t.strides.clone());
                     list(" box", t.boxes.iter().map(|x| *x as u64).collect());
-                    list(" elem", t.element_strides.iter().map(|x| *x as u64).collect());
+                    list(
+                        " elem",
+                        t.element_strides.iter().map(|x| *x as u64).collect(),
+                    );
                     m
                 }
                 ResolvedArg::I32(v) => format!("arg i32 {v}"),

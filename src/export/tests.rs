@@ -20,8 +20,9 @@ fn shipped(s: &Suite, p: &Problem) -> Kernel {
         .expect("the shipped standing reads")
         .expect("a shipped standing for the suite");
     let rec = &file.operators[&p.name];
-    let source = crate::standing::store::read_kernel(std::path::Path::new("."), &s.source, &rec.kernel)
-        .unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    let source =
+        crate::standing::store::read_kernel(std::path::Path::new("."), &s.source, &rec.kernel)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.name));
     Kernel {
         source,
         origin: rec.kernel.clone(),
@@ -35,7 +36,9 @@ fn templates(s: &Suite) -> Vec<(&Problem, Kernel)> {
         .expect("the knowledge base has templates");
     let mut out = Vec::new();
     for f in dir.files() {
-        let Some(text) = f.contents_utf8() else { continue };
+        let Some(text) = f.contents_utf8() else {
+            continue;
+        };
         let op = text
             .lines()
             .find_map(|l| l.strip_prefix("operator = \""))
@@ -59,7 +62,12 @@ fn harness_plan(p: &Problem, c: &Checked, shape: &crate::suite::Shape) -> String
     let penv = c.plan.env(&env, &c.defines);
     let sizes = buffer_bytes(p, &c.plan, &env).unwrap();
     let launches: Vec<ResolvedLaunch> = c.plan.resolve(&penv, &|n| sizes.contains_key(n)).unwrap();
-    let mut buffers: Vec<String> = p.inputs.iter().chain(&p.outputs).map(|t| t.name.clone()).collect();
+    let mut buffers: Vec<String> = p
+        .inputs
+        .iter()
+        .chain(&p.outputs)
+        .map(|t| t.name.clone())
+        .collect();
     buffers.extend(c.plan.scratch.iter().map(|s| s.name.clone()));
     let scratch: Vec<(String, u64, bool)> = c
         .plan
@@ -71,7 +79,13 @@ fn harness_plan(p: &Problem, c: &Checked, shape: &crate::suite::Shape) -> String
     let outputs: Vec<(String, String, Vec<usize>)> = p
         .outputs
         .iter()
-        .map(|o| (o.name.clone(), p.tensor_dtype(o, &env).unwrap(), p.tensor_dims(o, &env).unwrap()))
+        .map(|o| {
+            (
+                o.name.clone(),
+                p.tensor_dtype(o, &env).unwrap(),
+                p.tensor_dims(o, &env).unwrap(),
+            )
+        })
         .collect();
     describe(&launches, &buffers, &scratch, &outputs)
 }
@@ -154,7 +168,9 @@ fn py_cases(p: &Problem) -> serde_json::Value {
         let init: serde_json::Map<String, serde_json::Value> = p
             .params
             .iter()
-            .filter(|(n, d)| (d.source == "init" || d.source == "init+input") && env.contains_key(*n))
+            .filter(|(n, d)| {
+                (d.source == "init" || d.source == "init+input") && env.contains_key(*n)
+            })
             .map(|(n, _)| (n.clone(), env[n].to_json()))
             .collect();
         let inputs: Vec<serde_json::Value> = p
@@ -162,7 +178,11 @@ fn py_cases(p: &Problem) -> serde_json::Value {
             .iter()
             .map(|t| {
                 let holds = t.holds.as_ref().map(|h| env[h].to_json());
-                serde_json::json!([p.tensor_dims(t, &env).unwrap(), p.tensor_dtype(t, &env).unwrap(), holds])
+                serde_json::json!([
+                    p.tensor_dims(t, &env).unwrap(),
+                    p.tensor_dtype(t, &env).unwrap(),
+                    holds
+                ])
             })
             .collect();
         cases.push(serde_json::json!({"init": init, "inputs": inputs}));
@@ -175,7 +195,10 @@ fn cpp_assign(name: &str, ty: &str, v: &Value) -> String {
     let rhs = match (ty, v) {
         ("int_list", Value::List(xs)) => format!(
             "{{{}}}",
-            xs.iter().map(|x| format!("{x}LL")).collect::<Vec<_>>().join(", ")
+            xs.iter()
+                .map(|x| format!("{x}LL"))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
         ("str", Value::Str(t)) => translate::cpp_str(t),
         ("bool", Value::Bool(b)) => b.to_string(),
@@ -199,10 +222,14 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
     let mut cpp_main = String::from("int main() {\n");
     let mut expected_cpp = String::new();
     let mut refused = Vec::new();
-    let mut kernels: Vec<(&Problem, Kernel)> = s.problems.iter().map(|p| (p, shipped(&s, p))).collect();
+    let mut kernels: Vec<(&Problem, Kernel)> =
+        s.problems.iter().map(|p| (p, shipped(&s, p))).collect();
     let shipped_count = kernels.len();
     kernels.extend(templates(&s));
-    assert!(kernels.len() >= shipped_count + 15, "the templates are there");
+    assert!(
+        kernels.len() >= shipped_count + 15,
+        "the templates are there"
+    );
     let mut cpp_names = std::collections::BTreeSet::new();
     for (n, (p, k)) in kernels.iter().enumerate() {
         let (p, k) = (*p, k.clone());
@@ -216,15 +243,23 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
         };
         let plans: Vec<String> = p.shapes.iter().map(|sh| harness_plan(p, &c, sh)).collect();
         // C++: every operator (the caller gives the parameters).
-        let files = generate(p, &k, Format::Cuda).unwrap_or_else(|e| panic!("{} (cuda): {e}", p.name));
+        let files =
+            generate(p, &k, Format::Cuda).unwrap_or_else(|e| panic!("{} (cuda): {e}", p.name));
         // One header per operator in the C++ program: the first kernel of each.
         let cpp = cpp_names.insert(p.name.clone());
         let dir = dir.join(n.to_string());
         assert_eq!(
             files.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-            [format!("{}.cu", p.name), format!("{}_launch.h", p.name), format!("{}_launch.cu", p.name)]
+            [
+                format!("{}.cu", p.name),
+                format!("{}_launch.h", p.name),
+                format!("{}_launch.cu", p.name)
+            ]
         );
-        assert_eq!(files[0].text, k.source, "the kernel file is the kernel as it is");
+        assert_eq!(
+            files[0].text, k.source,
+            "the kernel file is the kernel as it is"
+        );
         write(&dir, &files).unwrap();
         if cpp {
             cpp_src.push_str(&format!("#include \"{}/{}_launch.h\"\n", n, p.name));
@@ -260,7 +295,10 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
     eprintln!("Python exports refused:\n  {}", refused.join("\n  "));
     for op in ["rms_norm", "silu_and_mul", "unified_attention"] {
         assert!(
-            !refused.iter().any(|r| r.starts_with(&format!("{op}: {}", shipped(&s, s.problem(op).unwrap()).origin))),
+            !refused.iter().any(|r| r.starts_with(&format!(
+                "{op}: {}",
+                shipped(&s, s.problem(op).unwrap()).origin
+            ))),
             "{op} must export: {refused:?}"
         );
     }
@@ -269,10 +307,16 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
         "a refusal says which name the forward cannot know: {refused:?}"
     );
     if let Some(py3) = testkit::python3() {
-        std::fs::write(dir.join("cases.json"), serde_json::to_string(&py_jobs).unwrap()).unwrap();
+        std::fs::write(
+            dir.join("cases.json"),
+            serde_json::to_string(&py_jobs).unwrap(),
+        )
+        .unwrap();
         std::fs::write(dir.join("driver.py"), PY_STUB).unwrap();
         let out = testkit::run(
-            Command::new(py3).arg(dir.join("driver.py")).arg(dir.join("cases.json")),
+            Command::new(py3)
+                .arg(dir.join("driver.py"))
+                .arg(dir.join("cases.json")),
             "the Python driver",
         );
         compare("Python", &expected_py, &out);
@@ -290,7 +334,11 @@ fn compare(who: &str, want: &str, got: &str) {
         return;
     }
     let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
-    let first = w.iter().zip(&g).position(|(a, b)| a != b).unwrap_or(w.len().min(g.len()));
+    let first = w
+        .iter()
+        .zip(&g)
+        .position(|(a, b)| a != b)
+        .unwrap_or(w.len().min(g.len()));
     panic!(
         "{who} resolves differently from the harness at line {first}:\n harness: {:?}\n {who}: {:?}\n({} lines against {})",
         w.get(first),
@@ -309,7 +357,10 @@ fn a_plan_that_does_not_resolve_on_a_shape_is_refused_with_the_shape() {
         origin: "wide.cu".into(),
     };
     let e = generate(p, &k, Format::AtrexBench).unwrap_err().to_string();
-    assert!(e.starts_with("wide.cu: shape ") && e.contains("threads (1 to 1024)"), "{e}");
+    assert!(
+        e.starts_with("wide.cu: shape ") && e.contains("threads (1 to 1024)"),
+        "{e}"
+    );
     let k = Kernel {
         source: "/* atrex:plan\n[[launch]]\nkernel = \"k\"\ngrid = [\"T +\"]\nblock = [\"32\"]\nargs = []\n*/\n".into(),
         origin: "bad.cu".into(),
@@ -321,7 +372,10 @@ fn a_plan_that_does_not_resolve_on_a_shape_is_refused_with_the_shape() {
         origin: "arg.cu".into(),
     };
     let e = generate(p, &k, Format::AtrexBench).unwrap_err().to_string();
-    assert!(e.contains("`nowhere` is not an input, output or scratch buffer"), "{e}");
+    assert!(
+        e.contains("`nowhere` is not an input, output or scratch buffer"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -330,16 +384,27 @@ fn the_python_file_holds_the_kernel_exactly_and_the_candidate_interface() {
     let p = s.problem("rms_norm").unwrap();
     let k = Kernel {
         source: "// a 'quoted' \\ backslash, \"\"\" and ''' and \r a CR, é\n".to_string()
-            + &s.source.read_checked("rms_norm/baseline.cu").unwrap().unwrap(),
+            + &s.source
+                .read_checked("rms_norm/baseline.cu")
+                .unwrap()
+                .unwrap(),
         origin: r#"C:\New\odd """quoted""" \N{x}.cu"#.into(),
     };
     let f = &generate(p, &k, Format::AtrexBench).unwrap()[0];
     assert_eq!(f.name, "rms_norm.py");
     assert!(f.text.contains("\nclass Model(nn.Module):\n"));
-    assert!(f.text.contains("def __init__(self, *, eps):"), "eps is a constructor argument");
+    assert!(
+        f.text.contains("def __init__(self, *, eps):"),
+        "eps is a constructor argument"
+    );
     assert!(f.text.contains("def forward(self, x, weight):"));
-    assert!(f.text.contains(&format!("KERNEL_SHA256 = '{}'", sha256(&k.source))));
-    let Some(py3) = testkit::python3() else { return };
+    assert!(
+        f.text
+            .contains(&format!("KERNEL_SHA256 = '{}'", sha256(&k.source)))
+    );
+    let Some(py3) = testkit::python3() else {
+        return;
+    };
     let dir = testkit::scratch("source");
     let paths = write(&dir, std::slice::from_ref(f)).unwrap();
     // The module (docstring with the odd origin included) imports, and checks the source
@@ -349,7 +414,10 @@ fn the_python_file_holds_the_kernel_exactly_and_the_candidate_interface() {
         path = paths[0]
     );
     std::fs::write(dir.join("load.py"), script).unwrap();
-    let out = testkit::run(Command::new(py3).arg(dir.join("load.py")), "importing the export");
+    let out = testkit::run(
+        Command::new(py3).arg(dir.join("load.py")),
+        "importing the export",
+    );
     let mut lines = out.lines();
     assert_eq!(lines.next(), Some(sha256(&k.source).as_str()));
     assert_eq!(lines.next(), Some(k.origin.as_str()));

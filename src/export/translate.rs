@@ -40,9 +40,7 @@ pub fn python_value(v: &Value) -> String {
     match v {
         Value::Int(i) => i.to_string(),
         Value::Float(x) if x.is_nan() => "_NAN".into(),
-        Value::Float(x) if x.is_infinite() => {
-            if *x > 0.0 { "_INF" } else { "(-_INF)" }.into()
-        }
+        Value::Float(x) if x.is_infinite() => if *x > 0.0 { "_INF" } else { "(-_INF)" }.into(),
         Value::Float(x) => format!("{x:?}"),
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
         Value::Str(s) => python_str(s),
@@ -87,7 +85,10 @@ pub fn cpp(e: &Expr) -> Result<String, ExportError> {
         Expr::Call(name, args, _) => format!(
             "rt::call(c, {}, {{{}}})",
             cpp_str(name),
-            args.iter().map(cpp).collect::<Result<Vec<_>, _>>()?.join(", ")
+            args.iter()
+                .map(cpp)
+                .collect::<Result<Vec<_>, _>>()?
+                .join(", ")
         ),
         Expr::Index(x, i, _) => format!("rt::index(c, {}, {})", cpp(x)?, cpp(i)?),
         Expr::List(items) => format!(

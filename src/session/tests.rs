@@ -700,7 +700,10 @@ fn a_revision_0_from_the_standing_is_written_and_read_as_the_incumbent() {
     let a = Author::Incumbent;
     let j = serde_json::to_string(&a).unwrap();
     assert_eq!(j, r#"{"type":"incumbent"}"#);
-    assert_eq!(serde_json::from_str::<Author>(&j).unwrap(), Author::Incumbent);
+    assert_eq!(
+        serde_json::from_str::<Author>(&j).unwrap(),
+        Author::Incumbent
+    );
     assert!(a.is_start() && Author::Baseline.is_start() && !Author::Tuner.is_start());
     assert_eq!(a.label(), "incumbent");
     let line = r#"{"v":1,"seq":1,"t":0.0,"kind":"revision","op":"rms_norm","rev":0,"parent":null,"author":{"type":"incumbent"},"rationale":"the standing's incumbent (session s.jsonl v3, workspace)","source":"// k\n","via":null,"request_id":null,"tokens_in":null,"tokens_out":null}"#;

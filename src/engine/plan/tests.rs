@@ -151,7 +151,18 @@ fn tensor_maps_and_clusters_resolve_per_shape() {
 fn tensor_maps_of_every_copy_engine_type_size_their_elements() {
     // Packed strides, extents and box bytes follow the map's own element size (an i32 or u16
     // map is not one byte per element).
-    for (dtype, size) in [("u8", 1u64), ("fp8_e5m2", 1), ("u16", 2), ("i16", 2), ("bf16", 2), ("i32", 4), ("u32", 4), ("i64", 8), ("u64", 8), ("fp64", 8)] {
+    for (dtype, size) in [
+        ("u8", 1u64),
+        ("fp8_e5m2", 1),
+        ("u16", 2),
+        ("i16", 2),
+        ("bf16", 2),
+        ("i32", 4),
+        ("u32", 4),
+        ("i64", 8),
+        ("u64", 8),
+        ("fp64", 8),
+    ] {
         let src = TMA.replacen("dtype = \"bf16\"", &format!("dtype = \"{dtype}\""), 1);
         let r = resolve_tma(&src, 1000, 768).unwrap();
         let ResolvedArg::TensorMap(x) = &r[0].args[0] else {

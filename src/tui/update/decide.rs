@@ -100,7 +100,10 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
     } else if r.author.is_start() {
         state.log(
             LogLevel::Warn,
-            format!("{op} v0 is where the session started ({}); it cannot be rejected", r.author.label()),
+            format!(
+                "{op} v0 is where the session started ({}); it cannot be rejected",
+                r.author.label()
+            ),
         );
         return;
     }

@@ -491,6 +491,9 @@ struct JobRun {
     first_failure: Option<(Verdict, String)>,
     compiled: BTreeSet<String>,
     consecutive_lost: u32,
+    /// What is left of the job's kernel-output budget: a job cut into one-shape units keeps
+    /// the bound of one job (each worker counts only its unit's share).
+    output_left: usize,
 }
 
 struct LeaseWait {
@@ -741,6 +744,7 @@ impl Actor {
             first_failure: None,
             compiled: BTreeSet::new(),
             consecutive_lost: 0,
+            output_left: crate::engine::stdio::JOB_OUTPUT_LIMIT,
         });
     }
 
@@ -956,6 +960,26 @@ impl Actor {
             },
             Event::Fault { .. } | Event::Hello { .. } | Event::Calibration { .. } => return,
             Event::Checked { .. } if !j.whole => return,
+            Event::Output {
+                shape,
+                mut text,
+                mut dropped,
+                ..
+            } => {
+                let mut keep = text.len().min(j.output_left);
+                while !text.is_char_boundary(keep) {
+                    keep -= 1;
+                }
+                dropped += (text.len() - keep) as u64;
+                text.truncate(keep);
+                j.output_left -= keep;
+                Event::Output {
+                    id,
+                    shape,
+                    text,
+                    dropped,
+                }
+            }
             e => with_id(e, id),
         };
         tell(&j.events, JobEvent::Worker(e));

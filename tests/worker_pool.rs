@@ -97,6 +97,37 @@ fn last(evs: &[JobEvent]) -> (Verdict, String) {
     }
 }
 
+/// A job cut into one-shape units keeps the kernel-output bound of one job (64 KiB kept, the
+/// rest counted as dropped), whichever workers ran its shapes: 4 shapes printing 40 KiB each.
+#[tokio::test]
+async fn a_jobs_kernel_output_stays_bounded_across_its_shapes() {
+    let dir = standins::scratch("pool-flood");
+    let pool = Pool::spawn(
+        vec![
+            spec(&standins::sim_template("box-a", "Simulated GPU"), 0),
+            spec(&standins::sim_template("box-b", "Simulated GPU"), 1),
+        ],
+        opts(&dir),
+    );
+    assert_eq!(pool.ready().await.up(), 2);
+    let mut j = job(&[(0, 1e-3), (1, 2e-3), (2, 3e-3), (3, 4e-3)]);
+    j.candidate.name = "v1 flood".into();
+    let (_, mut rx) = pool.submit(j);
+    let evs = all(&mut rx).await;
+    assert_eq!(results(&evs).len(), 4, "{evs:?}");
+    let (kept, dropped) = evs.iter().fold((0usize, 0u64), |(k, d), e| match e {
+        JobEvent::Worker(Event::Output { text, dropped, .. }) => (k + text.len(), d + dropped),
+        _ => (k, d),
+    });
+    let limit = atrex_tui::engine::stdio::JOB_OUTPUT_LIMIT;
+    assert!(kept <= limit, "{kept} bytes kept");
+    assert!(kept >= limit - 4, "{kept} bytes kept");
+    assert!(
+        dropped >= (4 * 40 * 1024 - limit) as u64,
+        "{dropped} dropped"
+    );
+}
+
 /// Two workers started through `sh -c` as if on two hosts: one job's shapes are spread over
 /// both, each result names the worker (host:device) that measured it, and the job ends once.
 #[tokio::test]

@@ -4,7 +4,8 @@
 //! and it names itself "simulated" in `Hello`.
 //!
 //! The candidate's name selects a behaviour: `crash` (abort at once), `hang`, `print` (write a
-//! forged `shape_done` line and plain text to fd 1, as a kernel's printf would), `shapes` (one
+//! forged `shape_done` line and plain text to fd 1, as a kernel's printf would), `flood` (40 KiB
+//! of text per shape), `shapes` (one
 //! result per shape), `crash-shape-N` (abort when shape N starts; `crash-shape-all`: on every shape), `duplicate` (a second result
 //! for the first shape), `foreign` (a result for a shape not in the job). Anything else: `Done`
 //! with no results. `--simulate=NAME` makes NAME the behaviour of a candidate whose name selects
@@ -27,7 +28,15 @@ struct Sim {
 }
 
 /// The words of a candidate's name that select a behaviour.
-const BEHAVIOURS: [&str; 6] = ["crash", "hang", "print", "shapes", "duplicate", "foreign"];
+const BEHAVIOURS: [&str; 7] = [
+    "crash",
+    "hang",
+    "print",
+    "flood",
+    "shapes",
+    "duplicate",
+    "foreign",
+];
 
 impl Sim {
     fn send(&mut self, e: &Event) {
@@ -71,7 +80,11 @@ impl Sim {
             done: 0,
             total: shapes.len(),
         });
-        if name.contains("crash-shape-") || name.contains("shapes") || name.contains("print") {
+        if name.contains("crash-shape-")
+            || name.contains("shapes")
+            || name.contains("print")
+            || name.contains("flood")
+        {
             let crash_at: Option<u32> = name
                 .split("crash-shape-")
                 .nth(1)
@@ -110,6 +123,13 @@ impl Sim {
                     };
                     println!("{}", serde_json::to_string(&forged).unwrap_or_default());
                     println!("debug: row 0 sum = 1.5\x1b[2J");
+                }
+                if name.contains("flood") {
+                    // 40 KiB of printf per shape: under one job's output bound, but not
+                    // several shapes' worth.
+                    println!("{}", "x".repeat(40 * 1024));
+                }
+                if name.contains("print") || name.contains("flood") {
                     let p = self.capture.take();
                     if !p.is_empty() {
                         self.send(&Event::Output {

@@ -22,6 +22,7 @@ use super::client::{JobEvent, Runner, WorkerClient, WorkerConfig};
 use super::handshake::{self, Identity};
 use super::protocol::*;
 use super::scheduler::{self, Loss, Queue, Seat, Unit};
+use super::stdio;
 use super::workers::{Choice, WorkerSpec};
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -494,6 +495,8 @@ struct JobRun {
     /// What is left of the job's kernel-output budget: a job cut into one-shape units keeps
     /// the bound of one job (each worker counts only its unit's share).
     output_left: usize,
+    /// Whether the job's output already carried the "not kept" note.
+    said_dropped: bool,
 }
 
 struct LeaseWait {
@@ -744,7 +747,8 @@ impl Actor {
             first_failure: None,
             compiled: BTreeSet::new(),
             consecutive_lost: 0,
-            output_left: crate::engine::stdio::JOB_OUTPUT_LIMIT,
+            output_left: stdio::JOB_OUTPUT_LIMIT,
+            said_dropped: false,
         });
     }
 
@@ -966,6 +970,13 @@ impl Actor {
                 mut dropped,
                 ..
             } => {
+                // The worker closes its unit's text with a note when it dropped some; the job's
+                // budget counts kernel output only, and the job says once that it dropped some.
+                if dropped > 0 {
+                    if let Some(t) = text.strip_suffix(&stdio::not_kept_note(dropped)) {
+                        text.truncate(t.len());
+                    }
+                }
                 let mut keep = text.len().min(j.output_left);
                 while !text.is_char_boundary(keep) {
                     keep -= 1;
@@ -973,6 +984,10 @@ impl Actor {
                 dropped += (text.len() - keep) as u64;
                 text.truncate(keep);
                 j.output_left -= keep;
+                if dropped > 0 && !j.said_dropped {
+                    j.said_dropped = true;
+                    text.push_str(&stdio::not_kept_note(dropped));
+                }
                 Event::Output {
                     id,
                     shape,

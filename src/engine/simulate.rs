@@ -132,10 +132,14 @@ impl Sim {
                 if name.contains("print") || name.contains("flood") {
                     let p = self.capture.take();
                     if !p.is_empty() {
+                        let mut text = p.text;
+                        if p.dropped > 0 {
+                            text.push_str(&crate::engine::stdio::not_kept_note(p.dropped));
+                        }
                         self.send(&Event::Output {
                             id,
                             shape: Some(*s),
-                            text: p.text,
+                            text,
                             dropped: p.dropped,
                         });
                     }

@@ -21,6 +21,14 @@ use std::time::Duration;
 /// The most a job's kernels may print and have kept; the rest is counted.
 pub const JOB_OUTPUT_LIMIT: usize = 64 * 1024;
 
+/// The line that closes kept output once the budget is spent (not counted against it).
+pub fn not_kept_note(dropped: u64) -> String {
+    format!(
+        "\n[{dropped} more bytes not kept: a job keeps at most {} KiB of kernel output]",
+        JOB_OUTPUT_LIMIT / 1024
+    )
+}
+
 /// The protocol channel: a private duplicate of the original stdout.
 pub struct Protocol(std::fs::File);
 

@@ -129,11 +129,7 @@ impl Printed<'_> {
         }
         let mut text = p.text;
         if p.dropped > 0 {
-            text.push_str(&format!(
-                "\n[{} more bytes not kept: a job keeps at most {} KiB of kernel output]",
-                p.dropped,
-                super::stdio::JOB_OUTPUT_LIMIT / 1024
-            ));
+            text.push_str(&super::stdio::not_kept_note(p.dropped));
         }
         out.send(&Event::Output {
             id,

@@ -132,7 +132,9 @@ fn the_three_operators_export_with_a_cpp_launcher_that_compiles() {
     assert!(ua.contains("#define STAGES 2\n") && ua.contains("#define ATREX_EXPORT_TENSOR_MAPS"));
     assert!(ua.contains("&rt::encode_tensor_map"));
     let rms = std::fs::read_to_string(out.join("rms_norm_launch.cu")).unwrap();
-    assert!(rms.contains("#define MAX_THREADS 1024\n") && rms.contains(", nullptr, error)"));
+    assert!(
+        rms.contains("#define ROWS 4\n#define UNROLL 2\n") && rms.contains(", nullptr, error)")
+    );
 
     let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_stub");
     let nvcc = Command::new("nvcc")
@@ -236,7 +238,7 @@ fn what_cannot_be_exported_is_refused_with_the_reason() {
         &[
             "rms_norm",
             "--define",
-            "MAX_THREADS=100",
+            "ROWS=3",
             "--out",
             out.to_str().unwrap(),
         ],
@@ -254,17 +256,17 @@ fn a_define_and_a_kernel_file_are_exported_as_given() {
         &[
             "rms_norm",
             "--define",
-            "MAX_THREADS=256",
+            "ROWS=8",
             "--out",
             out.to_str().unwrap(),
         ],
     ));
     let text = std::fs::read_to_string(out.join("rms_norm.py")).unwrap();
     assert!(
-        text.contains("_DEFINES = {'MAX_THREADS': 256}"),
+        text.contains("_DEFINES = {'ROWS': 8, 'UNROLL': 2}"),
         "the define is in the plan"
     );
-    assert!(text.contains("_DEFINE_OPTIONS = ('-DMAX_THREADS=256',)"));
+    assert!(text.contains("_DEFINE_OPTIONS = ('-DROWS=8', '-DUNROLL=2')"));
 
     let kernel =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge/templates/silu_and_mul_tma.cu");

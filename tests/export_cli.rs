@@ -133,7 +133,9 @@ fn the_three_operators_export_with_a_cpp_launcher_that_compiles() {
     assert!(ua.contains("&rt::encode_tensor_map"));
     let rms = std::fs::read_to_string(out.join("rms_norm_launch.cu")).unwrap();
     assert!(
-        rms.contains("#define ROWS 4\n#define UNROLL 2\n") && rms.contains(", nullptr, error)")
+        rms.contains(
+            "constexpr int ROWS = 4;\nconstexpr int UNROLL = 2;\n#define ROWS 4\n#define UNROLL 2\n"
+        ) && rms.contains(", nullptr, error)")
     );
 
     let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda_stub");

@@ -605,6 +605,26 @@ async fn timing_only_jobs_check_what_timed_runs_wrote() {
     assert_eq!(v, Verdict::Pass, "{m}");
 }
 
+/// ptxas's spill warning reaches the compile result as a warning on the whole kernel (line 0),
+/// and a kernel that spills but is correct still passes; the baseline compiles without one.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn ptxas_spills_are_reported_on_the_kernel() {
+    let (code, doc) = bench_k("perf_spills.cu", "--quick", &[5]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(verdicts(&doc)[0].1, "pass", "{doc}");
+    let diags = doc["compile"][0]["diagnostics"].as_array().unwrap();
+    assert!(
+        diags.iter().any(|d| d["line"] == 0
+            && d["severity"] == "warning"
+            && d["msg"].as_str().unwrap().contains("spilled")),
+        "{diags:?}"
+    );
+    let (_, doc) = bench(&["rms_norm", "--quick", "--shape", "5", "--device", "0"]);
+    let diags = doc["compile"][0]["diagnostics"].as_array().unwrap();
+    assert!(diags.iter().all(|d| d["line"] != 0), "{diags:?}");
+}
+
 /// The contract's Hopper extensions on the GPU: a kernel that loads and stores through TMA
 /// tensor maps, runs in clusters of two and asks for more than 48 KiB of dynamic shared memory
 /// passes every silu_and_mul shape; the CCCL headers (cuda/barrier, cuda/pipeline, cuda/ptx)

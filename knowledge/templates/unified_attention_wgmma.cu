@@ -120,10 +120,6 @@ STAGES = [2, 1]
 // consumers yet), and MUFU ex2 on 128x128 scores per tile costs half as much again as the GEMMs at
 // head size 80. Next: issue the next tile's Q·Kᵀ before this tile's softmax, ping-pong the
 // consumers on named barriers, and move part of the exponentials to FMA (polynomial exp2).
-// Tried and measured slower (2026-11-30, full): FA3's intra-warpgroup order (tile j's Q·Kᵀ
-// issued before tile j-1's P·V, softmax under the P·V, K and V stages released apart) gave
-// S_op 0.222, with named-barrier ping-pong 0.228 (quick): the pipelined consumers spill (272
-// bytes); a version that keeps S, P and O in registers at once needs fewer head sizes per kernel.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -83,7 +83,7 @@ fn print_progress(ev: &JobEvent) {
                 if *cached { " (cached)" } else { "" }
             );
             for d in diagnostics {
-                eprintln!("  line {}: {}: {}", d.line, d.severity, d.msg);
+                eprintln!("  {}: {}: {}", d.place(), d.severity, d.msg);
             }
         }
         JobEvent::Worker(Event::Progress {

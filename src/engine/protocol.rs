@@ -177,12 +177,24 @@ pub struct ProbeInfo {
     pub devices: Vec<DeviceInfo>,
 }
 
-/// A compile diagnostic on the candidate's own line.
+/// A compile diagnostic on the candidate's own line, or (line 0) on the whole kernel: ptxas's
+/// notes on spills and on wgmma serialised by the compiler.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Diagnostic {
     pub line: usize,
     pub severity: String,
     pub msg: String,
+}
+
+impl Diagnostic {
+    /// Where it is: "line N", or "kernel" for a note on the compiled code as a whole.
+    pub fn place(&self) -> String {
+        if self.line == 0 {
+            "kernel".to_string()
+        } else {
+            format!("line {}", self.line)
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

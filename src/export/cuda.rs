@@ -580,13 +580,18 @@ fn launcher(p: &Problem, c: &Checked) -> String {
             Some((k.to_string(), v.to_string()))
         })
         .collect();
+    // nvcc (unlike NVRTC) does not macro-expand `#pragma unroll NAME`: it looks NAME up as an
+    // integral constant, so an integer define is also a constant of that name, declared before
+    // the macro exists (after it, the macro would rewrite the declaration).
+    for (k, v) in &defines {
+        if v.parse::<i32>().is_ok() {
+            let _ = writeln!(o, "constexpr int {k} = {v};");
+        }
+    }
     for (k, v) in &defines {
         let _ = writeln!(o, "#define {k} {v}");
     }
     let _ = writeln!(o, "#include \"{op}.cu\"");
-    for (k, _) in &defines {
-        let _ = writeln!(o, "#undef {k}");
-    }
     let kernels: Vec<String> = kernels(c)
         .iter()
         .map(|k| format!("reinterpret_cast<const void*>(&::{k})"))

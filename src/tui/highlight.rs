@@ -233,7 +233,7 @@ fn diag_lines(diags: &[&Diagnostic], t: &Theme, width: usize) -> Vec<Line<'stati
             Line::from(vec![
                 Span::raw(" ".repeat(width * 2 + 2)),
                 Span::styled(
-                    format!("▲ {} (line {}): {}", d.severity, d.line, d.msg),
+                    format!("▲ {} ({}): {}", d.severity, d.place(), d.msg),
                     Style::default().fg(c).add_modifier(Modifier::BOLD),
                 ),
             ])

@@ -29,7 +29,7 @@ pub fn summarize(o: &Outcome, mode: Mode) -> MeasureSummary {
                 let d: Vec<String> = diagnostics
                     .iter()
                     .take(5)
-                    .map(|d| format!("line {}: {}: {}", d.line, d.severity, d.msg))
+                    .map(|d| format!("{}: {}: {}", d.place(), d.severity, d.msg))
                     .collect();
                 m.message = Some(d.join("\n"));
             }

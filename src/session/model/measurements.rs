@@ -48,10 +48,13 @@ impl Model {
                         r.measurement.diagnostics = diagnostics.clone();
                         r.measurement.compile_log = log.clone();
                         if !ok {
-                            line = Some(match diagnostics.first() {
+                            let first = (diagnostics.iter().find(|d| d.severity == "error"))
+                                .or(diagnostics.first());
+                            line = Some(match first {
                                 Some(d) => format!(
-                                    "{op} v{rev}: compile error at line {}: {}",
-                                    d.line, d.msg
+                                    "{op} v{rev}: compile error at {}: {}",
+                                    d.place(),
+                                    d.msg
                                 ),
                                 None => format!("{op} v{rev}: compile error"),
                             });

@@ -33,7 +33,7 @@ pub(super) fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
         )));
         for d in sv.measurement.diagnostics.iter().take(4) {
             status.push(Line::from(Span::styled(
-                format!("  line {}: {}: {}", d.line, d.severity, d.msg),
+                format!("  {}: {}: {}", d.place(), d.severity, d.msg),
                 Style::default().fg(if d.severity == "warning" {
                     t.warn
                 } else {

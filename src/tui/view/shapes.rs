@@ -79,12 +79,12 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
     if let Some(m) = rv.map(|r| &r.measurement)
         && m.compiled == Some(false)
     {
-        let d = m.diagnostics.first();
+        let d = (m.diagnostics.iter().find(|d| d.severity == "error")).or(m.diagnostics.first());
         lines.insert(
             0,
             Line::from(Span::styled(
                 match d {
-                    Some(d) => format!("compile error at line {}: {}", d.line, d.msg),
+                    Some(d) => format!("compile error at {}: {}", d.place(), d.msg),
                     None => "compile error".into(),
                 },
                 Style::default().fg(t.bad),

@@ -13,3 +13,6 @@ pub mod session;
 pub mod standing;
 pub mod suite;
 pub mod tui;
+
+#[cfg(test)]
+mod testing;

@@ -28,6 +28,34 @@ fn svg(
     Ok(buf)
 }
 
+/// A log-log chart on `root` over the given spans, its mesh drawn with the axes' descriptions
+/// (both roofline charts share this frame).
+fn loglog<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    x: (f64, f64),
+    y: (f64, f64),
+    x_desc: &str,
+    y_desc: &str,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, LogCoord<f64>>>, DrawErr> {
+    let mut chart = ChartBuilder::on(root)
+        .margin(10)
+        .margin_right(20)
+        .x_label_area_size(40)
+        .y_label_area_size(64)
+        .build_cartesian_2d((x.0..x.1).log_scale(), (y.0..y.1).log_scale())?;
+    chart
+        .configure_mesh()
+        .max_light_lines(1)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_label_formatter(&|v| log_label(*v))
+        .y_label_formatter(&|v| log_label(*v))
+        .label_style(("sans-serif", 12))
+        .axis_desc_style(("sans-serif", 13))
+        .draw()?;
+    Ok(chart)
+}
+
 /// A log axis label: `0.25`, `1`, `3e-4`, `2e3`.
 fn log_label(v: f64) -> String {
     if v == 0.0 {
@@ -217,22 +245,13 @@ pub fn roofline_flops(
         3.0,
     )?;
     Some(svg((900, 540), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(10)
-            .margin_right(20)
-            .x_label_area_size(40)
-            .y_label_area_size(64)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?;
-        chart
-            .configure_mesh()
-            .max_light_lines(1)
-            .x_desc("arithmetic intensity W / Q (FLOP per byte, log)")
-            .y_desc("achieved W / T (TFLOP/s, log)")
-            .x_label_formatter(&|v| log_label(*v))
-            .y_label_formatter(&|v| log_label(*v))
-            .label_style(("sans-serif", 12))
-            .axis_desc_style(("sans-serif", 13))
-            .draw()?;
+        let mut chart = loglog(
+            root,
+            (x0, x1),
+            (y0, y1),
+            "arithmetic intensity W / Q (FLOP per byte, log)",
+            "achieved W / T (TFLOP/s, log)",
+        )?;
         let top = peaks.last().copied().unwrap_or(0.0);
         // The memory roof up to the highest ridge, then each compute roof from its ridge.
         chart.draw_series(LineSeries::new(
@@ -290,22 +309,13 @@ pub fn roofline_bytes(
         3.0,
     )?;
     Some(svg((900, 480), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(10)
-            .margin_right(20)
-            .x_label_area_size(40)
-            .y_label_area_size(64)
-            .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())?;
-        chart
-            .configure_mesh()
-            .max_light_lines(1)
-            .x_desc("bytes moved Q = Q_read + Q_write (log)")
-            .y_desc("achieved Q / T (GB/s, log)")
-            .x_label_formatter(&|v| log_label(*v))
-            .y_label_formatter(&|v| log_label(*v))
-            .label_style(("sans-serif", 12))
-            .axis_desc_style(("sans-serif", 13))
-            .draw()?;
+        let mut chart = loglog(
+            root,
+            (x0, x1),
+            (y0, y1),
+            "bytes moved Q = Q_read + Q_write (log)",
+            "achieved Q / T (GB/s, log)",
+        )?;
         let b = hbm_bytes_per_s / G;
         chart.draw_series(LineSeries::new(
             [(x0, b), (x1, b)],

@@ -7,33 +7,8 @@ use super::*;
 use crate::session::fixtures;
 use crate::session::{Record, SessionEvent};
 use crate::standing::{Origin, Stale};
-use crate::suite::{PhaseFilter, SuiteSource, Workspace};
-use std::sync::OnceLock;
-
-fn suite() -> &'static Suite {
-    static S: OnceLock<Suite> = OnceLock::new();
-    S.get_or_init(|| Suite::load(SuiteSource::Embedded).unwrap())
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "atrex-report-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn ws(dir: &Path) -> Workspace {
-    Workspace {
-        dir: dir.to_path_buf(),
-        reason: "test",
-    }
-}
+use crate::suite::PhaseFilter;
+use crate::testing::{suite, tempdir, ws};
 
 /// The fixture session's records, with the fixture suite's name replaced by `suite_name`.
 fn fixture_records(suite: &Suite, suite_name: &str) -> Vec<Record> {

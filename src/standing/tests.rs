@@ -3,33 +3,8 @@
 use super::*;
 use crate::engine::protocol::{ShapeResult, Verdict};
 use crate::engine::stats::TimingStats;
-use crate::suite::{Suite, SuiteSource, Workspace};
-use std::sync::OnceLock;
-
-fn suite() -> &'static Suite {
-    static S: OnceLock<Suite> = OnceLock::new();
-    S.get_or_init(|| Suite::load(SuiteSource::Embedded).unwrap())
-}
-
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "atrex-standing-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn ws(dir: &Path) -> Workspace {
-    Workspace {
-        dir: dir.to_path_buf(),
-        reason: "test",
-    }
-}
+use crate::suite::SuiteSource;
+use crate::testing::{suite, tempdir, ws};
 
 fn result(shape: u32, s: f64) -> ShapeResult {
     ShapeResult {

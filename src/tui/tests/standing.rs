@@ -4,19 +4,7 @@
 use super::*;
 use crate::standing::{Layer, Origin, Store};
 use crate::suite::{Suite, SuiteSource, Workspace};
-
-fn tempdir(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "atrex-tui-standing-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use crate::testing::tempdir;
 
 /// The app as `prepare` builds it for a new session on the built-in suite in workspace `dir`
 /// (nothing recorded yet, no GPU known).

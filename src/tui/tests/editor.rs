@@ -73,11 +73,19 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
                     ok: false,
                     cached: false,
                     ms: 120.0,
-                    diagnostics: vec![Diagnostic {
-                        line: 1,
-                        severity: "error".into(),
-                        msg: "identifier \"goops\" is undefined".into(),
-                    }],
+                    diagnostics: vec![
+                        // A note on the whole kernel (ptxas) comes before the error.
+                        Diagnostic {
+                            line: 0,
+                            severity: "warning".into(),
+                            msg: "ptxas: Registers are spilled to local memory".into(),
+                        },
+                        Diagnostic {
+                            line: 1,
+                            severity: "error".into(),
+                            msg: "identifier \"goops\" is undefined".into(),
+                        },
+                    ],
                     log: String::new(),
                     resources: Default::default(),
                 }),
@@ -102,6 +110,10 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
         out.contains("line 1: error: identifier \"goops\" is undefined"),
         "{out}"
     );
+    assert!(
+        out.contains("kernel: warning: ptxas: Registers are spilled"),
+        "{out}"
+    );
     // closing the editor shows the diagnostic inline in the diff
     send(&mut s, vec![press(KeyCode::Esc)]);
     assert!(matches!(s.modal, Modal::None));
@@ -110,6 +122,18 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
             .lines
             .iter()
             .any(|l| l.to_string().contains("▲ error (line 1)"))
+    );
+    assert!(
+        s.diff
+            .lines
+            .iter()
+            .any(|l| l.to_string().contains("▲ warning (kernel): ptxas"))
+    );
+    // The session's line names the error, not the note before it.
+    let out = screen(&s, 120, 40);
+    assert!(
+        out.contains("v3: compile error at line 1: identifier"),
+        "{out}"
     );
 }
 

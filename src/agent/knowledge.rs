@@ -349,6 +349,9 @@ fn has(list: &[String], x: &str) -> bool {
     list.iter().any(|l| l == x)
 }
 
+/// Symptoms read from the compiled code (ptxas), not from timings.
+const DIAGNOSED: &[&str] = &["wgmma-serialized", "register-spills"];
+
 /// The relevance of a document to a query (0 or less: irrelevant).
 pub fn score(d: &Doc, q: &Query) -> f64 {
     let m = &d.meta;
@@ -403,8 +406,13 @@ pub fn score(d: &Doc, q: &Query) -> f64 {
     }
     for sym in &q.symptoms {
         if has(&m.symptoms, sym) {
-            // Measured evidence weighs more than the operator's family.
-            s += 6.0;
+            // Measured evidence weighs more than the operator's family, and a defect the
+            // compiler diagnosed in the code itself more than a figure.
+            s += if DIAGNOSED.contains(&sym.as_str()) {
+                16.0
+            } else {
+                6.0
+            };
         }
     }
     // What the incumbent is built from. Reference cards explain the instructions a kernel
@@ -493,6 +501,13 @@ pub fn symptoms_of(
     }
     if m.registers.unwrap_or(0) > 128 {
         out.push("high-registers".into());
+    }
+    // ptxas C7518: the wgmma of the candidate run one after another.
+    if m.compile_notes
+        .iter()
+        .any(|n| n.contains("wgmma") && n.contains("serialized"))
+    {
+        out.push("wgmma-serialized".into());
     }
     if let Some(s) = m.s_op {
         if s < 0.3 {
@@ -1094,6 +1109,45 @@ mod tests {
                 "no card explains `{t}`"
             );
         }
+    }
+
+    /// ptxas's C7518 note in a passing compile is the `wgmma-serialized` symptom, and that
+    /// symptom brings the anti-pattern card that explains it to a wgmma attention kernel.
+    #[test]
+    fn a_serialised_wgmma_is_a_symptom_with_its_card() {
+        let note = "ptxas: (C7518) Potential Performance Loss: wgmma.mma_async instructions are \
+                    serialized due to program dependence on compiler-inserted WG.DP in divergent \
+                    path in the function 'k'";
+        let m = crate::agent::MeasureSummary {
+            compiled: true,
+            verdict: "pass".into(),
+            s_op: Some(0.22),
+            compile_notes: vec![note.into()],
+            ..Default::default()
+        };
+        let sy = symptoms_of(&m, 132, None);
+        assert!(sy.contains(&"wgmma-serialized".to_string()), "{sy:?}");
+        let plain = crate::agent::MeasureSummary {
+            compile_notes: vec![],
+            ..m.clone()
+        };
+        assert!(!symptoms_of(&plain, 132, None).contains(&"wgmma-serialized".to_string()));
+
+        let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+        let docs = docs();
+        let src = docs
+            .iter()
+            .find(|d| d.path == "templates/unified_attention_wgmma.cu")
+            .unwrap()
+            .body
+            .clone();
+        let syms: Vec<&str> = sy.iter().map(|s| s.as_str()).collect();
+        let q = query_for(&suite, &docs, "unified_attention", &src, &syms);
+        let got = ids(&retrieve(&docs, &q, 6));
+        assert!(got.contains(&"ap-wgmma-serialized"), "{got:?}");
+        let q = query_for(&suite, &docs, "unified_attention", &src, &["far-from-sol"]);
+        let got = ids(&retrieve(&docs, &q, 6));
+        assert!(!got.contains(&"ap-wgmma-serialized"), "{got:?}");
     }
 
     #[test]

@@ -76,6 +76,10 @@ pub struct MeasureSummary {
     /// Registers per thread and spill bytes of the candidate's kernels.
     pub registers: Option<i32>,
     pub spill_bytes: Option<i32>,
+    /// ptxas's notes on the compiled candidate as a whole (spills, wgmma serialised), when the
+    /// compile succeeded: code that passes can still have lost its Hopper pipeline.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compile_notes: Vec<String>,
     /// What the kernel printed (bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<String>,

@@ -32,6 +32,13 @@ pub fn summarize(o: &Outcome, mode: Mode) -> MeasureSummary {
                     .map(|d| format!("{}: {}: {}", d.place(), d.severity, d.msg))
                     .collect();
                 m.message = Some(d.join("\n"));
+            } else {
+                m.compile_notes = diagnostics
+                    .iter()
+                    .filter(|d| d.line == 0)
+                    .take(5)
+                    .map(|d| d.msg.clone())
+                    .collect();
             }
             m.registers = resources.values().map(|r| r.registers).max();
             m.spill_bytes = resources.values().map(|r| r.local_bytes).max();

@@ -112,3 +112,78 @@ pub fn timed_s_op(shapes: &[ShapeResult]) -> f64 {
         .collect();
     crate::suite::roofline::s_op(&scores)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::protocol::Diagnostic;
+
+    fn compiled(ok: bool, diagnostics: Vec<Diagnostic>) -> Outcome {
+        Outcome {
+            events: vec![],
+            compiled: vec![Event::Compiled {
+                id: 1,
+                which: "candidate".into(),
+                ok,
+                cached: false,
+                ms: 1.0,
+                diagnostics,
+                log: String::new(),
+                resources: Default::default(),
+            }],
+            shapes: vec![],
+            verdict: Some(if ok {
+                Verdict::Pass
+            } else {
+                Verdict::CompileError
+            }),
+            message: None,
+            output: vec![],
+        }
+    }
+
+    fn diag(line: usize, severity: &str, msg: &str) -> Diagnostic {
+        Diagnostic {
+            line,
+            severity: severity.into(),
+            msg: msg.into(),
+        }
+    }
+
+    /// A passing compile keeps ptxas's notes on the whole kernel (not line warnings); a failed
+    /// one says its diagnostics in the message instead.
+    #[test]
+    fn kernel_notes_of_a_passing_compile_reach_the_summary() {
+        let o = compiled(
+            true,
+            vec![
+                diag(
+                    12,
+                    "warning",
+                    "variable \"x\" was declared but never referenced",
+                ),
+                diag(
+                    0,
+                    "warning",
+                    "ptxas: (C7518) Potential Performance Loss: wgmma serialized",
+                ),
+            ],
+        );
+        let m = summarize(&o, Mode::Quick);
+        assert!(m.compiled);
+        assert_eq!(
+            m.compile_notes,
+            vec!["ptxas: (C7518) Potential Performance Loss: wgmma serialized".to_string()]
+        );
+        let o = compiled(
+            false,
+            vec![diag(3, "error", "identifier \"y\" is undefined")],
+        );
+        let m = summarize(&o, Mode::Quick);
+        assert!(!m.compiled && m.compile_notes.is_empty());
+        assert_eq!(
+            m.message.as_deref(),
+            Some("line 3: error: identifier \"y\" is undefined")
+        );
+    }
+}

@@ -83,7 +83,7 @@ fn print_progress(ev: &JobEvent) {
                 if *cached { " (cached)" } else { "" }
             );
             for d in diagnostics {
-                eprintln!("  {}: {}: {}", d.place(), d.severity, d.msg);
+                eprintln!("  {d}");
             }
         }
         JobEvent::Worker(Event::Progress {

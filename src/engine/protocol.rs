@@ -186,7 +186,20 @@ pub struct Diagnostic {
     pub msg: String,
 }
 
+/// `line 3: error: msg` (or `kernel: warning: msg`).
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.place(), self.severity, self.msg)
+    }
+}
+
 impl Diagnostic {
+    /// The one that says why a compile failed: its first error, else its first diagnostic
+    /// (a note on the whole kernel may come before the error).
+    pub fn headline(all: &[Diagnostic]) -> Option<&Diagnostic> {
+        all.iter().find(|d| d.severity == "error").or(all.first())
+    }
+
     /// Where it is: "line N", or "kernel" for a note on the compiled code as a whole.
     pub fn place(&self) -> String {
         if self.line == 0 {

@@ -26,11 +26,7 @@ pub fn summarize(o: &Outcome, mode: Mode) -> MeasureSummary {
             }
             m.compiled = *ok;
             if !ok {
-                let d: Vec<String> = diagnostics
-                    .iter()
-                    .take(5)
-                    .map(|d| format!("{}: {}: {}", d.place(), d.severity, d.msg))
-                    .collect();
+                let d: Vec<String> = diagnostics.iter().take(5).map(|d| d.to_string()).collect();
                 m.message = Some(d.join("\n"));
             } else {
                 m.compile_notes = diagnostics

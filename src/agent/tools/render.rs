@@ -46,7 +46,7 @@ fn diagnostics(s: &mut String, ev: &Event, source: &str) -> Option<String> {
     };
     let lines: Vec<&str> = source.lines().collect();
     for d in diagnostics.iter().take(12) {
-        let _ = writeln!(s, "{}: {}: {}", d.place(), d.severity, d.msg);
+        let _ = writeln!(s, "{d}");
         if let Some(l) = d.line.checked_sub(1).and_then(|i| lines.get(i)) {
             let _ = writeln!(s, "  {:>4} | {}", d.line, l.trim_end());
         }

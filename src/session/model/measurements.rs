@@ -3,7 +3,7 @@
 //! measurement (another `mid`) than the revision's current one are ignored.
 
 use super::{LogLevel, MeasureStatus, Measurement, Model};
-use crate::engine::protocol::Verdict;
+use crate::engine::protocol::{Diagnostic, Verdict};
 use crate::session::event::SessionEvent;
 
 /// Lines of a kernel's output shown in the log per shape.
@@ -48,9 +48,7 @@ impl Model {
                         r.measurement.diagnostics = diagnostics.clone();
                         r.measurement.compile_log = log.clone();
                         if !ok {
-                            let first = (diagnostics.iter().find(|d| d.severity == "error"))
-                                .or(diagnostics.first());
-                            line = Some(match first {
+                            line = Some(match Diagnostic::headline(diagnostics) {
                                 Some(d) => format!(
                                     "{op} v{rev}: compile error at {}: {}",
                                     d.place(),

@@ -33,7 +33,7 @@ pub(super) fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
         )));
         for d in sv.measurement.diagnostics.iter().take(4) {
             status.push(Line::from(Span::styled(
-                format!("  {}: {}: {}", d.place(), d.severity, d.msg),
+                format!("  {d}"),
                 Style::default().fg(if d.severity == "warning" {
                     t.warn
                 } else {

@@ -4,7 +4,7 @@
 use super::profile::{draw_profile, profile_line};
 use super::roofline::draw_roofline;
 use super::{fmt_ms, pane_block, s_color, window};
-use crate::engine::protocol::ShapeResult;
+use crate::engine::protocol::{Diagnostic, ShapeResult};
 use crate::suite::roofline::Bottleneck;
 use crate::tui::app::{AppState, PaneId, ShapeInfo};
 use ratatui::prelude::*;
@@ -79,7 +79,7 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
     if let Some(m) = rv.map(|r| &r.measurement)
         && m.compiled == Some(false)
     {
-        let d = (m.diagnostics.iter().find(|d| d.severity == "error")).or(m.diagnostics.first());
+        let d = Diagnostic::headline(&m.diagnostics);
         lines.insert(
             0,
             Line::from(Span::styled(

@@ -6,10 +6,10 @@ architectures = ["hopper"]
 families = ["attention"]
 bottlenecks = ["compute", "memory"]
 category = "algorithm"
-expected_gain = "tensor cores through wgmma (both GEMMs), a producer warpgroup that keeps K/V pages in flight through TMA while two consumer warpgroups compute, and persistent blocks so that short sequences do not pay a block's start-up latency each"
-pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barrier even for a tile it skips, after waiting for it, or phases drift"]
+expected_gain = "tensor cores through wgmma (both GEMMs), a producer warpgroup that keeps K/V pages in flight through TMA while two consumer warpgroups compute, and persistent blocks taking work items from a queue, heaviest first, so that causal bands of unequal length balance across the SMs"
+pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barrier even for a tile it skips, after waiting for it, or phases drift", "a static stride over causal work items leaves SMs idle (a long sequence's bands cost from 1 to NX tiles): take items from an atomic queue in decreasing cost and hand each to the consumers with its Q buffer"]
 [measured]
-s_op = 0.244
+s_op = 0.2734
 baseline_s_op = 0.091
 gpu = "NVIDIA H200"
 date = "2026-11-30"
@@ -85,15 +85,24 @@ block = ["384"]
 smem = "1280 + if(D > 128, 1, 2) * 256 * (16 * ceil(D / 16)) + 4 * STAGES * if(D > 128, 64, 128) * (16 * ceil(D / 16))"
 args = ["out", "tm_q128", "tm_k128", "tm_v128", "tm_q32", "tm_k32", "tm_v32",
         "cu_seqlens_q", "seqused_k", "block_table", "Hq:i32", "Hk:i32", "D:i32", "bs:i32",
-        "MB:i32", "NB:i32", "ceil(max(seq_lens) / 128):i32", "n:i32"]
+        "MB:i32", "NB:i32", "ceil(max(seq_lens) / 128):i32", "n:i32", "next_item"]
+
+[[scratch]]
+name = "next_item"   # the work queue: blocks take items in order (heaviest first) as they free up
+dtype = "int32"
+size = "1"
+zero = true
 
 [tune]
 STAGES = [2, 1]
 */
 // unified_attention on Hopper: FlashAttention-3-style warp specialisation over the paged KV cache.
 //
-// Persistent: one block per SM walks work items (128 query rows of one sequence and query head,
-// sequence-major, longest causal band first); 3 warpgroups. Warpgroup 0 is the
+// Persistent: one block per SM takes work items (128 query rows of one sequence and query head,
+// sequence-major, longest causal band first) from a queue (an atomic counter in zeroed scratch):
+// the producer takes the next item when it can start its loads and hands the item's number to
+// the consumers with its Q buffer (written before the arrive on the buffer's barrier; −1 ends
+// the block); 3 warpgroups. Warpgroup 0 is the
 // producer (setmaxnreg 56): one warp issues TMA copies of the Q band and, per KV tile, one
 // 16-token page per box (page numbers from the block table; pages past the sequence are read
 // past the tensor's end, which the copy engine fills with zeros), into STAGES shared-memory
@@ -111,15 +120,19 @@ STAGES = [2, 1]
 // H200 and H100 SXM; on another GPU the kernel stays correct, with more or fewer items per block.
 //
 // Measured (NVIDIA H200, 2026-11-30, `bench --full`, 25/25 shapes pass strict on 5 seeds):
-// S_op 0.244 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
-// how it got there: sessions/unified-attention-wgmma.jsonl). Per shape 1.1x-3.5x the baseline:
-// the batched 256-token prefills (12 of 25 shapes) 0.22-0.32, the long single sequences 0.11-0.32
-// (head size 256 and 192 lowest), the tiny shapes launch-bound. Limiter (profile, shape 21): the
-// tensor pipe is busy 39 % of the time: each consumer waits for its S = Q·Kᵀ before its softmax and
-// for its P·V before the next tile (no intra-warpgroup overlap or ping-pong between the two
-// consumers yet), and MUFU ex2 on 128x128 scores per tile costs half as much again as the GEMMs at
-// head size 80. Next: issue the next tile's Q·Kᵀ before this tile's softmax, ping-pong the
-// consumers on named barriers, and move part of the exponentials to FMA (polynomial exp2).
+// S_op 0.273 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
+// how it got to 0.244: sessions/unified-attention-wgmma.jsonl). The work queue took it from 0.244
+// to 0.273: with a static stride of 132 over a long sequence's causal bands (costs 1 to NX tiles)
+// block 0 got bands 0, 132, 264 and block 131 the light ones — shape 24 (5926 tokens, 8 heads)
+// 0.244 → 0.326, 4 0.152 → 0.229, 21 0.233 → 0.281, 7 0.118 → 0.140. Per shape now: the batched
+// 256-token prefills 0.26-0.32, the long single sequences 0.12-0.36 (head size 256 with few items
+// and 72/80 lowest), the tiny shapes launch-bound. Limiter (profile, shape 21): the tensor pipe is
+// busy 39 % of the time: each consumer waits for its S = Q·Kᵀ before its softmax and for its P·V
+// before the next tile, and MUFU ex2 on 128x128 scores per tile costs half as much again as the
+// GEMMs at head size 80. Tried and not kept (docs/baselines.md): FA3's intra-warpgroup order and
+// consumer ping-pong (slower on every shape), one head size per compiled kernel (slower: 0.296
+// against 0.318 on shape 20). Next: part of the exponentials on FMA (polynomial exp2), and splitting
+// the heaviest items' KV range when there are fewer items than SMs (shape 8: 112 items).
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -257,7 +270,8 @@ __device__ __forceinline__ void attention_body(
     __nv_bfloat16* __restrict__ out, const TensorMap* tm_q, const TensorMap* tm_k,
     const TensorMap* tm_v, const TensorMap* tm_q_tail, const TensorMap* tm_k_tail,
     const TensorMap* tm_v_tail, const int* __restrict__ cu_seqlens_q, const int* __restrict__ kv_info,
-    const int* __restrict__ block_table, int Hq, int Hk, int D, int MB, int NB, int NX, int nseq) {
+    const int* __restrict__ block_table, int Hq, int Hk, int D, int MB, int NB, int NX, int nseq,
+    int* __restrict__ next_item) {
     constexpr int DP = DM + DT;          // padded head size
     constexpr int NCM = DM / 64;         // 128-byte-swizzled chunks
     constexpr int NCP = NCM + (DT ? 1 : 0);  // copies per box row (chunks + tail)
@@ -287,6 +301,8 @@ __device__ __forceinline__ void attention_body(
     unsigned char* gen_base = smem_raw + (base - raw);  // generic pointer to sQ
 
     const int total = NX * Hq * nseq;
+    __shared__ int s_fetch;     // the item the producer took from the queue
+    __shared__ int s_item[2];   // per Q buffer: the item whose Q it holds (−1: no more items)
     // One work item: its rows, head, KV range and tile count (both roles decode the same way).
     struct Item {
         bool ok, causal;
@@ -338,13 +354,21 @@ __device__ __forceinline__ void attention_body(
         asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n" ::: "memory");
         const int pt = threadIdx.x, lane = pt % 32, pw = pt / 32;
         int T = 0, I = 0;  // tiles and items this block has produced
-        for (int item = blockIdx.x; item < total; item += gridDim.x) {
+        for (;;) {
+        if (pt == 0) s_fetch = atomicAdd(next_item, 1);
+        asm volatile("bar.sync 1, 128;" ::: "memory");  // the producer warpgroup only
+        const int item = s_fetch;
+        asm volatile("bar.sync 1, 128;" ::: "memory");
+        if (item >= total) break;
         const Item it = decode(item);
         if (!it.ok) continue;
         const int qb = I % QB;
         if (I >= QB) mbar_wait(q_empty(qb), ((I / QB) - 1) & 1);
         if (pw == 0) {
-            if (lane == 0) mbar_expect_tx(q_full(qb), QBYTES);
+            if (lane == 0) {
+                s_item[qb] = item;  // published by the arrive below
+                mbar_expect_tx(q_full(qb), QBYTES);
+            }
             __syncwarp();
             const u32 dq = sQ + qb * QBYTES;
             for (int c = lane; c < NCP; c += 32) {
@@ -401,6 +425,13 @@ __device__ __forceinline__ void attention_body(
         }
         ++I;
         }
+        // No more items: the next Q buffer carries −1 to the consumers.
+        const int qb = I % QB;
+        if (I >= QB) mbar_wait(q_empty(qb), ((I / QB) - 1) & 1);
+        if (pt == 0) {
+            s_item[qb] = -1;
+            mbar_arrive(q_full(qb));
+        }
     } else {
         // ---------------- consumers ----------------
         asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n" ::: "memory");
@@ -408,12 +439,14 @@ __device__ __forceinline__ void attention_body(
         const int warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
         const float sl2 = 1.4426950408889634f / sqrtf((float)D);  // log2(e) / sqrt(D)
         int T = 0, I = 0;  // tiles and items this block has consumed
-        for (int item = blockIdx.x; item < total; item += gridDim.x) {
+        for (;;) {
+        const int qb = I % QB;
+        mbar_wait(q_full(qb), (I / QB) & 1);
+        const int item = *reinterpret_cast<volatile int*>(&s_item[qb]);
+        if (item < 0) break;
         const Item it = decode(item);
-        if (!it.ok) continue;
         const int q0 = it.q0, q_len = it.q_len, kv_len = it.kv_len, h = it.h;
         const bool causal = it.causal;
-        const int qb = I % QB;
         const u32 sQb = sQ + qb * QBYTES;
         const int R0 = it.r0 + cw * 64;              // first row of this warpgroup
         const int rA = R0 + warp * 16 + lane / 4, rB = rA + 8;
@@ -426,7 +459,6 @@ __device__ __forceinline__ void attention_body(
         for (int i = 0; i < (DT ? DT / 2 : 1); ++i) ot[i] = 0.0f;
         float mA = -CUDART_INF_F, mB = -CUDART_INF_F, lA = 0.0f, lB = 0.0f;
 
-        mbar_wait(q_full(qb), (I / QB) & 1);
         for (int j = 0; j < it.ntiles; ++j, ++T) {
             const int s = T % STAGES;
             const u32 ph = (T / STAGES) & 1;
@@ -567,14 +599,14 @@ extern "C" __global__ void __launch_bounds__(384, 1) unified_attention_wgmma(
     const __grid_constant__ TensorMap tm_q32, const __grid_constant__ TensorMap tm_k32,
     const __grid_constant__ TensorMap tm_v32, const int* __restrict__ cu_seqlens_q,
     const int* __restrict__ seqused_k, const int* __restrict__ block_table, int Hq, int Hk, int D,
-    int bs, int MB, int NB, int NX, int nseq) {
+    int bs, int MB, int NB, int NX, int nseq, int* __restrict__ next_item) {
     if (bs != 16) __trap();  // one TMA box is one 16-token page
     switch ((D + 15) / 16 * 16) {
-        case 64: attention_body<64, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq); break;
-        case 80: attention_body<64, 16, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq); break;
-        case 128: attention_body<128, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq); break;
-        case 192: attention_body<192, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq); break;
-        case 256: attention_body<256, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq); break;
+        case 64: attention_body<64, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 80: attention_body<64, 16, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 128: attention_body<128, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 192: attention_body<192, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 256: attention_body<256, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
         default: __trap();  // head sizes of the suite: 64, 72, 80, 128, 192, 256
     }
 }

@@ -590,3 +590,53 @@ fn an_accepted_revision_is_recorded_by_the_headless_sink() {
     assert_eq!(sink.standing.len(), 1);
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// Every best kernel's header states what its raw results say: a template named by
+/// docs/measurements/bench-best-OP.json carries, in its `[measured]` table, that document's
+/// S_op (full mode, the same GPU) and the S_op of the operator's baseline in
+/// docs/measurements/bench-OP.json — so that a figure edited by hand cannot drift from the
+/// measurement the shipped standing is built from.
+#[test]
+fn the_best_kernels_headers_state_their_raw_results() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements");
+    let docs = crate::agent::knowledge::docs();
+    let mut checked = 0;
+    for p in &suite().problems {
+        let best = dir.join(format!("bench-best-{}.json", p.name));
+        let Ok(text) = std::fs::read_to_string(&best) else {
+            continue;
+        };
+        let best: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let kernel = best["kernel"].as_str().unwrap();
+        let Some(path) = kernel.strip_prefix("knowledge/") else {
+            continue;
+        };
+        let doc = docs
+            .iter()
+            .find(|d| d.path == path)
+            .unwrap_or_else(|| panic!("{}: names {kernel}, not in the knowledge base", p.name));
+        let m = doc.meta.measured.as_ref().unwrap();
+        let base_text =
+            std::fs::read_to_string(dir.join(format!("bench-{}.json", p.name))).unwrap();
+        let base: serde_json::Value = serde_json::from_str(&base_text).unwrap();
+        assert_eq!(best["mode"], "full", "{}", p.name);
+        assert_eq!(m.mode, "full", "{kernel}");
+        assert_eq!(m.gpu, best["gpu"]["name"].as_str().unwrap(), "{kernel}");
+        let near =
+            |a: Option<f64>, b: &serde_json::Value| (a.unwrap() - b.as_f64().unwrap()).abs() < 5e-4;
+        assert!(
+            near(m.s_op, &best["s_op"]),
+            "{kernel}: header S_op {:?}, measured {}",
+            m.s_op,
+            best["s_op"]
+        );
+        assert!(
+            near(m.baseline_s_op, &base["s_op"]),
+            "{kernel}: header baseline S_op {:?}, the baseline measured {}",
+            m.baseline_s_op,
+            base["s_op"]
+        );
+        checked += 1;
+    }
+    assert!(checked >= 11, "{checked}");
+}

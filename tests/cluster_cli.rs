@@ -328,3 +328,59 @@ fn two_agents_run_at_once_into_one_session() {
     mids.dedup();
     assert_eq!(mids.len(), n, "every measurement its own number");
 }
+
+/// `bench OP` reads the run against the standing's incumbent on the same GPU model: on a
+/// (simulated) H200 the shipped record of rms_norm stands and is named with its S_op over the
+/// run's shapes, in `--json` and under the table; on another GPU model it is stale and not
+/// compared.
+#[test]
+fn bench_reads_a_run_against_the_incumbent() {
+    let dir = standins::scratch("bench-against");
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let on = |gpu: &str, json_out: bool| {
+        let file = write(
+            &dir,
+            "workers.toml",
+            &format!(
+                "[[workers]]\ncommand = \"sh -c 'ATREX_SIM_GPU=\\\"{gpu}\\\" exec {{exe}} worker --simulate=shapes --device {{device}}'\"\n"
+            ),
+        );
+        let mut c = bin();
+        c.args(["bench", "rms_norm", "--quick", "--hardware", "H200"]);
+        c.args(["--shape", "0", "--shape", "55"]);
+        if json_out {
+            c.arg("--json");
+        }
+        c.arg("--workers").arg(&file).arg("--workspace").arg(&ws);
+        c.output().unwrap()
+    };
+    let d = json(&on("NVIDIA H200", true));
+    let inc = &d["incumbent"];
+    assert_eq!(
+        inc["kernel"], "knowledge/templates/rms_norm_warp_per_row.cu",
+        "{d}"
+    );
+    assert_eq!(
+        (inc["layer"].as_str(), inc["mode"].as_str()),
+        (Some("shipped"), Some("full"))
+    );
+    // The incumbent's median over shapes 0 and 55 (the mean of the two), not over all 56.
+    let s = inc["s_op"].as_f64().unwrap();
+    assert!(s > 0.0 && (s - 0.246).abs() > 1e-3, "{inc}");
+    let out = on("NVIDIA H200", false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(" vs inc "), "{text}");
+    assert!(
+        text.contains("against the incumbent (shipped: knowledge/templates/rms_norm_warp_per_row.cu, full, 2026-11-30): S_op"),
+        "{text}"
+    );
+    assert!(text.contains("on these 2 shapes"), "{text}");
+    let d = json(&on("Simulated GPU", true));
+    assert!(d["incumbent"].is_null(), "{d}");
+    let text = String::from_utf8_lossy(&on("Simulated GPU", false).stdout).to_string();
+    assert!(
+        !text.contains("against the incumbent") && !text.contains(" vs inc "),
+        "{text}"
+    );
+}

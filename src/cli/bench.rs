@@ -1,20 +1,22 @@
 //! `bench`: compile, check and time a kernel on the GPU.
 
+use super::bench_against::Incumbent;
 use super::{EXIT_NO_GPU, runtime};
 use crate::engine::outcome::*;
 use crate::engine::pool::{PoolOptions, PoolStatus};
 use crate::engine::protocol::*;
 use crate::engine::workers::Choice;
 use crate::suite::Problem;
-use crate::suite::Suite;
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::kernels::suite_kernel;
+use crate::suite::{Suite, Workspace};
 use serde_json::json;
 use std::path::Path;
 
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     suite: &Suite,
+    ws: &Workspace,
     op: &str,
     kernel: Option<&Path>,
     defines: &[String],
@@ -73,8 +75,20 @@ pub fn run(
             print_kernel_output(&o);
         }
         let wall_s = t0.elapsed().as_secs_f64();
+        // The standing's incumbent on this GPU and hardware profile, when its record stands.
+        let store = crate::standing::Store::load(ws, suite);
+        if !as_json {
+            for w in store.problems() {
+                eprintln!("atrex-tui: {w}");
+            }
+        }
+        let incumbent = store
+            .view(&hw.key, Some(&dev.name))
+            .entry(&p.name)
+            .and_then(Incumbent::of);
         let report = Report {
             p,
+            incumbent: incumbent.as_ref(),
             candidate: &candidate,
             dev,
             workers: &names,
@@ -165,6 +179,8 @@ struct Report<'a> {
     hw: &'a HardwareProfile,
     quick: bool,
     ids: &'a [u32],
+    /// The standing's incumbent, to compare with (docs/standing.md).
+    incumbent: Option<&'a Incumbent>,
 }
 
 /// Prints the outcome as one pretty JSON document on stdout.
@@ -188,6 +204,7 @@ fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Re
         "output": o.output,
         "s_op": s_op,
         "s_op_benchmark": s_op_bench,
+        "incumbent": r.incumbent.map(|i| i.to_json(r.ids)),
         "wall_s": wall_s,
     });
     println!(
@@ -210,21 +227,35 @@ fn print_table(r: &Report<'_>, o: &Outcome) {
         r.hw.key
     );
     println!(
-        "{:>5} {:<11} {:>11} {:>11} {:>11} {:>8} {:>7} {:>11} {:>5}  worker",
-        "shape", "verdict", "median ms", "min ms", "T_SOL ms", "S", "IQR%", "max |err|", "n"
+        "{:>5} {:<11} {:>11} {:>11} {:>11} {:>8} {}{:>7} {:>11} {:>5}  worker",
+        "shape",
+        "verdict",
+        "median ms",
+        "min ms",
+        "T_SOL ms",
+        "S",
+        if r.incumbent.is_some() {
+            " vs inc "
+        } else {
+            ""
+        },
+        "IQR%",
+        "max |err|",
+        "n"
     );
     for s in &o.shapes {
-        print_shape_row(s);
+        print_shape_row(s, r.incumbent);
     }
     print_summary(r, o);
 }
 
-/// Prints one shape's row of the table, and its message underneath if any.
-fn print_shape_row(r: &ShapeResult) {
+/// Prints one shape's row of the table (with its S over the incumbent's when there is one),
+/// and its message underneath if any.
+fn print_shape_row(r: &ShapeResult, inc: Option<&Incumbent>) {
     let t = r.timing.as_ref();
     let err = r.checks.iter().map(|c| c.max_abs).fold(0.0, f64::max);
     println!(
-        "{:>5} {:<11} {:>11} {:>11} {:>11.5} {:>8} {:>7} {:>11.3e} {:>5}  {}",
+        "{:>5} {:<11} {:>11} {:>11} {:>11.5} {:>8} {}{:>7} {:>11.3e} {:>5}  {}",
         r.shape,
         r.verdict.name(),
         t.map(|t| format!("{:.5}", t.median_ms))
@@ -233,6 +264,8 @@ fn print_shape_row(r: &ShapeResult) {
             .unwrap_or_else(|| "-".into()),
         r.sol_ms,
         r.s.map(|s| format!("{s:.3}")).unwrap_or_else(|| "-".into()),
+        inc.map(|i| format!(" {:>7}", i.cell(r)))
+            .unwrap_or_default(),
         t.map(|t| format!("{:.1}", t.rel_iqr * 100.0))
             .unwrap_or_else(|| "-".into()),
         err,
@@ -257,6 +290,9 @@ fn print_summary(r: &Report<'_>, o: &Outcome) {
         r.ids.len(),
         if r.quick { " · quick" } else { "" }
     );
+    if let Some(i) = r.incumbent {
+        println!("{}", i.summary(r.ids, s_op));
+    }
     let bench_only: Vec<String> = o
         .shapes
         .iter()

@@ -5,6 +5,7 @@ mod agent;
 mod agent_report;
 mod args;
 pub mod bench;
+pub mod bench_against;
 pub mod bench_all;
 pub mod calibrate;
 pub mod compile;
@@ -224,6 +225,7 @@ fn gpu_command(
             ..
         } => bench::run(
             s,
+            ws,
             op.as_deref().unwrap_or_default(),
             kernel.as_deref(),
             &defines,

@@ -384,3 +384,37 @@ fn bench_reads_a_run_against_the_incumbent() {
         "{text}"
     );
 }
+
+/// `measure` without `--decide` leaves the revision pending and says how to decide it.
+#[test]
+fn measure_says_how_to_decide_a_pending_revision() {
+    let dir = standins::scratch("measure-pending");
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let file = write(&dir, "workers.toml", &sim_entry("box-a"));
+    let kernel = write(
+        &dir,
+        "k.cu",
+        &std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("problems/rms_norm/baseline.cu"),
+        )
+        .unwrap(),
+    );
+    let out = bin()
+        .args(["measure", "rms_norm", "--quick", "--kernel"])
+        .arg(&kernel)
+        .arg("--session")
+        .arg(ws.join("s.jsonl"))
+        .arg("--workers")
+        .arg(&file)
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("decision: pending (--decide auto|accept|reject decides at once"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -335,7 +335,11 @@ fn print_text(r: &MeasureResult<'_>) {
             .unwrap_or_else(|| "none".into()),
         r.decision
             .map(|d| format!("{:?}", d.0).to_lowercase())
-            .unwrap_or_else(|| "pending".into()),
+            .unwrap_or_else(|| {
+                "pending (--decide auto|accept|reject decides at once; the TUI with --resume FILE \
+                 later)"
+                    .into()
+            }),
         r.path.display()
     );
 }

@@ -640,3 +640,17 @@ fn the_best_kernels_headers_state_their_raw_results() {
     }
     assert!(checked >= 11, "{checked}");
 }
+
+/// The raw results in docs/measurements speak of the tool, not of the machine that measured:
+/// no absolute paths (a worker's command is recorded as `atrex-tui worker --device N`).
+#[test]
+fn the_raw_results_hold_no_machine_paths() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements");
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let text = std::fs::read_to_string(&p).unwrap();
+        for bad in ["\"command\": \"/", "/home/", "/root/", "/tmp/"] {
+            assert!(!text.contains(bad), "{}: contains `{bad}`", p.display());
+        }
+    }
+}

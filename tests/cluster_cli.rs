@@ -19,8 +19,13 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
 
 /// A workers file entry for a simulated worker on `host`, reached through `sh -c`.
 fn sim_entry(host: &str) -> String {
+    sim_with(&format!("ATREX_SIM_HOST={host}"))
+}
+
+/// A workers file entry for a simulated worker started with the environment `env`.
+fn sim_with(env: &str) -> String {
     format!(
-        "[[workers]]\ncommand = \"sh -c 'ATREX_SIM_HOST={host} exec {{exe}} worker --simulate=shapes --device {{device}}'\"\n"
+        "[[workers]]\ncommand = \"sh -c '{env} exec {{exe}} worker --simulate=shapes --device {{device}}'\"\n"
     )
 }
 
@@ -342,9 +347,7 @@ fn bench_reads_a_run_against_the_incumbent() {
         let file = write(
             &dir,
             "workers.toml",
-            &format!(
-                "[[workers]]\ncommand = \"sh -c 'ATREX_SIM_GPU=\\\"{gpu}\\\" exec {{exe}} worker --simulate=shapes --device {{device}}'\"\n"
-            ),
+            &sim_with(&format!("ATREX_SIM_GPU=\\\"{gpu}\\\"")),
         );
         let mut c = bin();
         c.args(["bench", "rms_norm", "--quick", "--hardware", "H200"]);

@@ -405,8 +405,13 @@ fn applying_a_record_in_memory_matches_what_is_written() {
     std::fs::remove_dir_all(&d).ok();
 }
 
+/// docs/measurements: the raw `--json` results the shipped standing is built from.
+fn measurements() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements")
+}
+
 fn bench_docs() -> Vec<serde_json::Value> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements");
+    let dir = measurements();
     let mut docs = Vec::new();
     for p in &suite().problems {
         // The best kernel's results where a template beat the baseline (docs/baselines.md).
@@ -598,7 +603,7 @@ fn an_accepted_revision_is_recorded_by_the_headless_sink() {
 /// measurement the shipped standing is built from.
 #[test]
 fn the_best_kernels_headers_state_their_raw_results() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements");
+    let dir = measurements();
     let docs = crate::agent::knowledge::docs();
     let mut checked = 0;
     for p in &suite().problems {
@@ -645,7 +650,7 @@ fn the_best_kernels_headers_state_their_raw_results() {
 /// no absolute paths (a worker's command is recorded as `atrex-tui worker --device N`).
 #[test]
 fn the_raw_results_hold_no_machine_paths() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements");
+    let dir = measurements();
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         let text = std::fs::read_to_string(&p).unwrap();

@@ -9,7 +9,7 @@ category = "algorithm"
 expected_gain = "tensor cores through wgmma (both GEMMs), a TMA warp that keeps Q bands and K/V pages in flight while two consumer warpgroups compute (taking turns at the tensor cores for head sizes of 128 and more), a softmax with no per-element branches or range checks, and persistent blocks taking work items from a queue, heaviest first, so that causal bands of unequal length balance across the SMs"
 pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional, and let masked tiles multiply P = 0", "exp2f() adds a range check and two multiplies per element, and a mask test inside the element loop adds a branch per element: mask in a pass of its own on edge tiles only, call ex2.approx.ftz, fold the 1/sqrt(D) scale into the exponent's FMA — the softmax was half the consumers' instructions", "in a ping-pong turn order, fence P and O (asm with +r/+f) before the turn barrier, or the compiler moves exponentials past it", "the next tile's S issued with this tile's P·V needs its K a turn earlier: release K and V stages separately and issue V one tile behind K", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barriers even for a tile it skips, after waiting for it, or phases drift", "a static stride over causal work items leaves SMs idle (a long sequence's bands cost from 1 to NX tiles): take items from an atomic queue in decreasing cost and hand each to the consumers with its Q buffer"]
 [measured]
-s_op = 0.3240
+s_op = 0.3388
 baseline_s_op = 0.091
 gpu = "NVIDIA H200"
 date = "2026-12-01"
@@ -112,7 +112,8 @@ PINGPONG = [1, 0]
 // it lands. Warpgroups 1 and 2 are consumers (setmaxnreg 224), 64 rows each: S = Q·Kᵀ with wgmma
 // m64nBNk16 (bf16, both operands from shared memory, 128-byte swizzle, plus a 32-byte-swizzled
 // 16-column tail for head sizes 72 and 80); online softmax in fp32 registers (causal and length
-// masks in a pass of their own on edge tiles only, four partial maxima per row, the scale folded
+// masks as one compare and select per score against each row's last visible key, on edge tiles
+// only, four partial maxima per row, the scale folded
 // into the exponent's FMA, ex2.approx, O rescaled only when a row's maximum moved); P converted to
 // fp16 straight from the accumulator layout into wgmma A fragments; O += P·V with wgmma (V N-major
 // from shared memory, fp16). Each turn issues this tile's P·V together with the next tile's
@@ -125,23 +126,28 @@ PINGPONG = [1, 0]
 // SXM; on another GPU the kernel stays correct, with more or fewer items per block.
 //
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 25/25 shapes pass strict on 5 seeds):
-// S_op 0.324 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
+// S_op 0.339 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
 // the path from the baseline: sessions/unified-attention-wgmma.jsonl). Steps, quick mode on
 // twelve shapes: the work queue 0.273 (full); the TMA warp decoupled from the V conversion and
 // taking items ahead, long shapes +10-20 % (shape 20 0.352 → 0.399); this tile's P·V issued with
 // the next tile's S and the consumers in ping-pong, long shapes +5-15 % more (20 → 0.425, 24 →
 // 0.415), the batched shapes flat; K and V released separately, flat; the softmax without
 // per-element branches and range checks: +10-20 % on every shape (20 → 0.515, 12 0.324 → 0.377,
-// 1 0.269 → 0.315). The turn order measured slower at head sizes 72/80 (shape 6 0.358 against
+// 1 0.269 → 0.315), 0.324 in full mode; the causal mask as a compare and select per score (it
+// had compiled to branches: 1290 instructions per warp on every item's diagonal tile) and an
+// epilogue without per-column branches: batched shapes +4-9 % (12 → 0.392, 16 0.245 → 0.268),
+// 0.339 in full mode. The turn order measured slower at head sizes 72/80 (shape 6 0.358 against
 // 0.376 without), so it is used from 128 up. Per shape now (full): the long single sequences
-// 0.32-0.51, the batched 256-token prefills 0.25-0.37, the tiny shapes launch-bound.
-// Limiter before the softmax rewrite (profile, shape 20): the softmax was 63 % of the consumers'
-// samples and 800 instructions per warp and tile (exp2f's range checks, a branch per element for
-// the mask), against 2 consumer warps per scheduler; the batched shapes (shape 12) move 4.9 GB of
-// Q and O, which T_SOL counts at full bandwidth, with DRAM 32 % busy. Tried and not kept
-// (docs/baselines.md): one head size per compiled kernel (slower: 0.296 against 0.318 on shape
-// 20). Next: the batched shapes' per-item overhead (the first S of an item waits alone; the output
-// is written with 4-byte stores), the V conversion's shared-memory traffic.
+// 0.33-0.51, the batched 256-token prefills 0.27-0.39, the tiny shapes launch-bound.
+// Limiter (profiles, ncu stall sampling per instruction): before the softmax rewrite, shape 20's
+// consumers spent 63 % of their samples in the softmax, about 800 instructions per warp and tile
+// against 2 consumer warps per scheduler. On shape 12 (1882 batched sequences; T_SOL is the
+// memory time of 4.9 GB of Q and O, DRAM 32-50 % busy) the cost is per item: the diagonal tile's
+// softmax (40 % of the consumers' samples before the mask fix), the epilogue's 4-byte stores
+// (17 %), the first S of an item waiting alone (8 %). Tried and not kept (docs/baselines.md): one
+// head size per compiled kernel (slower: 0.296 against 0.318 on shape 20). Next: the first S of
+// an item issued in the previous item's last turn, 16-byte or TMA stores of O, the V
+// conversion's shared-memory traffic.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -574,13 +580,17 @@ __device__ __forceinline__ void attention_body(
             // pass of its own so that the common tile has no branch per element.
             const bool edge = (k0 + BN > kv_len) || (causal && k0 + BN - 1 > R0 + warp * 16);
             if (edge) {
+                // The last visible key of each row (kv_len - 1, and the row itself when causal),
+                // relative to this thread's first column: one compare and select per score.
+                const int c0 = k0 + 2 * (lane % 4);
+                const int tA = (causal ? min(kv_len - 1, rA) : kv_len - 1) - c0;
+                const int tB = (causal ? min(kv_len - 1, rB) : kv_len - 1) - c0;
 #pragma unroll
                 for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const int p = k0 + nt * 8 + 2 * (lane % 4) + e;
-                        if (p >= kv_len || (causal && p > rA)) sc[nt * 4 + e] = -CUDART_INF_F;
-                        if (p >= kv_len || (causal && p > rB)) sc[nt * 4 + 2 + e] = -CUDART_INF_F;
+                        sc[nt * 4 + e] = nt * 8 + e > tA ? -CUDART_INF_F : sc[nt * 4 + e];
+                        sc[nt * 4 + 2 + e] = nt * 8 + e > tB ? -CUDART_INF_F : sc[nt * 4 + 2 + e];
                     }
                 }
             }
@@ -712,17 +722,18 @@ __device__ __forceinline__ void attention_body(
             lB += __shfl_xor_sync(0xffffffffu, lB, w);
         }
         const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
+        // Columns come in groups of 8 and D is a multiple of 8: the column test is per warp.
+        const bool okA = rA < q_len, okB = rB < q_len;
+        __nv_bfloat16* outA = out + ((long long)(q0 + rA) * Hq + h) * D + 2 * (lane % 4);
+        __nv_bfloat16* outB = out + ((long long)(q0 + rB) * Hq + h) * D + 2 * (lane % 4);
 #pragma unroll
         for (int nt = 0; nt < DP / 8; ++nt) {
-            const int d = nt * 8 + 2 * (lane % 4);
-            if (d >= D) continue;
+            if (nt * 8 >= D) break;
             const float* a = nt < DM / 8 ? &o[nt * 4] : &ot[(nt - DM / 8) * 4];
-            if (rA < q_len)
-                *reinterpret_cast<__nv_bfloat162*>(out + ((long long)(q0 + rA) * Hq + h) * D + d) =
-                    __floats2bfloat162_rn(a[0] * iA, a[1] * iA);
-            if (rB < q_len)
-                *reinterpret_cast<__nv_bfloat162*>(out + ((long long)(q0 + rB) * Hq + h) * D + d) =
-                    __floats2bfloat162_rn(a[2] * iB, a[3] * iB);
+            if (okA)
+                *reinterpret_cast<__nv_bfloat162*>(outA + nt * 8) = __floats2bfloat162_rn(a[0] * iA, a[1] * iA);
+            if (okB)
+                *reinterpret_cast<__nv_bfloat162*>(outB + nt * 8) = __floats2bfloat162_rn(a[2] * iB, a[3] * iB);
         }
         ++I;
         }
@@ -737,6 +748,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) unified_attention_wgmma(
     const int* __restrict__ seqused_k, const int* __restrict__ block_table, int Hq, int Hk, int D,
     int bs, int MB, int NB, int NX, int nseq, int* __restrict__ next_item) {
     if (bs != 16) __trap();  // one TMA box is one 16-token page
+    if (D % 8 != 0) __trap();  // the epilogue writes whole groups of 8 columns
     switch ((D + 15) / 16 * 16) {
         case 64: attention_body<64, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
         case 80: attention_body<64, 16, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;

@@ -299,6 +299,41 @@ fn a_plain_copy_times_at_the_calibrated_bandwidth() {
     assert!((ratio - 1.0).abs() <= 0.02, "{line}");
 }
 
+/// `profile --source`: the report is exported and its source page read back — where the warps
+/// of the rms_norm baseline were sampled, per instruction.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn profile_source_says_where_the_warps_wait() {
+    let out = Command::new(common::exe())
+        .args(["profile", "rms_norm", "--shape", "27", "--source", "--json"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The figures come from the exported report as they come from the printed page.
+    assert!(
+        d["kernels"][0]["duration_ns"].as_f64().unwrap() > 0.0,
+        "{d}"
+    );
+    let s = &d["source"][0];
+    let name = d["kernels"][0]["name"].as_str().unwrap();
+    assert!(name.contains(s["kernel"].as_str().unwrap()), "{d}");
+    assert!(s["samples"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["executed"].as_u64().unwrap() > 0, "{s}");
+    let hot = s["hot"].as_array().unwrap();
+    assert!(!hot.is_empty() && hot.len() <= 12, "{s}");
+    assert!(hot[0]["sass"].as_str().unwrap().len() > 2, "{s}");
+    save(
+        "profile-source.json",
+        &serde_json::to_string_pretty(&d).unwrap(),
+    );
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn profiling_the_rms_norm_baseline_gives_plausible_figures() {

@@ -220,3 +220,51 @@ fn a_define_outside_the_tune_list_is_refused_before_anything_runs() {
     assert!(!session.exists(), "nothing is recorded");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// `profile --source-csv`: a source page saved from ncu is summarised without a GPU; a file that
+/// is not one is named, and profiling options do not go with it.
+#[test]
+fn a_saved_source_page_is_summarised_and_a_wrong_file_named() {
+    let page = "tests/fixtures/ncu/h200-unified_attention-shape12-source.csv";
+    let (code, out, err) = run(bin().args(["profile", "unified_attention", "--source-csv", page]));
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("where the warps wait: unified_attention_wgmma · 135368 samples"),
+        "{out}"
+    );
+    assert!(out.contains("37.2%  mbarrier [R25+URZ+0x30010]"), "{out}");
+    assert!(out.contains("hot instructions:"), "{out}");
+    let (code, out, err) = run(bin().args([
+        "profile",
+        "unified_attention",
+        "--source-csv",
+        page,
+        "--json",
+    ]));
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["source"][0]["samples"], 135368);
+    assert_eq!(d["source"][0]["hot"].as_array().unwrap().len(), 12);
+    let d = tempdir("source-page");
+    let bad = d.join("not-a-page.csv");
+    std::fs::write(&bad, "==PROF== Disconnected\n").unwrap();
+    let (code, _, err) = run(bin()
+        .args(["profile", "unified_attention", "--source-csv"])
+        .arg(&bad));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("not-a-page.csv: no kernel in it") && err.contains("--page source"),
+        "{err}"
+    );
+    let (code, _, err) = run(bin().args([
+        "profile",
+        "unified_attention",
+        "--source-csv",
+        page,
+        "--shape",
+        "3",
+    ]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    std::fs::remove_dir_all(&d).ok();
+}

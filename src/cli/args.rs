@@ -279,6 +279,14 @@ pub enum Command {
         /// ncu --clock-control (default none: the card's clocks as they are).
         #[arg(long, default_value = "none")]
         clock_control: String,
+        /// Also say where the warps wait, per SASS instruction (ncu's source page: hot
+        /// instructions, waits by barrier, stall reasons, executed opcodes).
+        #[arg(long)]
+        source: bool,
+        /// Summarise a source page saved earlier (`ncu --import REPORT --csv --page source
+        /// --print-source sass`) instead of profiling: no GPU needed.
+        #[arg(long, value_name = "CSV", conflicts_with_all = ["kernel", "defines", "shape", "source"])]
+        source_csv: Option<PathBuf>,
         /// GPU index.
         #[arg(long, default_value_t = 0)]
         device: u32,

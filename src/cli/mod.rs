@@ -292,18 +292,23 @@ fn gpu_command(
             defines,
             shape,
             clock_control,
+            source,
+            source_csv,
             device,
             json,
-        } => profile::run(
-            s,
-            &op,
-            kernel.as_deref(),
-            &defines,
-            shape,
-            &clock_control,
-            device,
-            json,
-        ),
+        } => match source_csv {
+            Some(csv) => profile::summarise_csv(s, &op, &csv, json),
+            None => profile::run(
+                s,
+                &op,
+                kernel.as_deref(),
+                &defines,
+                shape,
+                (&clock_control, source),
+                device,
+                json,
+            ),
+        },
         _ => unreachable!("not a GPU command"),
     }
 }

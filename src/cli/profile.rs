@@ -9,14 +9,15 @@ use crate::suite::{Problem, Suite};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// `profile`: the candidate under Nsight Compute for one shape.
+/// `profile`: the candidate under Nsight Compute for one shape; `(clock control, source page)`
+/// say how ncu runs.
 pub fn run(
     suite: &Suite,
     op: &str,
     kernel: Option<&Path>,
     defines: &[String],
     shape: Option<u32>,
-    clock_control: &str,
+    (clock_control, source): (&str, bool),
     device: u32,
     as_json: bool,
 ) -> Result<i32, String> {
@@ -33,6 +34,7 @@ pub fn run(
         }
     };
     opts.clock_control = clock_control.to_string();
+    opts.source = source;
     let rt = runtime()?;
     let (dev_name, resources) = device_and_resources(&rt, device, p, &candidate, shape_id)?;
     if dev_name.is_empty() {
@@ -139,6 +141,42 @@ fn print_text(prof: &Profile, dev_name: &str) {
     for f in &prof.findings {
         println!("{}", f.line());
     }
+    for s in &prof.source {
+        for l in s.lines() {
+            println!("{l}");
+        }
+    }
+}
+
+/// `profile --source-csv`: a source page saved earlier, summarised without a GPU.
+pub fn summarise_csv(suite: &Suite, op: &str, csv: &Path, as_json: bool) -> Result<i32, String> {
+    let p = suite
+        .problem(op)
+        .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
+    let text = std::fs::read_to_string(csv).map_err(|e| format!("{}: {e}", csv.display()))?;
+    let pages =
+        crate::profile::parse_source_csv(&text).map_err(|e| format!("{}: {e}", csv.display()))?;
+    if pages.is_empty() {
+        return Err(format!(
+            "{}: no kernel in it (expected the output of `ncu --import REPORT --csv --page source --print-source sass`)",
+            csv.display()
+        ));
+    }
+    if as_json {
+        let doc = serde_json::json!({"operator": p.name, "file": csv.display().to_string(), "source": pages});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+        return Ok(0);
+    }
+    println!("{} · {}", p.name, csv.display());
+    for s in &pages {
+        for l in s.lines() {
+            println!("{l}");
+        }
+    }
+    Ok(0)
 }
 
 /// Prints one kernel's launch, throughput, occupancy, hit rates and top stalls.

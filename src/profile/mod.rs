@@ -3,6 +3,7 @@
 
 pub mod findings;
 pub mod ncu;
+pub mod source;
 
 use crate::engine::protocol::*;
 use crate::suite::{Problem, Suite};
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 pub use findings::{Finding, classify};
 pub use ncu::{KernelProfile, parse_raw_csv};
+pub use source::{SourceProfile, parse_source_csv};
 
 /// The sections requested from ncu, where this ncu has them.
 pub const SECTIONS: &[&str] = &[
@@ -38,6 +40,9 @@ pub struct Profile {
     /// Σ DRAM bytes / (Q_read + Q_write): 1 is ideal, above it is redundant traffic.
     pub redundant_traffic_ratio: Option<f64>,
     pub findings: Vec<Finding>,
+    /// Where the warps wait, per instruction (`profile --source`); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source: Vec<SourceProfile>,
     pub ncu: String,
     pub wall_s: f64,
 }
@@ -91,6 +96,9 @@ pub struct NcuOptions {
     /// `--clock-control` (default `none`: measure the card as it is).
     pub clock_control: String,
     pub timeout: Duration,
+    /// Also read ncu's source page (per-instruction stall samples): the report is exported and
+    /// imported twice (raw page, source page) instead of printed once.
+    pub source: bool,
 }
 
 impl NcuOptions {
@@ -101,6 +109,7 @@ impl NcuOptions {
             ncu,
             clock_control: "none".into(),
             timeout: Duration::from_secs(180),
+            source: false,
         })
     }
 }
@@ -124,8 +133,33 @@ fn available_sections(ncu: &Path) -> Vec<&'static str> {
     }
 }
 
-/// Runs the candidate of `job` (its first shape) under ncu and parses the report.
-pub fn run_ncu(opts: &NcuOptions, job: &Job, device: u32) -> Result<Vec<KernelProfile>, String> {
+/// One page of an exported report (`ncu --import REPORT --csv --page PAGE ...`), as text.
+fn import_page(opts: &NcuOptions, report: &Path, page: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(&opts.ncu)
+        .arg("--import")
+        .arg(report)
+        .arg("--csv")
+        .args(page)
+        .output()
+        .map_err(|e| format!("cannot start {}: {e}", opts.ncu.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ncu --import {} {}: {}",
+            report.display(),
+            page.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Runs the candidate of `job` (its first shape) under ncu and parses the report: the
+/// kernels' figures and, with `opts.source`, where their warps wait.
+pub fn run_ncu(
+    opts: &NcuOptions,
+    job: &Job,
+    device: u32,
+) -> Result<(Vec<KernelProfile>, Vec<SourceProfile>), String> {
     let plan = crate::engine::plan::parse(&job.candidate.code)
         .map_err(|e| format!("{}: launch plan, {e}", job.candidate.name))?;
     let mut names: Vec<String> = plan.launches.iter().map(|l| l.kernel.clone()).collect();
@@ -144,12 +178,15 @@ pub fn run_ncu(opts: &NcuOptions, job: &Job, device: u32) -> Result<Vec<KernelPr
     )
     .map_err(|e| e.to_string())?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let report = dir.join("report.ncu-rep");
     let mut cmd = std::process::Command::new(&opts.ncu);
-    cmd.arg("--csv")
-        .arg("--page")
-        .arg("raw")
-        .arg("--log-file")
-        .arg(&log_file);
+    if opts.source {
+        // Exported: the raw and source pages are both read from the one report.
+        cmd.arg("--export").arg(&report).arg("--force-overwrite");
+    } else {
+        cmd.arg("--csv").arg("--page").arg("raw");
+    }
+    cmd.arg("--log-file").arg(&log_file);
     cmd.arg("--clock-control").arg(&opts.clock_control);
     cmd.arg("--kernel-name")
         .arg(format!("regex:^({})$", names.join("|")));
@@ -194,7 +231,31 @@ pub fn run_ncu(opts: &NcuOptions, job: &Job, device: u32) -> Result<Vec<KernelPr
         use std::io::Read;
         let _ = e.read_to_string(&mut stderr);
     }
-    let text = std::fs::read_to_string(&log_file).unwrap_or_default();
+    let log = std::fs::read_to_string(&log_file).unwrap_or_default();
+    if log.contains("ERR_NVGPUCTRPERM") || stderr.contains("ERR_NVGPUCTRPERM") {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err("ncu is not permitted to read the GPU's performance counters on this machine (ERR_NVGPUCTRPERM); event-timing gauges still work".into());
+    }
+    let (text, source) = if opts.source && report.exists() {
+        let pages = import_page(opts, &report, &["--page", "raw"]).and_then(|raw| {
+            let src = import_page(
+                opts,
+                &report,
+                &["--page", "source", "--print-source", "sass"],
+            )?;
+            Ok((raw, parse_source_csv(&src)?))
+        });
+        match pages {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e);
+            }
+        }
+    } else {
+        // Printed page, or no report: the log holds the table or says why there is none.
+        (log, Vec::new())
+    };
     // Keep the raw report where asked (test fixtures are recorded this way).
     if let Ok(keep) = std::env::var("ATREX_NCU_KEEP") {
         let _ = std::fs::write(
@@ -203,9 +264,6 @@ pub fn run_ncu(opts: &NcuOptions, job: &Job, device: u32) -> Result<Vec<KernelPr
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
-    if text.contains("ERR_NVGPUCTRPERM") || stderr.contains("ERR_NVGPUCTRPERM") {
-        return Err("ncu is not permitted to read the GPU's performance counters on this machine (ERR_NVGPUCTRPERM); event-timing gauges still work".into());
-    }
     let kernels = parse_raw_csv(&text)?;
     if kernels.is_empty() {
         let tail: String = format!("{stderr}\n{text}")
@@ -221,7 +279,7 @@ pub fn run_ncu(opts: &NcuOptions, job: &Job, device: u32) -> Result<Vec<KernelPr
             "ncu profiled no kernel of the candidate (exit {status}): {tail}"
         ));
     }
-    Ok(kernels)
+    Ok((kernels, source))
 }
 
 /// The `profile` command's work: build a one-shape job, profile it, classify.
@@ -246,7 +304,7 @@ pub fn profile(
         Mode::Quick,
         hw,
     )?;
-    let mut kernels = run_ncu(opts, &job, device)?;
+    let (mut kernels, source) = run_ncu(opts, &job, device)?;
     if let Some(res) = compile_resources {
         for k in kernels.iter_mut() {
             if let Some(r) = res.get(&k.name) {
@@ -287,6 +345,7 @@ pub fn profile(
         kernels,
         redundant_traffic_ratio: redundant,
         findings,
+        source,
         ncu: opts.ncu.display().to_string(),
         wall_s: t0.elapsed().as_secs_f64(),
     })
@@ -313,6 +372,7 @@ pub fn fixture(operator: &str, rev: u32, shape: u32) -> Profile {
         kernels,
         redundant_traffic_ratio: redundant,
         findings,
+        source: Vec::new(),
         ncu: "/usr/local/cuda/bin/ncu".into(),
         wall_s: 4.2,
     }

@@ -661,6 +661,7 @@ async fn run_profile(
                 ncu,
                 clock_control: "none".into(),
                 timeout: Duration::from_secs(180),
+                source: false,
             },
             None => crate::profile::NcuOptions::find()?,
         };

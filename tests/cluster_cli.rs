@@ -419,5 +419,32 @@ fn measure_says_how_to_decide_a_pending_revision() {
         text.contains("decision: pending (--decide auto|accept|reject decides at once"),
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
-    );
+    ); // With --json the result is also a bench document: the machine, the mode and each
+    // shape's result (docs/measurements takes either).
+    let out = bin()
+        .args(["measure", "rms_norm", "--quick", "--json", "--kernel"])
+        .arg(&kernel)
+        .arg("--session")
+        .arg(ws.join("s.jsonl"))
+        .arg("--workers")
+        .arg(&file)
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let d: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(d["operator"], "rms_norm");
+    assert_eq!(d["rev"], 2, "{d}");
+    assert_eq!(d["mode"], "quick");
+    assert!(d["kernel"].as_str().unwrap().ends_with("k.cu"), "{d}");
+    assert!(d["gpu"]["name"].as_str().is_some(), "{d}");
+    assert!(d["driver"].as_str().is_some(), "{d}");
+    let shapes = d["shapes"].as_array().unwrap();
+    // Every shape of the operator, in order, each naming the worker that measured it.
+    assert_eq!(shapes.len(), 56, "{d}");
+    for (i, r) in shapes.iter().enumerate() {
+        assert_eq!(r["shape"], i, "{r}");
+        assert_eq!(r["worker"], "box-a:0", "{r}");
+    }
 }

@@ -137,6 +137,13 @@ pub fn run(
             .and_then(|o| o.rev(rev))
             .map(|r| r.verdict().label())
             .unwrap_or_default();
+        let shapes = rec
+            .model
+            .ops
+            .get(&p.name)
+            .and_then(|o| o.rev(rev))
+            .map(|r| r.measurement.results.values().collect())
+            .unwrap_or_default();
         let result = MeasureResult {
             path: &path,
             p,
@@ -148,6 +155,14 @@ pub fn run(
             incumbent_s,
             decision,
             standing: standing.as_ref(),
+            run: RunInfo {
+                dev: &dev,
+                driver: &driver,
+                nvrtc: nvrtc.as_deref(),
+                hardware: hw.map(|h| h.key.as_str()),
+                mode,
+                shapes,
+            },
         };
         if as_json {
             print_json(&result)?;
@@ -261,6 +276,19 @@ struct MeasureResult<'a> {
     decision: Option<(Decision, DecidedBy)>,
     /// What recording the accepted revision in the standing gave: the file, or why not.
     standing: Option<&'a Result<PathBuf, String>>,
+    /// Where and how it was measured, and each shape's result: with the fields above, a
+    /// `bench --json` document's (docs/measurements takes either).
+    run: RunInfo<'a>,
+}
+
+/// The machine and mode of a measurement, and its per-shape results.
+struct RunInfo<'a> {
+    dev: &'a DeviceInfo,
+    driver: &'a str,
+    nvrtc: Option<&'a str>,
+    hardware: Option<&'a str>,
+    mode: Mode,
+    shapes: Vec<&'a ShapeResult>,
 }
 
 /// Records an accepted revision in the workspace's standing; says so on stderr.
@@ -302,9 +330,26 @@ fn keep(
 
 /// Prints the result as one pretty JSON document.
 fn print_json(r: &MeasureResult<'_>) -> Result<(), String> {
-    let doc = json!({
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&json_doc(r)).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+/// The result as a JSON document: the session's view (revision, decision, standing) and the
+/// fields of a `bench --json` document (machine, mode, each shape's result).
+fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
+    json!({
         "session": r.path.display().to_string(),
         "operator": r.p.name,
+        "kernel": r.kernel.display().to_string(),
+        "gpu": r.run.dev,
+        "driver": r.run.driver,
+        "nvrtc": r.run.nvrtc,
+        "hardware": r.run.hardware,
+        "mode": if r.run.mode == Mode::Quick { "quick" } else { "full" },
+        "shapes": r.run.shapes,
         "rev": r.rev,
         "parent": r.incumbent,
         "verdict": r.verdict,
@@ -315,12 +360,7 @@ fn print_json(r: &MeasureResult<'_>) -> Result<(), String> {
             Ok(f) => json!({"file": f.display().to_string()}),
             Err(e) => json!({"error": e}),
         }),
-    });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-    );
-    Ok(())
+    })
 }
 
 /// Prints the result as one line of text.
@@ -342,4 +382,57 @@ fn print_text(r: &MeasureResult<'_>) {
             }),
         r.path.display()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::standing::{build, stale::OpPrint, store};
+
+    /// A `measure --json` document gives the same standing record as the `bench --json`
+    /// document of the same run: here the unified_attention template's full run on the H200
+    /// (docs/measurements), its shapes and machine put through the measure document.
+    #[test]
+    fn the_json_is_a_bench_document_too() {
+        let suite = crate::testing::suite();
+        let p = suite.problem("unified_attention").unwrap();
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/docs/measurements/bench-best-unified_attention.json"
+        );
+        let bench: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let dev: DeviceInfo = serde_json::from_value(bench["gpu"].clone()).unwrap();
+        let shapes: Vec<ShapeResult> = serde_json::from_value(bench["shapes"].clone()).unwrap();
+        let kernel = "knowledge/templates/unified_attention_wgmma.cu";
+        let r = MeasureResult {
+            path: Path::new("sessions/unified-attention-wgmma.jsonl"),
+            p,
+            kernel: Path::new(kernel),
+            rev: 3,
+            incumbent: Some(2),
+            verdict: "S 0.339",
+            s: bench["s_op"].as_f64(),
+            incumbent_s: Some(0.244),
+            decision: None,
+            standing: None,
+            run: RunInfo {
+                dev: &dev,
+                driver: bench["driver"].as_str().unwrap(),
+                nvrtc: bench["nvrtc"].as_str(),
+                hardware: bench["hardware"].as_str(),
+                mode: Mode::Full,
+                shapes: shapes.iter().collect(),
+            },
+        };
+        let doc = json_doc(&r);
+        assert_eq!(doc["s_op"], bench["s_op"]);
+        assert_eq!(doc["shapes"].as_array().unwrap().len(), 25);
+        let source = store::template_source(kernel).unwrap();
+        let print = OpPrint::of(suite, p);
+        let record = |d: &serde_json::Value| {
+            build::from_bench_json(p, &print, &source, kernel, d, "2026-12-01", "0.1.0").unwrap()
+        };
+        assert_eq!(record(&doc), record(&bench));
+    }
 }

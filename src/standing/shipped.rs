@@ -1,7 +1,8 @@
 //! The standing built into the binary: each operator's best kernel of docs/baselines.md on the
 //! H200 — its baseline (problems/OP/baseline.cu, raw results docs/measurements/bench-OP.json), or
 //! a template of the knowledge base that beat it (knowledge/templates/NAME.cu, raw results
-//! docs/measurements/bench-best-OP.json), all `bench OP --full --json` — built into
+//! docs/measurements/bench-best-OP.json), all `bench OP --full --json` (or the `measure --json`
+//! of a full run, which carries the same fields) — built into
 //! docs/measurements/standing-H200.json. A workspace without a standing of its own shows it,
 //! marked as shipped and measured elsewhere, until re-measured.
 

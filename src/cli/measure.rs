@@ -348,7 +348,7 @@ fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
         "driver": r.run.driver,
         "nvrtc": r.run.nvrtc,
         "hardware": r.run.hardware,
-        "mode": if r.run.mode == Mode::Quick { "quick" } else { "full" },
+        "mode": r.run.mode,
         "shapes": r.run.shapes,
         "rev": r.rev,
         "parent": r.incumbent,

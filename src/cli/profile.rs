@@ -141,10 +141,13 @@ fn print_text(prof: &Profile, dev_name: &str) {
     for f in &prof.findings {
         println!("{}", f.line());
     }
-    for s in &prof.source {
-        for l in s.lines() {
-            println!("{l}");
-        }
+    print_source(&prof.source);
+}
+
+/// Prints where the warps wait, kernel by kernel.
+fn print_source(pages: &[crate::profile::SourceProfile]) {
+    for l in pages.iter().flat_map(|s| s.lines()) {
+        println!("{l}");
     }
 }
 
@@ -171,11 +174,7 @@ pub fn summarise_csv(suite: &Suite, op: &str, csv: &Path, as_json: bool) -> Resu
         return Ok(0);
     }
     println!("{} · {}", p.name, csv.display());
-    for s in &pages {
-        for l in s.lines() {
-            println!("{l}");
-        }
-    }
+    print_source(&pages);
     Ok(0)
 }
 

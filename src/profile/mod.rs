@@ -232,30 +232,23 @@ pub fn run_ncu(
         let _ = e.read_to_string(&mut stderr);
     }
     let log = std::fs::read_to_string(&log_file).unwrap_or_default();
-    if log.contains("ERR_NVGPUCTRPERM") || stderr.contains("ERR_NVGPUCTRPERM") {
-        let _ = std::fs::remove_dir_all(&dir);
-        return Err("ncu is not permitted to read the GPU's performance counters on this machine (ERR_NVGPUCTRPERM); event-timing gauges still work".into());
-    }
-    let (text, source) = if opts.source && report.exists() {
-        let pages = import_page(opts, &report, &["--page", "raw"]).and_then(|raw| {
+    let pages = if log.contains("ERR_NVGPUCTRPERM") || stderr.contains("ERR_NVGPUCTRPERM") {
+        Err("ncu is not permitted to read the GPU's performance counters on this machine (ERR_NVGPUCTRPERM); event-timing gauges still work".to_string())
+    } else if opts.source && report.exists() {
+        import_page(opts, &report, &["--page", "raw"]).and_then(|raw| {
             let src = import_page(
                 opts,
                 &report,
                 &["--page", "source", "--print-source", "sass"],
             )?;
             Ok((raw, parse_source_csv(&src)?))
-        });
-        match pages {
-            Ok(p) => p,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e);
-            }
-        }
+        })
     } else {
         // Printed page, or no report: the log holds the table or says why there is none.
-        (log, Vec::new())
+        Ok((log, Vec::new()))
     };
+    let _ = std::fs::remove_dir_all(&dir);
+    let (text, source) = pages?;
     // Keep the raw report where asked (test fixtures are recorded this way).
     if let Ok(keep) = std::env::var("ATREX_NCU_KEEP") {
         let _ = std::fs::write(
@@ -263,7 +256,6 @@ pub fn run_ncu(
             &text,
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
     let kernels = parse_raw_csv(&text)?;
     if kernels.is_empty() {
         let tail: String = format!("{stderr}\n{text}")

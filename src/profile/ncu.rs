@@ -64,7 +64,7 @@ fn unit_scale(unit: &str) -> f64 {
     }
 }
 
-fn number(s: &str) -> Option<f64> {
+pub(super) fn number(s: &str) -> Option<f64> {
     let t = s.trim().replace(',', "");
     if t.is_empty() || t == "n/a" {
         return None;

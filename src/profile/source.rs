@@ -65,12 +65,9 @@ struct Row {
     stalls: Vec<(String, u64)>,
 }
 
+/// A count of the page (samples, executions); blank or `n/a` is 0.
 fn count(s: &str) -> u64 {
-    let t = s.trim().replace(',', "");
-    t.parse::<u64>()
-        .ok()
-        .or_else(|| t.parse::<f64>().ok().map(|v| v.max(0.0) as u64))
-        .unwrap_or(0)
+    super::ncu::number(s).map_or(0, |v| v.max(0.0) as u64)
 }
 
 /// The opcode of a SASS line: the first word after a predicate, up to its first dot.

@@ -9,7 +9,7 @@ category = "algorithm"
 expected_gain = "tensor cores through wgmma (both GEMMs), a TMA warp that keeps Q bands and K/V pages in flight while two consumer warpgroups compute (taking turns at the tensor cores for head sizes of 128 and more), a softmax with no per-element branches or range checks, and persistent blocks taking work items from a queue, heaviest first, so that causal bands of unequal length balance across the SMs"
 pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional, and let masked tiles multiply P = 0", "exp2f() adds a range check and two multiplies per element, and a mask test inside the element loop adds a branch per element: mask in a pass of its own on edge tiles only, call ex2.approx.ftz, fold the 1/sqrt(D) scale into the exponent's FMA — the softmax was half the consumers' instructions", "in a ping-pong turn order, fence P and O (asm with +r/+f) before the turn barrier, or the compiler moves exponentials past it", "the next tile's S issued with this tile's P·V needs its K a turn earlier: release K and V stages separately and issue V one tile behind K", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barriers even for a tile it skips, after waiting for it, or phases drift", "a static stride over causal work items leaves SMs idle (a long sequence's bands cost from 1 to NX tiles): take items from an atomic queue in decreasing cost and hand each to the consumers with its Q buffer"]
 [measured]
-s_op = 0.3388
+s_op = 0.4156
 baseline_s_op = 0.091
 gpu = "NVIDIA H200"
 date = "2026-12-01"
@@ -78,12 +78,32 @@ box = ["16", "1", "16"]
 swizzle = "32B"
 l2_promotion = "256B"
 
+# The output, written back from shared memory by TMA (64 rows of one head per box, for head
+# sizes up to 128 when a warpgroup's 64 rows all belong to the sequence).
+[[tensor_map]]
+name = "tm_o128"
+tensor = "out"
+dtype = "bf16"
+dims = ["D", "Hq", "Tq"]
+strides = ["D * 2", "Hq * D * 2"]
+box = ["64", "1", "64"]
+swizzle = "128B"
+
+[[tensor_map]]
+name = "tm_o32"
+tensor = "out"
+dtype = "bf16"
+dims = ["D", "Hq", "Tq"]
+strides = ["D * 2", "Hq * D * 2"]
+box = ["16", "1", "64"]
+swizzle = "32B"
+
 [[launch]]
 kernel = "unified_attention_wgmma"
 grid = ["min(132, ceil(max(seq_lens) / 128) * Hq * n)"]  # persistent: one block per SM (132 on the H200)
 block = ["384"]
-smem = "1280 + if(D > 128, 1, 2) * 256 * (16 * ceil(D / 16)) + 4 * STAGES * if(D > 128, 64, 128) * (16 * ceil(D / 16))"
-args = ["out", "tm_q128", "tm_k128", "tm_v128", "tm_q32", "tm_k32", "tm_v32",
+smem = "1280 + if(D > 128, 1, 3) * 256 * (16 * ceil(D / 16)) + 4 * STAGES * if(D > 128, 64, 128) * (16 * ceil(D / 16))"
+args = ["out", "tm_q128", "tm_k128", "tm_v128", "tm_q32", "tm_k32", "tm_v32", "tm_o128", "tm_o32",
         "cu_seqlens_q", "seqused_k", "block_table", "Hq:i32", "Hk:i32", "D:i32", "bs:i32",
         "MB:i32", "NB:i32", "ceil(max(seq_lens) / 128):i32", "n:i32", "next_item"]
 
@@ -113,41 +133,54 @@ PINGPONG = [1, 0]
 // m64nBNk16 (bf16, both operands from shared memory, 128-byte swizzle, plus a 32-byte-swizzled
 // 16-column tail for head sizes 72 and 80); online softmax in fp32 registers (causal and length
 // masks as one compare and select per score against each row's last visible key, on edge tiles
-// only, four partial maxima per row, the scale folded
-// into the exponent's FMA, ex2.approx, O rescaled only when a row's maximum moved); P converted to
+// only, four partial maxima per row, the scale folded into the exponent's FMA, ex2.approx, O
+// rescaled only when a row's maximum moved, never on an item's first tile); P converted to
 // fp16 straight from the accumulator layout into wgmma A fragments; O += P·V with wgmma (V N-major
 // from shared memory, fp16). Each turn issues this tile's P·V together with the next tile's
-// S = Q·Kᵀ (the first S of an item alone, the last turn P·V only, so that no wgmma sits in a
-// branch); for head sizes of 128 and more the two consumers take turns (named barriers 8/9), so
-// that one warpgroup's softmax runs under the other's GEMMs. P in fp16 (11-bit significand)
+// S = Q·Kᵀ, and an item's last turn its P·V with the next item's first S (only the block's first
+// S is issued alone; no wgmma sits in a branch); for head sizes of 128 and more the two consumers
+// take turns (named barriers 8/9), so that one warpgroup's softmax runs under the other's GEMMs.
+// wgmma descriptors are one low word per operand and call plus a constant offset per k step
+// (one integer add per wgmma instead of about six instructions). The epilogue normalises O,
+// packs it to bf16 and, for head sizes up to 128 when a warpgroup's 64 rows all belong to the
+// sequence, stages it in shared memory in the output tensor map's swizzle and writes it with TMA
+// stores (tm_o128 / tm_o32); otherwise with 4-byte stores from registers. P in fp16 (11-bit significand)
 // instead of bf16 keeps the strict tolerance on short causal rows without a second P·V. V is
 // converted to fp16: exact for |v| in [6e-5, 65504] (this operator's V is N(0,1)). Block size
 // (tokens per page) must be 16. The grid is min(132, work items): 132 SMs on the H200 and H100
 // SXM; on another GPU the kernel stays correct, with more or fewer items per block.
 //
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 25/25 shapes pass strict on 5 seeds):
-// S_op 0.339 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
-// the path from the baseline: sessions/unified-attention-wgmma.jsonl). Steps, quick mode on
-// twelve shapes: the work queue 0.273 (full); the TMA warp decoupled from the V conversion and
+// S_op 0.416 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
+// the path from the baseline: sessions/unified-attention-wgmma.jsonl). Steps, quick mode unless
+// marked full: the work queue 0.273 (full); the TMA warp decoupled from the V conversion and
 // taking items ahead, long shapes +10-20 % (shape 20 0.352 → 0.399); this tile's P·V issued with
 // the next tile's S and the consumers in ping-pong, long shapes +5-15 % more (20 → 0.425, 24 →
 // 0.415), the batched shapes flat; K and V released separately, flat; the softmax without
 // per-element branches and range checks: +10-20 % on every shape (20 → 0.515, 12 0.324 → 0.377,
-// 1 0.269 → 0.315), 0.324 in full mode; the causal mask as a compare and select per score (it
-// had compiled to branches: 1290 instructions per warp on every item's diagonal tile) and an
-// epilogue without per-column branches: batched shapes +4-9 % (12 → 0.392, 16 0.245 → 0.268),
-// 0.339 in full mode. The turn order measured slower at head sizes 72/80 (shape 6 0.358 against
-// 0.376 without), so it is used from 128 up. Per shape now (full): the long single sequences
-// 0.33-0.51, the batched 256-token prefills 0.27-0.39, the tiny shapes launch-bound.
-// Limiter (profiles, ncu stall sampling per instruction): before the softmax rewrite, shape 20's
-// consumers spent 63 % of their samples in the softmax, about 800 instructions per warp and tile
-// against 2 consumer warps per scheduler. On shape 12 (1882 batched sequences; T_SOL is the
-// memory time of 4.9 GB of Q and O, DRAM 32-50 % busy) the cost is per item: the diagonal tile's
-// softmax (40 % of the consumers' samples before the mask fix), the epilogue's 4-byte stores
-// (17 %), the first S of an item waiting alone (8 %). Tried and not kept (docs/baselines.md): one
-// head size per compiled kernel (slower: 0.296 against 0.318 on shape 20). Next: the first S of
-// an item issued in the previous item's last turn, 16-byte or TMA stores of O, the V
-// conversion's shared-memory traffic.
+// 1 0.269 → 0.315), 0.324 full; the causal mask as a compare and select per score (it had
+// compiled to branches: 1290 instructions per warp on every item's diagonal tile) and an
+// epilogue without per-column branches: batched shapes +4-9 % (12 → 0.392), 0.339 full. Then,
+// on ten shapes (0 1 6 8 12 16 17 20 21 24: 0.357 before): each item's first S issued in the
+// previous item's last turn 0.375 (12 0.391 → 0.442); O through shared memory and TMA stores
+// 0.422 (12 → 0.534, 17 0.337 → 0.461, 0 0.305 → 0.405); on all 25 shapes 0.403; the wgmma
+// descriptors as a low word plus offsets 0.413 (every D = 128 shape +1-4 %). The turn order
+// measured slower at head sizes 72/80 (shape 6 0.358 against 0.376 without; again with the
+// merged turns: 0.370 against 0.385), so it is used from 128 up. Full: 0.416 (0.339 before);
+// per shape the batched 256-token prefills 0.36-0.54 (shape 0 0.416, 12 0.485), the long
+// single sequences 0.33-0.53 (head sizes 72/80 0.33-0.38), 192/256 0.29/0.47, the tiny shapes
+// launch-bound.
+// Limiter (profiles, ncu stall sampling per instruction, `profile --source`): on shape 12
+// (1882 batched sequences; T_SOL is the memory time of 4.9 GB of Q and O) the cost was per item —
+// the diagonal tile's softmax (40 % of the consumers' samples before the mask fix), the
+// epilogue's 4-byte stores (17 %), the first S of an item waiting alone (8 %), all three now
+// addressed. Head sizes 72/80 (shapes 5, 6, 22: S 0.33-0.38) are bound by the softmax: one
+// MUFU.EX2 per score (16 per clock per SM) against GEMMs of only 80 columns, the tensor pipe 40 %
+// busy; `ex2.approx.f16x2` compiles to two MUFU.EX2.F16 on sm_90 (no gain: tried, 0.403 against
+// 0.403). Tried and not kept (docs/baselines.md): one head size per compiled kernel (slower:
+// 0.296 against 0.318 on shape 20). Next: the batched 256-token shapes compute three 128×128
+// tiles per sequence and head of which two are diagonal (half masked): per-warpgroup 64-key
+// granularity on the diagonal would save a sixth of their GEMMs.
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -200,11 +233,23 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const TensorMap* map, int c
         "l"(reinterpret_cast<u64>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
         : "memory");
 }
-// Shared-memory matrix descriptor: start, leading and stride byte offsets, swizzle mode.
-__device__ __forceinline__ u64 make_desc(u32 addr, u32 lbo, u32 sbo, u32 mode) {
-    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)((lbo >> 4) & 0x3FFF) << 16) |
-           ((u64)((sbo >> 4) & 0x3FFF) << 32) | ((u64)mode << 62);
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, int c0, int c1, int c2, u32 src) {
+    asm volatile(
+        "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
+            reinterpret_cast<u64>(map)),
+        "r"(c0), "r"(c1), "r"(c2), "r"(src)
+        : "memory");
 }
+// Shared-memory matrix descriptors in two words: the low word (start address / 16 and leading
+// byte offset) moves with the operand, the high word (stride byte offset and swizzle mode) is a
+// constant. Operands that differ by a constant offset share one low word plus offset / 16: one
+// integer add per wgmma instead of the mask, shift and or of building each one whole (about six
+// instructions per wgmma).
+__device__ __forceinline__ u32 desc_lo(u32 addr, u32 lbo) {
+    return ((addr & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16);
+}
+constexpr u32 desc_hi(u32 sbo, u32 mode) { return ((sbo >> 4) & 0x3FFF) | (mode << 30); }
+__device__ __forceinline__ u64 desc_of(u32 lo, u32 hi) { return (u64)lo | ((u64)hi << 32); }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -228,6 +273,10 @@ __device__ __forceinline__ float ex2_approx(float x) {
 // Named barriers 8 and 9 order the two consumers' GEMM phases (256 threads: both warpgroups).
 __device__ __forceinline__ void named_bar_sync(int id) {
     asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory");
+}
+// Named barriers 10 and 11: one consumer warpgroup (128 threads).
+__device__ __forceinline__ void named_bar_sync_wg(int id) {
+    asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory");
 }
 __device__ __forceinline__ void named_bar_arrive(int id) {
     asm volatile("bar.arrive %0, 256;" ::"r"(id) : "memory");
@@ -304,7 +353,8 @@ template <int DM, int DT, int BN, bool PAGED>
 __device__ __forceinline__ void attention_body(
     __nv_bfloat16* __restrict__ out, const TensorMap* tm_q, const TensorMap* tm_k,
     const TensorMap* tm_v, const TensorMap* tm_q_tail, const TensorMap* tm_k_tail,
-    const TensorMap* tm_v_tail, const int* __restrict__ cu_seqlens_q, const int* __restrict__ kv_info,
+    const TensorMap* tm_v_tail, const TensorMap* tm_o, const TensorMap* tm_o_tail,
+    const int* __restrict__ cu_seqlens_q, const int* __restrict__ kv_info,
     const int* __restrict__ block_table, int Hq, int Hk, int D, int MB, int NB, int NX, int nseq,
     int* __restrict__ next_item) {
     constexpr int DP = DM + DT;          // padded head size
@@ -329,7 +379,12 @@ __device__ __forceinline__ void attention_body(
     const u32 sQ = base;
     const u32 sK = sQ + QB * QBYTES;
     const u32 sV = sK + STAGES * TILE;
-    const u32 bars = sV + STAGES * TILE;       // 8 bytes each
+    // Head sizes up to 128: each consumer's 64 output rows are staged in shared memory (the
+    // 128-byte-swizzled layout of the output's tensor map) and written by one TMA store.
+    constexpr bool OSTAGE = DP <= 128;
+    constexpr u32 OBYTES = 64 * DP * 2;       // one consumer's staged rows
+    const u32 sO = sV + STAGES * TILE;
+    const u32 bars = sO + (OSTAGE ? 2 * OBYTES : 0);  // 8 bytes each
     auto k_full = [&](int s) { return bars + 8u * s; };
     auto v_load = [&](int s) { return bars + 8u * (STAGES + s); };
     auto v_ready = [&](int s) { return bars + 8u * (2 * STAGES + s); };
@@ -519,16 +574,47 @@ __device__ __forceinline__ void attention_body(
         const float sl2 = 1.4426950408889634f / sqrtf((float)D);  // log2(e) / sqrt(D)
         int T = 0, I = 0;  // tiles and items this block has consumed
         bool first_turn = true;  // consumer 0 takes the first GEMM turn without waiting
-        for (;;) {
-        const int qb = I % QB;
-        mbar_wait(q_full(qb), (I / QB) & 1);
-        const int item = *reinterpret_cast<volatile int*>(&s_item[qb]);
-        if (item < 0) {
-            // Consumer 1 arrived once more on consumer 0's turn barrier than consumer 0 waited.
-            if (PP && cw == 0 && !first_turn) named_bar_sync(8);
-            break;
+        // S = Q·Kᵀ of the tile in stage s against the Q buffer at q, into sc (issued; the
+        // caller commits).
+        auto issue_qk = [&](float (&sc)[BN / 2], int s, u32 q) {
+            constexpr u32 H128 = desc_hi(1024, 1), H32 = desc_hi(256, 3);
+            u32 qlo = desc_lo(q + cw * 64 * 128, 16), klo = desc_lo(sK + s * TILE, 16);
+            // Derived here at each call: hoisted out of the tile loop, the eight descriptors
+            // would stay live in registers (and spill).
+            asm volatile("" : "+r"(qlo), "+r"(klo));
+#pragma unroll
+            for (int kk = 0; kk < DP / 16; ++kk) {
+                u64 da, db;
+                if (kk * 16 < DM) {
+                    const int c = kk / 4, within = (kk % 4) * 16;
+                    da = desc_of(qlo + (c * QCH + within * 2) / 16, H128);
+                    db = desc_of(klo + (c * KCH + within * 2) / 16, H128);
+                } else {
+                    da = desc_of(qlo + (NCM * QCH - cw * 64 * 96) / 16, H32);
+                    db = desc_of(klo + (NCM * KCH) / 16, H32);
+                }
+                wgmma_ss(sc, da, db, kk > 0 ? 1 : 0);
+            }
+        };
+        float sc[BN / 2];
+        int qb = 0;
+        mbar_wait(q_full(0), 0);
+        int item = *reinterpret_cast<volatile int*>(&s_item[0]);
+        Item it;
+        if (item >= 0) {
+            // The block's first S is issued alone; every later S goes with a P·V, the first S
+            // of the next item with the last P·V of this one.
+            it = s_it[0];
+            mbar_wait(k_full(0), 0);
+            wg_fence();
+            issue_qk(sc, 0, sQ);
+            wg_commit();
+            wg_wait0();
+            fence_regs(sc);
+            mbar_arrive(k_empty(0));
+            if (it.ntiles == 1) mbar_arrive(q_empty(0));  // Q read for the last time
         }
-        const Item it = s_it[qb];
+        while (item >= 0) {
         const int q0 = it.q0, q_len = it.q_len, kv_len = it.kv_len, h = it.h;
         const bool causal = it.causal;
         const u32 sQb = sQ + qb * QBYTES;
@@ -543,35 +629,6 @@ __device__ __forceinline__ void attention_body(
         for (int i = 0; i < (DT ? DT / 2 : 1); ++i) ot[i] = 0.0f;
         float mA = -CUDART_INF_F, mB = -CUDART_INF_F, lA = 0.0f, lB = 0.0f;
 
-        // S = Q·Kᵀ of the tile in stage s into sc (issued; the caller commits).
-        auto issue_qk = [&](float (&sc)[BN / 2], int s) {
-#pragma unroll
-            for (int kk = 0; kk < DP / 16; ++kk) {
-                u64 da, db;
-                if (kk * 16 < DM) {
-                    const int c = kk / 4, within = (kk % 4) * 16;
-                    da = make_desc(sQb + c * QCH + cw * 64 * 128 + within * 2, 16, 1024, 1);
-                    db = make_desc(sK + s * TILE + c * KCH + within * 2, 16, 1024, 1);
-                } else {
-                    da = make_desc(sQb + NCM * QCH + cw * 64 * 32, 16, 256, 3);
-                    db = make_desc(sK + s * TILE + NCM * KCH, 16, 256, 3);
-                }
-                wgmma_ss(sc, da, db, kk > 0 ? 1 : 0);
-            }
-        };
-        float sc[BN / 2];
-        {
-            // Tile 0's S is issued alone; every later S goes with the previous tile's P·V.
-            const int s = T % STAGES;
-            mbar_wait(k_full(s), (T / STAGES) & 1);
-            wg_fence();
-            issue_qk(sc, s);
-            wg_commit();
-            wg_wait0();
-            fence_regs(sc);
-            mbar_arrive(k_empty(s));
-            if (it.ntiles == 1) mbar_arrive(q_empty(qb));  // Q read for the last time
-        }
         // Softmax of tile j (scores in sc) into fp16 P fragments; rescales o. A tile past the
         // causal diagonal of these rows comes out all masked: P = 0, m and l unchanged.
         auto softmax_to_p = [&](int j, u32 (&pf)[BN / 16][4]) {
@@ -629,8 +686,9 @@ __device__ __forceinline__ void attention_body(
             }
             lA = lA * alA + (sa[0] + sa[1]);
             lB = lB * alB + (sb[0] + sb[1]);
-            // Rescale O only when some row of this warp has a new maximum (uniform per warp).
-            if (__any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+            // Rescale O only when some row of this warp has a new maximum (uniform per warp), and
+            // never on an item's first tile (O is still zero).
+            if (j > 0 && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
 #pragma unroll
                 for (int i = 0; i < DM / 8; ++i) {
                     o[i * 4 + 0] *= alA;
@@ -666,12 +724,14 @@ __device__ __forceinline__ void attention_body(
         // does its softmax. Every wgmma is unconditional (a wgmma in a branch is serialised by
         // ptxas); masked tiles multiply P = 0.
         auto pv_phase = [&](int s, const u32 (&pf)[BN / 16][4]) {
+            u32 vlo = desc_lo(sV + s * TILE, KCH), vtlo = desc_lo(sV + s * TILE + NCM * KCH, BN * 32);
+            asm volatile("" : "+r"(vlo), "+r"(vtlo));
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk) {
                 // V is [keys][DP] in chunks of 64 columns (+ the 16-column tail): N-major B,
                 // 16 keys per step.
-                wgmma_rs(o, pf[kk], make_desc(sV + s * TILE + kk * 16 * 128, KCH, 1024, 1));
-                if constexpr (DT > 0) wgmma_rs(ot, pf[kk], make_desc(sV + s * TILE + NCM * KCH + kk * 16 * 32, BN * 32, 256, 3));
+                wgmma_rs(o, pf[kk], desc_of(vlo + kk * 16 * 128 / 16, desc_hi(1024, 1)));
+                if constexpr (DT > 0) wgmma_rs(ot, pf[kk], desc_of(vtlo + kk * 16 * 32 / 16, desc_hi(256, 3)));
             }
         };
         auto turn_begin = [&]() {
@@ -699,20 +759,34 @@ __device__ __forceinline__ void attention_body(
             turn_begin();
             pv_phase(s, pf);
             mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
-            issue_qk(sc, s1);
+            issue_qk(sc, s1, sQb);
             turn_end(s);
             mbar_arrive(k_empty(s1));
             if (j + 2 == it.ntiles) mbar_arrive(q_empty(qb));  // Q read for the last time
         }
+        const int nqb = (I + 1) % QB;
+        int nitem;
+        Item nit;
         {
-            // The last tile: P·V only.
-            const int s = T % STAGES;
+            // The last tile: its P·V and the next item's first S (issued even when there is
+            // no next item, on stale shared memory that nothing writes any more: a wgmma in a
+            // branch would be serialised; the result is not used).
+            const int s = T % STAGES, s1 = (T + 1) % STAGES;
             u32 pf[BN / 16][4];
             softmax_to_p(it.ntiles - 1, pf);
             mbar_wait(v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);
+            mbar_wait(q_full(nqb), ((I + 1) / QB) & 1);
+            nitem = *reinterpret_cast<volatile int*>(&s_item[nqb]);
+            if (nitem >= 0) mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
+            issue_qk(sc, s1, sQ + nqb * QBYTES);
             turn_end(s);
+            if (nitem >= 0) {
+                nit = s_it[nqb];
+                mbar_arrive(k_empty(s1));
+                if (nit.ntiles == 1) mbar_arrive(q_empty(nqb));  // Q read for the last time
+            }
             ++T;
         }
 
@@ -722,21 +796,77 @@ __device__ __forceinline__ void attention_body(
             lB += __shfl_xor_sync(0xffffffffu, lB, w);
         }
         const float iA = lA > 0.0f ? 1.0f / lA : 0.0f, iB = lB > 0.0f ? 1.0f / lB : 0.0f;
-        // Columns come in groups of 8 and D is a multiple of 8: the column test is per warp.
-        const bool okA = rA < q_len, okB = rB < q_len;
-        __nv_bfloat16* outA = out + ((long long)(q0 + rA) * Hq + h) * D + 2 * (lane % 4);
-        __nv_bfloat16* outB = out + ((long long)(q0 + rB) * Hq + h) * D + 2 * (lane % 4);
+        // The output rows, normalised and packed to bf16 pairs (read from the accumulators
+        // outside any branch: a branch around them puts the compiler's warpgroup arrive in a
+        // divergent path and serialises the wgmma).
+        u32 pk[DP / 8][2];
 #pragma unroll
         for (int nt = 0; nt < DP / 8; ++nt) {
-            if (nt * 8 >= D) break;
             const float* a = nt < DM / 8 ? &o[nt * 4] : &ot[(nt - DM / 8) * 4];
-            if (okA)
-                *reinterpret_cast<__nv_bfloat162*>(outA + nt * 8) = __floats2bfloat162_rn(a[0] * iA, a[1] * iA);
-            if (okB)
-                *reinterpret_cast<__nv_bfloat162*>(outB + nt * 8) = __floats2bfloat162_rn(a[2] * iB, a[3] * iB);
+            __nv_bfloat162 x = __floats2bfloat162_rn(a[0] * iA, a[1] * iA);
+            __nv_bfloat162 y = __floats2bfloat162_rn(a[2] * iB, a[3] * iB);
+            pk[nt][0] = *reinterpret_cast<u32*>(&x);
+            pk[nt][1] = *reinterpret_cast<u32*>(&y);
+        }
+        // Staged when this consumer's 64 rows all belong to the sequence (a TMA store would
+        // write past its end into the next one); the choice predicates the stores rather than
+        // branching around them (a branch here serialises the wgmma, ptxas C7520).
+        const bool staged = OSTAGE && R0 + 64 <= q_len;
+        if constexpr (OSTAGE) {
+            // The rows into this consumer's buffer in the output tensor map's swizzled layout
+            // (after its previous TMA store has read it), then one store per 64-column chunk.
+            const u32 sOw = sO + cw * OBYTES;
+            const bool leader = warp == 0 && lane == 0;
+            asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            named_bar_sync_wg(10 + cw);
+            const int la = warp * 16 + lane / 4, lb = la + 8;  // rows within the 64
+#pragma unroll
+            for (int nt = 0; nt < DP / 8; ++nt) {
+                u32 oa, ob;
+                if (nt < DM / 8) {
+                    const u32 base = sOw + (nt / 8) * (64 * 128), u = nt % 8;
+                    oa = base + la * 128 + ((u ^ (la & 7)) << 4) + 4 * (lane % 4);
+                    ob = base + lb * 128 + ((u ^ (lb & 7)) << 4) + 4 * (lane % 4);
+                } else {
+                    const u32 base = sOw + NCM * (64 * 128), u = nt - DM / 8;
+                    oa = base + la * 32 + ((u ^ ((la >> 2) & 1)) << 4) + 4 * (lane % 4);
+                    ob = base + lb * 32 + ((u ^ ((lb >> 2) & 1)) << 4) + 4 * (lane % 4);
+                }
+                asm volatile("st.shared.b32 [%0], %1;" ::"r"(oa), "r"(pk[nt][0]) : "memory");
+                asm volatile("st.shared.b32 [%0], %1;" ::"r"(ob), "r"(pk[nt][1]) : "memory");
+            }
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            named_bar_sync_wg(10 + cw);
+            if (leader && staged) {
+#pragma unroll
+                for (int c = 0; c < NCM; ++c)
+                    tma_store_3d(tm_o, c * 64, h, q0 + R0, sOw + c * (64 * 128));
+                if constexpr (DT > 0) tma_store_3d(tm_o_tail, DM, h, q0 + R0, sOw + NCM * (64 * 128));
+                asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            }
+        }
+        {
+            // Otherwise from registers. Columns come in groups of 8 and D is a multiple of 8:
+            // the column test is per warp.
+            const bool okA = !staged && rA < q_len, okB = !staged && rB < q_len;
+            u32* outA = reinterpret_cast<u32*>(out + ((long long)(q0 + rA) * Hq + h) * D + 2 * (lane % 4));
+            u32* outB = reinterpret_cast<u32*>(out + ((long long)(q0 + rB) * Hq + h) * D + 2 * (lane % 4));
+#pragma unroll
+            for (int nt = 0; nt < DP / 8; ++nt) {
+                if (nt * 8 >= D) break;
+                if (okA) outA[nt * 4] = pk[nt][0];
+                if (okB) outB[nt * 4] = pk[nt][1];
+            }
         }
         ++I;
+        qb = nqb;
+        item = nitem;
+        it = nit;
         }
+        // Consumer 1 arrived once more on consumer 0's turn barrier than consumer 0 waited.
+        if (PP && cw == 0 && !first_turn) named_bar_sync(8);
+        // The staged stores must have read shared memory before the block ends.
+        if (OSTAGE && warp == 0 && lane == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
     }
 }
 
@@ -744,17 +874,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) unified_attention_wgmma(
     __nv_bfloat16* __restrict__ out, const __grid_constant__ TensorMap tm_q128,
     const __grid_constant__ TensorMap tm_k128, const __grid_constant__ TensorMap tm_v128,
     const __grid_constant__ TensorMap tm_q32, const __grid_constant__ TensorMap tm_k32,
-    const __grid_constant__ TensorMap tm_v32, const int* __restrict__ cu_seqlens_q,
+    const __grid_constant__ TensorMap tm_v32, const __grid_constant__ TensorMap tm_o128,
+    const __grid_constant__ TensorMap tm_o32, const int* __restrict__ cu_seqlens_q,
     const int* __restrict__ seqused_k, const int* __restrict__ block_table, int Hq, int Hk, int D,
     int bs, int MB, int NB, int NX, int nseq, int* __restrict__ next_item) {
     if (bs != 16) __trap();  // one TMA box is one 16-token page
     if (D % 8 != 0) __trap();  // the epilogue writes whole groups of 8 columns
     switch ((D + 15) / 16 * 16) {
-        case 64: attention_body<64, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 80: attention_body<64, 16, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 128: attention_body<128, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 192: attention_body<192, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 256: attention_body<256, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 64: attention_body<64, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 80: attention_body<64, 16, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 128: attention_body<128, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 192: attention_body<192, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 256: attention_body<256, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
         default: __trap();  // head sizes of the suite: 64, 72, 80, 128, 192, 256
     }
 }

@@ -9,7 +9,7 @@ category = "algorithm"
 expected_gain = "tensor cores through wgmma (both GEMMs) with a TMA warp keeping Q bands and K/V tiles in flight while two consumer warpgroups compute, each turn issuing this tile's P·V with the next tile's Q·Kᵀ, O written back by TMA stores, persistent blocks taking (sequence, head, band) items from a queue"
 pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "head size 72: a 64-column 128-byte-swizzled part and a 16-column 32-byte-swizzled tail (padding to 128 would waste 44 % of the work; a 32-byte swizzle throughout halves wgmma's shared-memory rate)", "a single bf16 P loses ~8 bits of each probability: fp16 P (V converted to fp16 by the producer) keeps the strict tolerance with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f)", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional", "keys past a sequence belong to the next one in the packed layout: mask them on the last tile (a compare and select per score)"]
 [measured]
-s_op = 0.3072
+s_op = 0.3318
 baseline_s_op = 0.124
 gpu = "NVIDIA H200"
 date = "2026-12-01"
@@ -116,6 +116,7 @@ zero = true
 [tune]
 STAGES = [2]
 PINGPONG = [1, 0]
+OVL = [1, 0]
 */
 // attention_forward on Hopper: FlashAttention-3-style warp specialisation over packed varlen
 // sequences, no mask (bidirectional attention). The kernel body is tpl-unified-attention-wgmma's
@@ -132,7 +133,8 @@ PINGPONG = [1, 0]
 // plus a 32-byte-swizzled 16-column tail for head size 72), an online softmax in fp32 registers
 // (ex2.approx with the scale folded into its FMA, four partial maxima, O rescaled only when a
 // maximum moved), fp16 P straight from the accumulators into wgmma A fragments, O += P·V (V
-// fp16, N-major). Each turn issues this tile's P·V with the next tile's S, and an item's last
+// fp16, N-major). Each turn issues this tile's P·V with the next tile's S (the S committed first:
+// the next tile's softmax runs while this tile's P·V is on the tensor cores), and an item's last
 // turn its P·V with the next item's first S; the consumers take turns at the tensor cores from
 // head size 128 (at 72 the turn order measured slower in unified_attention). O is normalised,
 // staged in shared memory in the output map's swizzle and written by TMA stores when a
@@ -140,12 +142,17 @@ PINGPONG = [1, 0]
 // strict tolerance with one P·V; V in fp16 is exact for |v| in [6e-5, 65504] (N(0,1) here).
 //
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 21/21 shapes pass strict on 5 seeds):
-// S_op 0.307 against the baseline's 0.124 (docs/measurements/bench-best-attention_forward.json;
+// S_op 0.332 against the baseline's 0.124 (docs/measurements/bench-best-attention_forward.json;
 // sessions/attention-forward-wgmma.jsonl). The previous template (one block per band, no merged
 // turn, 4-byte stores of O, the same lean softmax) measured 0.245 full; this kernel on ten
 // shapes in quick mode 0.332 against its 0.244 (head size 72: shape 3 0.235 → 0.324, 18 0.269 →
 // 0.383, 8 0.241 → 0.290; head size 128: 9 0.456 → 0.488); full 0.307 (head size 72: long
 // sequences 0.29-0.39, the median shape 7 0.307; 128: 0.49; the short 4-head shapes 0.01-0.13).
+// With the next tile's softmax overlapped with this tile's P·V (OVL, as in unified_attention):
+// full 0.332 — mixed per shape at head size 72: the longest sequences gained (shape 8, 65556
+// tokens, 0.287 → 0.342; 7 0.307 → 0.339), the 4k-25k-token ones lost 1-6 % (18 0.387 → 0.363,
+// 4 0.372 → 0.347); S_op rose because the median shapes are the long ones. OVL = 0 is the
+// previous order.
 // Profile of the largest shape (10, head size 128): tensor pipe 60 %, the consumers' top wait
 // their own wgmma (WARPGROUP.DEPBAR), latency-bound. Measured and not kept: part of the
 // exponentials on the FMA pipe (a degree-3 polynomial for 2^x on one or two of every eight
@@ -166,6 +173,9 @@ typedef unsigned long long u64;
 #endif
 #ifndef PINGPONG
 #define PINGPONG 1
+#endif
+#ifndef OVL
+#define OVL 1
 #endif
 #if STAGES < 2
 #error "the ping-pong order needs two K/V stages: a consumer waits for the next tile inside its turn"
@@ -226,6 +236,9 @@ __device__ __forceinline__ u64 desc_of(u32 lo, u32 hi) { return (u64)lo | ((u64)
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait1() {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
 __device__ __forceinline__ void wg_wait0() {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -604,7 +617,7 @@ __device__ __forceinline__ void attention_body(
 
         // Softmax of tile j (scores in sc) into fp16 P fragments; rescales o. A tile past the
         // causal diagonal of these rows comes out all masked: P = 0, m and l unchanged.
-        auto softmax_to_p = [&](int j, u32 (&pf)[BN / 16][4]) {
+        auto softmax_to_p = [&](int j, u32 (&pf)[BN / 16][4], bool rescale_now, float& alAo, float& alBo) {
             const int k0 = j * BN;
             // Mask keys past kv_len and (causal) keys after the row — on edge tiles only, in a
             // pass of its own so that the common tile has no branch per element.
@@ -661,7 +674,9 @@ __device__ __forceinline__ void attention_body(
             lB = lB * alB + (sb[0] + sb[1]);
             // Rescale O only when some row of this warp has a new maximum (uniform per warp), and
             // never on an item's first tile (O is still zero).
-            if (j > 0 && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+            alAo = alA;
+            alBo = alB;
+            if (rescale_now && j > 0 && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
 #pragma unroll
                 for (int i = 0; i < DM / 8; ++i) {
                     o[i * 4 + 0] *= alA;
@@ -689,6 +704,27 @@ __device__ __forceinline__ void attention_body(
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk)
                 asm volatile("" : "+r"(pf[kk][0]), "+r"(pf[kk][1]), "+r"(pf[kk][2]), "+r"(pf[kk][3])::"memory");
+            fence_regs(o);
+            fence_regs(ot);
+        };
+        // O times the factors of a softmax that ran while O was still being written by a P·V.
+        auto rescale_o = [&](int j, float alA, float alB) {
+            if (j > 0 && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+                for (int i = 0; i < DM / 8; ++i) {
+                    o[i * 4 + 0] *= alA;
+                    o[i * 4 + 1] *= alA;
+                    o[i * 4 + 2] *= alB;
+                    o[i * 4 + 3] *= alB;
+                }
+#pragma unroll
+                for (int i = 0; i < DT / 8; ++i) {
+                    ot[i * 4 + 0] *= alA;
+                    ot[i * 4 + 1] *= alA;
+                    ot[i * 4 + 2] *= alB;
+                    ot[i * 4 + 3] *= alB;
+                }
+            }
             fence_regs(o);
             fence_regs(ot);
         };
@@ -724,10 +760,51 @@ __device__ __forceinline__ void attention_body(
             fence_regs(sc);
             mbar_arrive(v_empty(s));
         };
+#if OVL
+        // Each turn issues the next tile's S first and this tile's P·V second, in two commit
+        // groups: the softmax of the next tile runs as soon as its S is done, while this tile's
+        // P·V is still on the tensor cores; O is rescaled after that P·V, before the next.
+        u32 pf[BN / 16][4];
+        {
+            float a0, b0;
+            softmax_to_p(0, pf, true, a0, b0);
+        }
+        for (int j = 0; j + 1 < it.ntiles; ++j, ++T) {
+            const int s = T % STAGES, s1 = (T + 1) % STAGES;
+            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            turn_begin();
+            mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
+            issue_qk(sc, s1, sQb);
+            wg_commit();
+            pv_phase(s, pf);
+            wg_commit();
+            if (PP) named_bar_arrive(8 + (1 - cw));
+            wg_wait1();
+            fence_regs(sc);
+            mbar_arrive(k_empty(s1));
+            if (j + 2 == it.ntiles) mbar_arrive(q_empty(qb));  // Q read for the last time
+            u32 pn[BN / 16][4];
+            float nA, nB;
+            softmax_to_p(j + 1, pn, false, nA, nB);
+            wg_wait0();
+            fence_regs(o);
+            fence_regs(ot);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk)
+                asm volatile("" : "+r"(pf[kk][0]), "+r"(pf[kk][1]), "+r"(pf[kk][2]), "+r"(pf[kk][3])::"memory");
+            mbar_arrive(v_empty(s));
+            rescale_o(j + 1, nA, nB);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) asm volatile("mov.b32 %0, %1;" : "=r"(pf[kk][e]) : "r"(pn[kk][e]));
+        }
+#else
         for (int j = 0; j + 1 < it.ntiles; ++j, ++T) {
             const int s = T % STAGES, s1 = (T + 1) % STAGES;
             u32 pf[BN / 16][4];
-            softmax_to_p(j, pf);
+            float a_, b_;
+            softmax_to_p(j, pf, true, a_, b_);
             mbar_wait(v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);
@@ -737,6 +814,7 @@ __device__ __forceinline__ void attention_body(
             mbar_arrive(k_empty(s1));
             if (j + 2 == it.ntiles) mbar_arrive(q_empty(qb));  // Q read for the last time
         }
+#endif
         const int nqb = (I + 1) % QB;
         int nitem;
         Item nit;
@@ -745,8 +823,11 @@ __device__ __forceinline__ void attention_body(
             // no next item, on stale shared memory that nothing writes any more: a wgmma in a
             // branch would be serialised; the result is not used).
             const int s = T % STAGES, s1 = (T + 1) % STAGES;
+#if !OVL
             u32 pf[BN / 16][4];
-            softmax_to_p(it.ntiles - 1, pf);
+            float a_, b_;
+            softmax_to_p(it.ntiles - 1, pf, true, a_, b_);
+#endif
             mbar_wait(v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);

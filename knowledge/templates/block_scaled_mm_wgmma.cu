@@ -70,8 +70,12 @@ STAGES = [3, 2, 4]
 // stores, fixed by the store order below: no change in time); STAGES 2/3/4 equal. Widening B
 // in the producer warpgroup instead (consumers without a barrier between them) was slower:
 // 0.193, and 0.169 with integer-only widening — one warp per SM sub-partition cannot widen B
-// as fast as the tensor cores use it. Next: BN 256 with the promotion accumulators in fp32
-// shared memory, two consumer groups in ping-pong.
+// as fast as the tensor cores use it. Also slower (2026-12-01, quick, seven shapes, 0.222 for
+// this kernel): integer widening of B (exact, as value·2^-8) 0.190, of A too 0.181; A's
+// fragments double-buffered 0.209; scales loaded a group ahead 0.219; A widened into shared
+// memory for an SS wgmma 0.171 — the widening itself bounds this design. Next: fewer
+// conversions per FLOP (B widened once for 256 rows; a 2-CTA cluster sharing it through
+// distributed shared memory).
 
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>

@@ -9,7 +9,7 @@ category = "algorithm"
 expected_gain = "tensor cores through wgmma (both GEMMs), a TMA warp that keeps Q bands and K/V pages in flight while two consumer warpgroups compute (taking turns at the tensor cores for head sizes of 128 and more), a softmax with no per-element branches or range checks, and persistent blocks taking work items from a queue, heaviest first, so that causal bands of unequal length balance across the SMs"
 pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional, and let masked tiles multiply P = 0", "exp2f() adds a range check and two multiplies per element, and a mask test inside the element loop adds a branch per element: mask in a pass of its own on edge tiles only, call ex2.approx.ftz, fold the 1/sqrt(D) scale into the exponent's FMA — the softmax was half the consumers' instructions", "in a ping-pong turn order, fence P and O (asm with +r/+f) before the turn barrier, or the compiler moves exponentials past it", "the next tile's S issued with this tile's P·V needs its K a turn earlier: release K and V stages separately and issue V one tile behind K", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barriers even for a tile it skips, after waiting for it, or phases drift", "a static stride over causal work items leaves SMs idle (a long sequence's bands cost from 1 to NX tiles): take items from an atomic queue in decreasing cost and hand each to the consumers with its Q buffer"]
 [measured]
-s_op = 0.4156
+s_op = 0.4254
 baseline_s_op = 0.091
 gpu = "NVIDIA H200"
 date = "2026-12-01"
@@ -116,6 +116,7 @@ zero = true
 [tune]
 STAGES = [2]
 PINGPONG = [1, 0]
+OVL = [1, 0]
 */
 // unified_attention on Hopper: FlashAttention-3-style warp specialisation over the paged KV cache.
 //
@@ -138,7 +139,10 @@ PINGPONG = [1, 0]
 // fp16 straight from the accumulator layout into wgmma A fragments; O += P·V with wgmma (V N-major
 // from shared memory, fp16). Each turn issues this tile's P·V together with the next tile's
 // S = Q·Kᵀ, and an item's last turn its P·V with the next item's first S (only the block's first
-// S is issued alone; no wgmma sits in a branch); for head sizes of 128 and more the two consumers
+// S is issued alone; no wgmma sits in a branch). Within a turn the next tile's S is issued and
+// committed first, this tile's P·V second: the consumer waits for the S alone (wait_group 1),
+// runs the next tile's softmax while its P·V is still on the tensor cores (P into a second set
+// of fragment registers), then waits for the P·V and rescales O (OVL; 0 waits for both first); for head sizes of 128 and more the two consumers
 // take turns (named barriers 8/9), so that one warpgroup's softmax runs under the other's GEMMs.
 // wgmma descriptors are one low word per operand and call plus a constant offset per k step
 // (one integer add per wgmma instead of about six instructions). The epilogue normalises O,
@@ -151,7 +155,7 @@ PINGPONG = [1, 0]
 // SXM; on another GPU the kernel stays correct, with more or fewer items per block.
 //
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 25/25 shapes pass strict on 5 seeds):
-// S_op 0.416 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
+// S_op 0.425 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
 // the path from the baseline: sessions/unified-attention-wgmma.jsonl). Steps, quick mode unless
 // marked full: the work queue 0.273 (full); the TMA warp decoupled from the V conversion and
 // taking items ahead, long shapes +10-20 % (shape 20 0.352 → 0.399); this tile's P·V issued with
@@ -169,7 +173,10 @@ PINGPONG = [1, 0]
 // merged turns: 0.370 against 0.385), so it is used from 128 up. Full: 0.416 (0.339 before);
 // per shape the batched 256-token prefills 0.36-0.54 (shape 0 0.416, 12 0.485), the long
 // single sequences 0.33-0.53 (head sizes 72/80 0.33-0.38), 192/256 0.29/0.47, the tiny shapes
-// launch-bound.
+// launch-bound. Then the softmax of the next tile overlapped with this tile's P·V inside each
+// consumer (OVL, FA3's intra-warpgroup order; it had measured slower before the softmax was
+// lean): quick on the ten shapes 0.433 → 0.440, every shape +1-5 % (6 0.388 → 0.406, 24 0.465 →
+// 0.479); full 0.425 (shape 5 0.334 → 0.355, 18 0.461 → 0.513, 20 0.534 → 0.548).
 // Limiter (profiles, ncu stall sampling per instruction, `profile --source`): on shape 12
 // (1882 batched sequences; T_SOL is the memory time of 4.9 GB of Q and O) the cost was per item —
 // the diagonal tile's softmax (40 % of the consumers' samples before the mask fix), the
@@ -193,6 +200,9 @@ typedef unsigned long long u64;
 #endif
 #ifndef PINGPONG
 #define PINGPONG 1
+#endif
+#ifndef OVL
+#define OVL 1
 #endif
 #if STAGES < 2
 #error "the ping-pong order needs two K/V stages: a consumer waits for the next tile inside its turn"
@@ -253,6 +263,9 @@ __device__ __forceinline__ u64 desc_of(u32 lo, u32 hi) { return (u64)lo | ((u64)
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait1() {
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
 }
 __device__ __forceinline__ void wg_wait0() {
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
@@ -631,7 +644,7 @@ __device__ __forceinline__ void attention_body(
 
         // Softmax of tile j (scores in sc) into fp16 P fragments; rescales o. A tile past the
         // causal diagonal of these rows comes out all masked: P = 0, m and l unchanged.
-        auto softmax_to_p = [&](int j, u32 (&pf)[BN / 16][4]) {
+        auto softmax_to_p = [&](int j, u32 (&pf)[BN / 16][4], bool rescale_now, float& alAo, float& alBo) {
             const int k0 = j * BN;
             // Mask keys past kv_len and (causal) keys after the row — on edge tiles only, in a
             // pass of its own so that the common tile has no branch per element.
@@ -688,7 +701,9 @@ __device__ __forceinline__ void attention_body(
             lB = lB * alB + (sb[0] + sb[1]);
             // Rescale O only when some row of this warp has a new maximum (uniform per warp), and
             // never on an item's first tile (O is still zero).
-            if (j > 0 && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+            alAo = alA;
+            alBo = alB;
+            if (rescale_now && j > 0 && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
 #pragma unroll
                 for (int i = 0; i < DM / 8; ++i) {
                     o[i * 4 + 0] *= alA;
@@ -716,6 +731,27 @@ __device__ __forceinline__ void attention_body(
 #pragma unroll
             for (int kk = 0; kk < BN / 16; ++kk)
                 asm volatile("" : "+r"(pf[kk][0]), "+r"(pf[kk][1]), "+r"(pf[kk][2]), "+r"(pf[kk][3])::"memory");
+            fence_regs(o);
+            fence_regs(ot);
+        };
+        // O times the factors of a softmax that ran while O was still being written by a P·V.
+        auto rescale_o = [&](int j, float alA, float alB) {
+            if (j > 0 && __any_sync(0xffffffffu, alA != 1.0f || alB != 1.0f)) {
+#pragma unroll
+                for (int i = 0; i < DM / 8; ++i) {
+                    o[i * 4 + 0] *= alA;
+                    o[i * 4 + 1] *= alA;
+                    o[i * 4 + 2] *= alB;
+                    o[i * 4 + 3] *= alB;
+                }
+#pragma unroll
+                for (int i = 0; i < DT / 8; ++i) {
+                    ot[i * 4 + 0] *= alA;
+                    ot[i * 4 + 1] *= alA;
+                    ot[i * 4 + 2] *= alB;
+                    ot[i * 4 + 3] *= alB;
+                }
+            }
             fence_regs(o);
             fence_regs(ot);
         };
@@ -751,10 +787,51 @@ __device__ __forceinline__ void attention_body(
             fence_regs(sc);
             mbar_arrive(v_empty(s));
         };
+#if OVL
+        // Each turn issues the next tile's S first and this tile's P·V second, in two commit
+        // groups: the softmax of the next tile runs as soon as its S is done, while this tile's
+        // P·V is still on the tensor cores; O is rescaled after that P·V, before the next.
+        u32 pf[BN / 16][4];
+        {
+            float a0, b0;
+            softmax_to_p(0, pf, true, a0, b0);
+        }
+        for (int j = 0; j + 1 < it.ntiles; ++j, ++T) {
+            const int s = T % STAGES, s1 = (T + 1) % STAGES;
+            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            turn_begin();
+            mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
+            issue_qk(sc, s1, sQb);
+            wg_commit();
+            pv_phase(s, pf);
+            wg_commit();
+            if (PP) named_bar_arrive(8 + (1 - cw));
+            wg_wait1();
+            fence_regs(sc);
+            mbar_arrive(k_empty(s1));
+            if (j + 2 == it.ntiles) mbar_arrive(q_empty(qb));  // Q read for the last time
+            u32 pn[BN / 16][4];
+            float nA, nB;
+            softmax_to_p(j + 1, pn, false, nA, nB);
+            wg_wait0();
+            fence_regs(o);
+            fence_regs(ot);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk)
+                asm volatile("" : "+r"(pf[kk][0]), "+r"(pf[kk][1]), "+r"(pf[kk][2]), "+r"(pf[kk][3])::"memory");
+            mbar_arrive(v_empty(s));
+            rescale_o(j + 1, nA, nB);
+#pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) asm volatile("mov.b32 %0, %1;" : "=r"(pf[kk][e]) : "r"(pn[kk][e]));
+        }
+#else
         for (int j = 0; j + 1 < it.ntiles; ++j, ++T) {
             const int s = T % STAGES, s1 = (T + 1) % STAGES;
             u32 pf[BN / 16][4];
-            softmax_to_p(j, pf);
+            float a_, b_;
+            softmax_to_p(j, pf, true, a_, b_);
             mbar_wait(v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);
@@ -764,6 +841,7 @@ __device__ __forceinline__ void attention_body(
             mbar_arrive(k_empty(s1));
             if (j + 2 == it.ntiles) mbar_arrive(q_empty(qb));  // Q read for the last time
         }
+#endif
         const int nqb = (I + 1) % QB;
         int nitem;
         Item nit;
@@ -772,8 +850,11 @@ __device__ __forceinline__ void attention_body(
             // no next item, on stale shared memory that nothing writes any more: a wgmma in a
             // branch would be serialised; the result is not used).
             const int s = T % STAGES, s1 = (T + 1) % STAGES;
+#if !OVL
             u32 pf[BN / 16][4];
-            softmax_to_p(it.ntiles - 1, pf);
+            float a_, b_;
+            softmax_to_p(it.ntiles - 1, pf, true, a_, b_);
+#endif
             mbar_wait(v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);

@@ -817,3 +817,40 @@ fn bench_through_templated_workers() {
     );
     assert_eq!(doc["pool"]["requeued"], 0);
 }
+
+/// `compile --sass` on the GPU machine: the toolkit's cuobjdump disassembles the unified_attention
+/// template and the summary counts its wgmma (HGMMA) and uniform-datapath instructions.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn compile_sass_disassembles_and_summarises_the_kernel() {
+    let dir = std::env::temp_dir().join(format!("atrex-sass-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ua.sass");
+    let out = std::process::Command::new(common::exe())
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["compile", "unified_attention", "--kernel"])
+        .arg("knowledge/templates/unified_attention_wgmma.cu")
+        .arg("--sass")
+        .arg(&file)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let f = &doc["sass"]["functions"][0];
+    assert_eq!(f["name"], "unified_attention_wgmma", "{doc}");
+    assert!(f["wgmma"].as_u64().unwrap() > 100, "{f}");
+    assert!(f["uniform"].as_u64().unwrap() > 0, "{f}");
+    let sass = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        sass.contains("HGMMA.64x128x16"),
+        "{}",
+        &sass[..sass.len().min(2000)]
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

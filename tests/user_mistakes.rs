@@ -268,3 +268,13 @@ fn a_saved_source_page_is_summarised_and_a_wrong_file_named() {
     assert!(err.contains("cannot be used with"), "{err}");
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// `compile --sass -` prints the disassembly: with `--json` on the same stdout it is refused
+/// before anything compiles, naming the way out.
+#[test]
+fn a_disassembly_to_stdout_does_not_go_into_the_json_document() {
+    let (code, out, err) = run(bin().args(["compile", "rms_norm", "--sass", "-", "--json"]));
+    assert_eq!(code, 1, "{err}");
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("--sass FILE"), "{err}");
+}

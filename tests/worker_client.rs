@@ -31,6 +31,7 @@ fn job(name: &str) -> Job {
         generator: None,
         arch: None,
         watchdog_s: None,
+        sass: false,
     }
 }
 

@@ -44,6 +44,7 @@ fn job(shapes: &[(u32, f64)]) -> Job {
         generator: None,
         arch: None,
         watchdog_s: None,
+        sass: false,
     }
 }
 

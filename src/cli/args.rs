@@ -140,6 +140,10 @@ pub enum Command {
         /// Target architecture when there is no GPU.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
+        /// Also disassemble the kernel (the CUDA toolkit's cuobjdump) into FILE (`-`: stdout)
+        /// and summarise each function: instructions, HGMMA, uniform-datapath share, top opcodes.
+        #[arg(long, value_name = "FILE")]
+        sass: Option<PathBuf>,
         /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,

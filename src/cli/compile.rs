@@ -1,9 +1,11 @@
-//! `compile`: NVRTC and launch-plan diagnostics.
+//! `compile`: NVRTC and launch-plan diagnostics, and with `--sass` the kernel's SASS and a
+//! summary of it per function.
 
 use super::runtime;
-use crate::engine::client::{WorkerClient, WorkerConfig};
+use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig};
 use crate::engine::outcome::*;
 use crate::engine::protocol::*;
+use crate::engine::sass as sass_summary;
 use crate::suite::Suite;
 use serde_json::json;
 use std::path::Path;
@@ -15,8 +17,16 @@ pub fn run(
     kernel: Option<&Path>,
     defines: &[String],
     arch: &str,
+    sass: Option<&Path>,
     as_json: bool,
 ) -> Result<i32, String> {
+    if as_json && sass == Some(Path::new("-")) {
+        return Err(
+            "--sass - would print the disassembly into the JSON document: name a file \
+                    (--sass FILE) with --json"
+                .into(),
+        );
+    }
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
@@ -32,14 +42,30 @@ pub fn run(
         None,
     )?;
     job.arch = Some(arch.to_string());
+    job.sass = sass.is_some();
     let rt = runtime()?;
     let o = rt.block_on(async {
         let client = WorkerClient::spawn(WorkerConfig::new(0));
         collect(&client, job, false).await
     });
-    let ok = matches!(o.verdict, Some(Verdict::Pass));
+    let mut ok = matches!(o.verdict, Some(Verdict::Pass));
+    // The disassembly, written where asked, and its summary (or why there is none).
+    let disassembly = match sass {
+        Some(dest) if ok => {
+            let r = write_sass(&o, dest, as_json);
+            ok &= r.is_ok();
+            Some(r)
+        }
+        _ => None,
+    };
     if as_json {
-        let doc = json!({"operator": p.name, "kernel": candidate.name, "verdict": o.verdict.as_ref().map(|v| v.name()), "message": o.message, "compile": o.compiled});
+        let mut doc = json!({"operator": p.name, "kernel": candidate.name, "verdict": o.verdict.as_ref().map(|v| v.name()), "message": o.message, "compile": o.compiled});
+        if let Some(r) = &disassembly {
+            doc["sass"] = match r {
+                Ok((file, fs)) => json!({"file": file, "functions": fs}),
+                Err(e) => json!({"error": e}),
+            };
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
@@ -69,6 +95,45 @@ pub fn run(
                 o.verdict.as_ref().map(|v| v.name()).unwrap_or("error")
             );
         }
+        match &disassembly {
+            Some(Ok((file, fs))) => {
+                if let Some(file) = file {
+                    println!("sass: {file}");
+                }
+                for f in fs {
+                    println!("sass: {}", sass_summary::describe(f, 12));
+                }
+            }
+            Some(Err(e)) => println!("sass: {e}"),
+            None => {}
+        }
     }
     Ok(if ok { 0 } else { 1 })
+}
+
+/// Writes the job's disassembly to `dest` (`-`: stdout, unless stdout carries the JSON
+/// document) and summarises it. Ok: the file written (None for stdout) and the summary.
+fn write_sass(
+    o: &Outcome,
+    dest: &Path,
+    as_json: bool,
+) -> Result<(Option<String>, Vec<sass_summary::FunctionSummary>), String> {
+    let (text, error) = o
+        .events
+        .iter()
+        .find_map(|e| match e {
+            JobEvent::Worker(Event::Disassembly { sass, error, .. }) => Some((sass, error)),
+            _ => None,
+        })
+        .ok_or("the worker sent no disassembly (an older worker?)")?;
+    if let Some(e) = error {
+        return Err(e.clone());
+    }
+    let fs = sass_summary::summarize(text);
+    if dest == Path::new("-") && !as_json {
+        print!("{text}");
+        return Ok((None, fs));
+    }
+    std::fs::write(dest, text).map_err(|e| format!("{}: {e}", dest.display()))?;
+    Ok((Some(dest.display().to_string()), fs))
 }

@@ -325,7 +325,9 @@ fn keep(
     };
     let w = keeper.accept(&rec.model, rev);
     eprintln!("{}", keeper.report(rev, &w));
-    w.map(|w| w.file)
+    // Named from the workspace, like the session: the document speaks of the project, not of
+    // the machine it ran on.
+    w.map(|w| PathBuf::from(crate::standing::accept::session_label(&ws.dir, &w.file)))
 }
 
 /// Prints the result as one pretty JSON document.

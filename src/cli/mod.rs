@@ -155,8 +155,17 @@ fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, Str
             kernel,
             defines,
             arch,
+            sass,
             json,
-        } => compile::run(s, &op, kernel.as_deref(), &defines, &arch, json),
+        } => compile::run(
+            s,
+            &op,
+            kernel.as_deref(),
+            &defines,
+            &arch,
+            sass.as_deref(),
+            json,
+        ),
         Command::Export {
             op,
             format,

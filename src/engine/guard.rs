@@ -258,6 +258,7 @@ mod tests {
             generator: None,
             arch: None,
             watchdog_s: None,
+            sass: false,
         }
     }
 

@@ -10,6 +10,7 @@ pub mod outcome;
 pub mod plan;
 pub mod pool;
 pub mod protocol;
+pub mod sass;
 pub mod scheduler;
 pub mod simulate;
 pub mod spread;
@@ -184,6 +185,7 @@ pub fn build_job(
         }),
         arch: None,
         watchdog_s: Some(watchdog),
+        sass: false,
     })
 }
 

@@ -134,6 +134,10 @@ pub struct Job {
     /// gigabytes need more than 10 s between progress events (host comparison, downloads).
     #[serde(default)]
     pub watchdog_s: Option<f64>,
+    /// Compile jobs: also disassemble the candidate (`compile --sass`): answered with a
+    /// `Disassembly` event before `Done`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sass: bool,
 }
 
 /// A tensor's contents (little-endian bytes, base64).
@@ -311,6 +315,16 @@ pub enum Event {
         #[serde(default)]
         resources: BTreeMap<String, KernelResources>,
     },
+    /// Compile jobs with `sass`: the candidate's SASS as the toolkit's `cuobjdump -sass` prints
+    /// it, or why there is none (no cuobjdump, the candidate does not compile).
+    Disassembly {
+        id: u64,
+        which: String,
+        #[serde(default)]
+        sass: String,
+        #[serde(default)]
+        error: Option<String>,
+    },
     /// `dump` jobs: the inputs and outputs of one shape.
     Tensors {
         id: u64,
@@ -377,6 +391,7 @@ impl Event {
             Event::Hello { id, .. }
             | Event::Progress { id, .. }
             | Event::Compiled { id, .. }
+            | Event::Disassembly { id, .. }
             | Event::ShapeDone { id, .. }
             | Event::Checked { id, .. }
             | Event::Output { id, .. }

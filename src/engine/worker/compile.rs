@@ -264,6 +264,9 @@ pub(super) fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option
         resources: BTreeMap::new(),
     });
     if c.ok {
+        if job.sass {
+            super::sass::send_sass(out, id, &compiler, src);
+        }
         (
             Verdict::Pass,
             Some(format!(

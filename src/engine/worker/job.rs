@@ -16,6 +16,9 @@ pub(super) fn run_job(
         Err((v, msg)) => return Ok((v, Some(msg))),
     };
     if job.kind == JobKind::Compile {
+        if job.sass {
+            sass::send_sass(out, id, &g.compiler, &job.candidate);
+        }
         return Ok((Verdict::Pass, None));
     }
     let custom = match &job.generator {

@@ -38,6 +38,7 @@ mod device;
 mod inputs;
 mod job;
 mod launch;
+mod sass;
 mod timing;
 
 use compile::*;

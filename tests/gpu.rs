@@ -826,8 +826,8 @@ fn compile_sass_disassembles_and_summarises_the_kernel() {
     let dir = std::env::temp_dir().join(format!("atrex-sass-gpu-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("ua.sass");
-    let out = std::process::Command::new(common::exe())
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+    let out = Command::new(common::exe())
+        .current_dir(root())
         .args(["compile", "unified_attention", "--kernel"])
         .arg("knowledge/templates/unified_attention_wgmma.cu")
         .arg("--sass")

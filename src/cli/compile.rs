@@ -52,7 +52,7 @@ pub fn run(
     // The disassembly, written where asked, and its summary (or why there is none).
     let disassembly = match sass {
         Some(dest) if ok => {
-            let r = write_sass(&o, dest, as_json);
+            let r = write_sass(&o, dest);
             ok &= r.is_ok();
             Some(r)
         }
@@ -111,12 +111,11 @@ pub fn run(
     Ok(if ok { 0 } else { 1 })
 }
 
-/// Writes the job's disassembly to `dest` (`-`: stdout, unless stdout carries the JSON
-/// document) and summarises it. Ok: the file written (None for stdout) and the summary.
+/// Writes the job's disassembly to `dest` (`-`: stdout; refused with --json before the job) and
+/// summarises it. Ok: the file written (None for stdout) and the summary.
 fn write_sass(
     o: &Outcome,
     dest: &Path,
-    as_json: bool,
 ) -> Result<(Option<String>, Vec<sass_summary::FunctionSummary>), String> {
     let (text, error) = o
         .events
@@ -130,7 +129,7 @@ fn write_sass(
         return Err(e.clone());
     }
     let fs = sass_summary::summarize(text);
-    if dest == Path::new("-") && !as_json {
+    if dest == Path::new("-") {
         print!("{text}");
         return Ok((None, fs));
     }

@@ -265,7 +265,8 @@ pub(super) fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option
     });
     if c.ok {
         if job.sass {
-            super::sass::send_sass(out, id, &compiler, src);
+            // The cubin in hand: disassembled without a second compile.
+            super::sass::send(out, id, super::sass::disassemble(&c.cubin));
         }
         (
             Verdict::Pass,

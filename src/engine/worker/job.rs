@@ -17,7 +17,7 @@ pub(super) fn run_job(
     };
     if job.kind == JobKind::Compile {
         if job.sass {
-            sass::send_sass(out, id, &g.compiler, &job.candidate);
+            sass::send(out, id, sass::of_source(&g.compiler, &job.candidate));
         }
         return Ok((Verdict::Pass, None));
     }

@@ -22,58 +22,54 @@ pub fn disassemble(cubin: &[u8]) -> Result<String, String> {
 /// Disassembles with a given `cuobjdump`; its folder goes first on PATH so that it finds the
 /// `nvdisasm` installed beside it.
 pub fn disassemble_with(tool: &Path, cubin: &[u8]) -> Result<String, String> {
-    let dir = std::env::temp_dir().join(format!("atrex-sass-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let file = dir.join(format!(
-        "candidate-{}.cubin",
+    let file = std::env::temp_dir().join(format!(
+        "atrex-sass-{}-{}.cubin",
+        std::process::id(),
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
-    let r = (|| {
-        std::fs::write(&file, cubin).map_err(|e| format!("{}: {e}", file.display()))?;
-        let mut path = std::ffi::OsString::new();
-        if let Some(d) = tool.parent() {
-            path.push(d.as_os_str());
-            path.push(":");
-        }
-        path.push(std::env::var_os("PATH").unwrap_or_default());
-        let o = Command::new(tool)
-            .arg("-sass")
-            .arg(&file)
-            .env("PATH", path)
-            .output()
-            .map_err(|e| format!("{}: {e}", tool.display()))?;
-        if !o.status.success() {
-            let err = String::from_utf8_lossy(&o.stderr);
-            return Err(format!(
-                "{} -sass failed ({}): {}",
-                tool.display(),
-                o.status,
-                err.trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
-    })();
+    std::fs::write(&file, cubin).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut path = std::ffi::OsString::new();
+    if let Some(d) = tool.parent() {
+        path.push(d.as_os_str());
+        path.push(":");
+    }
+    path.push(std::env::var_os("PATH").unwrap_or_default());
+    let o = Command::new(tool)
+        .arg("-sass")
+        .arg(&file)
+        .env("PATH", path)
+        .output();
     let _ = std::fs::remove_file(&file);
-    let _ = std::fs::remove_dir(&dir);
-    r
+    let o = o.map_err(|e| format!("{}: {e}", tool.display()))?;
+    if !o.status.success() {
+        return Err(format!(
+            "{} -sass failed ({}): {}",
+            tool.display(),
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-/// Compiles the candidate again (NVRTC's cache makes that cheap when it has one) and sends its
-/// SASS, or why there is none.
-pub(super) fn send_sass(out: &super::Out, id: u64, compiler: &Compiler, src: &Source) {
-    let r = (|| {
-        let (_, defines) = plan_and_defines(src).map_err(|e| format!("launch plan, {e}"))?;
-        let c = compiler
-            .compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
-            .map_err(|e| e.msg)?;
-        if !c.ok {
-            return Err(format!("{} does not compile", src.name));
-        }
-        disassemble(&c.cubin)
-    })();
+/// The SASS of a source: compiled again (a hit in NVRTC's cubin cache when it has one), then
+/// disassembled. For the GPU path, which keeps only the loaded module of its compile.
+pub(super) fn of_source(compiler: &Compiler, src: &Source) -> Result<String, String> {
+    let (_, defines) = plan_and_defines(src).map_err(|e| format!("launch plan, {e}"))?;
+    let c = compiler
+        .compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
+        .map_err(|e| e.msg)?;
+    if !c.ok {
+        return Err(format!("{} does not compile", src.name));
+    }
+    disassemble(&c.cubin)
+}
+
+/// Sends the candidate's SASS, or why there is none.
+pub(super) fn send(out: &super::Out, id: u64, r: Result<String, String>) {
     let (sass, error) = match r {
         Ok(s) => (s, None),
         Err(e) => (String::new(), Some(e)),

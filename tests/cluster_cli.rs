@@ -403,35 +403,32 @@ fn measure_says_how_to_decide_a_pending_revision() {
         )
         .unwrap(),
     );
-    let out = bin()
-        .args(["measure", "rms_norm", "--quick", "--kernel"])
-        .arg(&kernel)
-        .arg("--session")
-        .arg(ws.join("s.jsonl"))
-        .arg("--workers")
-        .arg(&file)
-        .arg("--workspace")
-        .arg(&ws)
-        .output()
-        .unwrap();
+    // One quick measure into the same session (each call appends a revision).
+    let measure = |extra: &[&str]| {
+        bin()
+            .args(["measure", "rms_norm", "--quick"])
+            .args(extra)
+            .arg("--kernel")
+            .arg(&kernel)
+            .arg("--session")
+            .arg(ws.join("s.jsonl"))
+            .arg("--workers")
+            .arg(&file)
+            .arg("--workspace")
+            .arg(&ws)
+            .output()
+            .unwrap()
+    };
+    let out = measure(&[]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("decision: pending (--decide auto|accept|reject decides at once"),
         "{text}\n{}",
         String::from_utf8_lossy(&out.stderr)
-    ); // With --json the result is also a bench document: the machine, the mode and each
+    );
+    // With --json the result is also a bench document: the machine, the mode and each
     // shape's result (docs/measurements takes either).
-    let out = bin()
-        .args(["measure", "rms_norm", "--quick", "--json", "--kernel"])
-        .arg(&kernel)
-        .arg("--session")
-        .arg(ws.join("s.jsonl"))
-        .arg("--workers")
-        .arg(&file)
-        .arg("--workspace")
-        .arg(&ws)
-        .output()
-        .unwrap();
+    let out = measure(&["--json"]);
     let d: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(d["operator"], "rms_norm");

@@ -9,10 +9,10 @@ category = "algorithm"
 expected_gain = "decode shapes (one to a few rows per expert) stream each weight once instead of computing 128-row tiles; the schedule is a block scan instead of one thread looping over the experts"
 pitfalls = ["the output is compared code for code: keep the reference's fp32 FMA chain in increasing k for every dot product, no tensor cores, no split-K", "fnuz codes read as f16 bits (s, 0e, m) are exactly value / 128: widen through f16 and multiply by 128 * scale (one rounding, as code * scale)", "size grids over tiles by ceil(T*K/128) + min(E, T*K): every empty block still costs a launch slot", "a one-thread loop over the experts in the schedule costs a dependent global round trip per expert (tens of microseconds)"]
 [measured]
-s_op = 0.1563
+s_op = 0.1662
 baseline_s_op = 0.0224
 gpu = "NVIDIA H200"
-date = "2026-11-30"
+date = "2026-12-01"
 mode = "full"
 */
 /* atrex:plan
@@ -117,17 +117,21 @@ MINB = 1
 // 3b. rows1 and 4b. rows2: tiles of at most SMALL rows stream the weights once (see below);
 // 5. combine: acc = Σ_k w·y in slot order, software fnuz cast without clamping.
 //
-// Measured (NVIDIA H200, 2026-11-30, `bench --full`, 6/6 shapes bit-identical on 5 seeds):
-// S_op 0.156 against the baseline's 0.022 (docs/measurements/bench-best-fp8_blockscale_fused_moe.json;
+// Measured (NVIDIA H200, 2026-12-01, `bench --full`, 6/6 shapes bit-identical on 5 seeds):
+// S_op 0.166 against the baseline's 0.022 (docs/measurements/bench-best-fp8_blockscale_fused_moe.json;
 // the benchmark-compatible S_op stays 0: the reference itself holds NaN on four shapes). The
-// decode shapes went from S 0.026 / 0.027 / 0.022 to 0.405 (shape 2, T = 1), 0.413 (shape 3,
-// T = 32) and 0.286 (shape 4, T = 1); on the way (quick), sizing the grids by the tiles that can
+// decode shapes went from S 0.026 / 0.027 / 0.022 to 0.432 (shape 2, T = 1), 0.450 (shape 3,
+// T = 32) and 0.306 (shape 4, T = 1) — 2026-12-01: a single-row tile's A loaded whole into
+// shared memory first (2026-11-30: 0.405 / 0.413 / 0.286); on the way (quick), sizing the grids by the tiles that can
 // exist (0.307 → 0.357 on shape 2) and the scanned schedule (→ 0.402) mattered
 // as much as the weight streaming. Shapes 0, 1 and 5 stay CUDA-core bound (fp32 FMA: at most
 // about 67 / 1979 = 0.034 of the fp8 peak that T_SOL counts), so S_op, the mean of the middle
-// two of six, is (shape 1 + shape 4) / 2. Profile (shape 4): rows1 63 µs and rows2 25 µs at
-// 34-44 % of DRAM bandwidth, few stalls — one dependent FMA chain per output and about six
-// instructions per weight code (widen, convert, dequantize, FMA) bound them.
+// two of six, is (shape 1 + shape 4) / 2. Profile (shape 4): rows1 55 µs and rows2 25 µs at
+// 39-44 % of DRAM bandwidth, few stalls — one dependent FMA chain per output and about six
+// instructions per weight code (widen, convert, dequantize, FMA) bound them: 24 576 rows are
+// 768 warps, under six per SM at IPC 0.25 each. The launches around them (route, schedule, the
+// two empty tile GEMMs, combine) cost 18 µs of shape 4's 103. Loading the block scales two
+// stages ahead changed nothing (quick).
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
 
@@ -484,6 +488,24 @@ __device__ __forceinline__ void rows_gemm(unsigned char* ws, float (*as)[R][128]
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < nk) stage_w(ws + s * 128 * WROW, row, s * 128);
         cp_commit();
+    }
+    if constexpr (R == 1) if (nk <= 2 * SMALL) {  // fits the A double buffer (H, I ≤ 256 · SMALL)
+        // One row of A (a decode token): all of it into shared memory up front — one memory
+        // trip — so that each stage waits only for its weights, not also for a load of A's
+        // next 128 values (measured, quick: the decode shapes 2 and 4 5 % faster, shape 3 12 %).
+        float* af = &as[0][0][0];
+        for (int it = 0; it < nk; ++it) af[it * 128 + threadIdx.x] = load_a(it, 0);
+        for (int it = 0; it < nk; ++it) {
+            const int nx = it + STAGES - 1;
+            if (nx < nk) stage_w(ws + (nx % STAGES) * 128 * WROW, row, nx * 128);
+            cp_commit();
+            cp_wait<STAGES - 1>();
+            __syncthreads();
+            chain_stage<R>(ws + (it % STAGES) * 128 * WROW + threadIdx.x * WROW,
+                           reinterpret_cast<const float(*)[128]>(af + it * 128), scale(it), acc);
+            __syncthreads();
+        }
+        return;
     }
 #pragma unroll
     for (int m = 0; m < R; ++m) as[0][m][threadIdx.x] = m < r ? load_a(0, m) : 0.0f;

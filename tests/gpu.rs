@@ -719,6 +719,61 @@ fn hopper_contract_tma_clusters_large_shared_memory_and_cccl() {
     );
 }
 
+/// A cooperative launch (`cooperative = true`) runs its grid barrier when the grid fits
+/// (reshape_and_cache's template, every shape strict), and a grid that cannot be resident at
+/// once is refused by the driver with a message naming the kernel — not a barrier that hangs
+/// until the watchdog.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cooperative_launches_run_or_are_refused_never_hang() {
+    let tpl = root().join("knowledge/templates/reshape_and_cache.cu");
+    let (code, ok) = bench(&[
+        "reshape_and_cache",
+        "--kernel",
+        tpl.to_str().unwrap(),
+        "--quick",
+        "--device",
+        "0",
+    ]);
+    save("cooperative_ok.json", &ok.to_string());
+    let bad: Vec<_> = verdicts(&ok)
+        .into_iter()
+        .filter(|(_, v, _)| v != "pass")
+        .collect();
+    assert!(code == 0 && bad.is_empty(), "exit {code}: {bad:?}");
+    let text = std::fs::read_to_string(&tpl).unwrap();
+    let grid = text
+        .lines()
+        .find(|l| l.starts_with("grid = "))
+        .expect("the template's grid line");
+    let big = text.replacen(grid, "grid = [\"132 * 64\"]", 1);
+    let dir = std::env::temp_dir().join(format!("atrex-coop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("too_large.cu");
+    std::fs::write(&file, big).unwrap();
+    // Refused by the driver (a hang would end as the watchdog's `timeout` instead).
+    let (code, refused) = bench(&[
+        "reshape_and_cache",
+        "--kernel",
+        file.to_str().unwrap(),
+        "--quick",
+        "--device",
+        "0",
+        "--shape",
+        "4",
+    ]);
+    save("cooperative_refused.json", &refused.to_string());
+    let text = refused.to_string();
+    assert_ne!(code, 0);
+    assert!(
+        text.contains("reshape_and_cache_one")
+            && text.contains("cooperative")
+            && text.contains("COOPERATIVE_LAUNCH_TOO_LARGE"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Every template of the knowledge base compiles under the kernel contract for its operator,
 /// through `atrex-tui compile` — the include rule, the launch plan, NVRTC for the GPU's
 /// architecture (sm_90a on Hopper), and on a GPU the module load and the lookup of every plan

@@ -82,6 +82,9 @@ pub struct Launch {
     pub smem: Option<PlanExpr>,
     /// Thread-block cluster dimensions (Hopper), launched through `cuLaunchKernelEx`.
     pub cluster: Option<Vec<PlanExpr>>,
+    /// A cooperative launch: the driver starts every block at once or refuses the launch, so
+    /// that a grid-wide barrier cannot hang.
+    pub cooperative: bool,
     pub args: Vec<Arg>,
     pub line: usize,
 }
@@ -139,6 +142,8 @@ struct RawLaunch {
     smem: Option<Spanned<ExprOrNum>>,
     #[serde(default)]
     cluster: Option<Spanned<ExprList>>,
+    #[serde(default)]
+    cooperative: bool,
     args: Spanned<Vec<String>>,
 }
 
@@ -420,7 +425,7 @@ fn parse_tensor_map(
     })
 }
 
-/// One `[[launch]]`: kernel name, grid, block, shared memory, cluster and arguments.
+/// One `[[launch]]`: kernel name, grid, block, shared memory, cluster or cooperative, and arguments.
 fn parse_launch(
     l: &Spanned<RawLaunch>,
     line: usize,
@@ -458,6 +463,15 @@ fn parse_launch(
         Some(c) => Some(dims(c, "cluster")?),
         None => None,
     };
+    if r.cooperative && cluster.is_some() {
+        return Err(PlanError {
+            line,
+            msg: format!(
+                "kernel {}: a launch is either cooperative or in clusters, not both",
+                r.kernel
+            ),
+        });
+    }
     let aline = at(r.args.span().start);
     let mut args = Vec::new();
     for a in r.args.get_ref() {
@@ -494,6 +508,7 @@ fn parse_launch(
         block,
         smem,
         cluster,
+        cooperative: r.cooperative,
         args,
         line,
     })
@@ -508,6 +523,8 @@ pub struct ResolvedLaunch {
     pub smem: u32,
     /// Thread-block cluster dimensions, when the launch asks for clusters.
     pub cluster: Option<[u32; 3]>,
+    /// Every block resident at once, or the launch fails (`cooperative = true`).
+    pub cooperative: bool,
     pub args: Vec<ResolvedArg>,
 }
 
@@ -643,6 +660,7 @@ impl Plan {
                 block,
                 smem,
                 cluster,
+                cooperative: l.cooperative,
                 args,
             });
         }

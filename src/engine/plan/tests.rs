@@ -217,6 +217,13 @@ fn tensor_map_and_cluster_mistakes_name_the_line() {
             TMA.replace("tensor = \"x\"", "tensor = \"y\""),
             "not an input, output or scratch",
         ),
+        (
+            TMA.replace(
+                "cluster = [\"2\", \"1\", \"1\"]",
+                "cluster = [\"2\", \"1\", \"1\"]\ncooperative = true",
+            ),
+            "either cooperative or in clusters",
+        ),
     ];
     for (src, needle) in cases {
         let e = resolve_tma(&src, 1000, 768).unwrap_err();
@@ -228,4 +235,17 @@ fn tensor_map_and_cluster_mistakes_name_the_line() {
             e.line
         );
     }
+}
+
+/// `cooperative = true` reaches the resolved launch (the worker then launches it through
+/// `cuLaunchKernelEx` with the cooperative attribute); a plan without it is not cooperative.
+#[test]
+fn cooperative_launches_resolve_per_shape() {
+    let src = TMA.replace("cluster = [\"2\", \"1\", \"1\"]\n", "cooperative = true\n");
+    assert_ne!(src, TMA, "the template still has its cluster line");
+    let r = resolve_tma(&src, 1000, 768).unwrap();
+    assert!(r[0].cooperative);
+    assert_eq!(r[0].cluster, None);
+    let r = resolve_tma(TMA, 1000, 768).unwrap();
+    assert!(!r[0].cooperative);
 }

@@ -1,6 +1,6 @@
 //! Launching a candidate's plan on one set of buffers: arguments (buffers, scalars, TMA tensor
 //! maps passed by value), dynamic shared memory above 48 KiB (the function attribute, checked
-//! against the device's limit), and thread-block clusters (`cuLaunchKernelEx`).
+//! against the device's limit), thread-block clusters and cooperative launches (`cuLaunchKernelEx`).
 
 use super::device::Loaded;
 use super::*;
@@ -137,7 +137,11 @@ impl Gpu {
                     rl.smem,
                     rl.cluster
                         .map(|c| format!(" cluster {c:?}"))
-                        .unwrap_or_default(),
+                        .unwrap_or(if rl.cooperative {
+                            " cooperative".into()
+                        } else {
+                            String::new()
+                        }),
                     g.msg
                 );
                 g
@@ -207,7 +211,7 @@ impl Gpu {
             }?;
         }
         let mut args: Vec<*mut c_void> = params.iter_mut().map(|p| p.ptr()).collect();
-        let Some(cl) = rl.cluster else {
+        if rl.cluster.is_none() && !rl.cooperative {
             return unsafe {
                 cu::launch_kernel(
                     f,
@@ -219,12 +223,19 @@ impl Gpu {
                 )
             }
             .map_err(GpuError::from);
-        };
+        }
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = cl[0];
-        attr.value.clusterDim.y = cl[1];
-        attr.value.clusterDim.z = cl[2];
+        if let Some(cl) = rl.cluster {
+            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+            attr.value.clusterDim.x = cl[0];
+            attr.value.clusterDim.y = cl[1];
+            attr.value.clusterDim.z = cl[2];
+        } else {
+            // The driver refuses (CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE) a grid that cannot be
+            // resident at once, instead of a grid barrier that never opens.
+            attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+            attr.value.cooperative = 1;
+        }
         let config = sys::CUlaunchConfig {
             gridDimX: rl.grid[0],
             gridDimY: rl.grid[1],

@@ -83,12 +83,6 @@ extern "C" __global__ void gdr_pool_copy(float* __restrict__ dst, const float* _
     }
 }
 
-__device__ __forceinline__ float group_sum(float x) {
-#pragma unroll
-    for (int o = KS / 2; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
-    return x;
-}
-
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);

@@ -7,9 +7,9 @@ families = ["attention"]
 bottlenecks = ["compute", "memory"]
 category = "algorithm"
 expected_gain = "tensor cores through wgmma (both GEMMs), a TMA warp that keeps Q bands and K/V pages in flight while two consumer warpgroups compute (taking turns at the tensor cores for head sizes of 128 and more), a softmax with no per-element branches or range checks, and persistent blocks taking work items from a queue, heaviest first, so that causal bands of unequal length balance across the SMs"
-pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional, and let masked tiles multiply P = 0", "exp2f() adds a range check and two multiplies per element, and a mask test inside the element loop adds a branch per element: mask in a pass of its own on edge tiles only, call ex2.approx.ftz, fold the 1/sqrt(D) scale into the exponent's FMA — the softmax was half the consumers' instructions", "in a ping-pong turn order, fence P and O (asm with +r/+f) before the turn barrier, or the compiler moves exponentials past it", "the next tile's S issued with this tile's P·V needs its K a turn earlier: release K and V stages separately and issue V one tile behind K", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barriers even for a tile it skips, after waiting for it, or phases drift", "a static stride over causal work items leaves SMs idle (a long sequence's bands cost from 1 to NX tiles): take items from an atomic queue in decreasing cost and hand each to the consumers with its Q buffer", "overlapping the next tile's softmax with this tile's P·V needs a second set of P fragments: copy it back through an opaque mov (asm), or the compiler coalesces the copy, the softmax writes registers a pending wgmma reads, and ptxas serialises the wgmma (C7513)", "build each wgmma descriptor once per operand and add the k step's offset to its low word: rebuilding it per wgmma costs about six uniform-datapath instructions (compile --sass counts them)", "setmaxnreg: what the producer's .dec gives back must cover what the consumers' .inc take within the block's launch allocation (384 threads x 168 = 64512: 128 x 56 + 256 x 224 fits, 128 x 64 + 256 x 224 does not), or .inc waits forever"]
+pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional, and let masked tiles multiply P = 0", "exp2f() adds a range check and two multiplies per element, and a mask test inside the element loop adds a branch per element: mask in a pass of its own on edge tiles only, call ex2.approx.ftz, fold the 1/sqrt(D) scale into the exponent's FMA — the softmax was half the consumers' instructions", "in a ping-pong turn order, fence P and O (asm with +r/+f) before the turn barrier, or the compiler moves exponentials past it", "the next tile's S issued with this tile's P·V needs its K a turn earlier: release K and V stages separately and issue V one tile behind K", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barriers even for a tile it skips, after waiting for it, or phases drift", "a static stride over causal work items leaves SMs idle (a long sequence's bands cost from 1 to NX tiles): take items from an atomic queue in decreasing cost and hand each to the consumers with its Q buffer", "overlapping the next tile's softmax with this tile's P·V needs a second set of P fragments: copy it back through an opaque mov (asm), or the compiler coalesces the copy, the softmax writes registers a pending wgmma reads, and ptxas serialises the wgmma (C7513)", "build each wgmma descriptor once per operand and add the k step's offset to its low word: rebuilding it per wgmma costs about six uniform-datapath instructions (compile --sass counts them)", "setmaxnreg: what the producer's .dec gives back must cover what the consumers' .inc take within the block's launch allocation (384 threads x 168 = 64512: 128 x 56 + 256 x 224 fits, 128 x 64 + 256 x 224 does not), or .inc waits forever", "K/V tiles reused across the query heads of one KV head need those items on one block, one after the other: hand them out as one queue entry, but keep entries small against the work per SM and the last items single, or the SMs unbalance"]
 [measured]
-s_op = 0.4254
+s_op = 0.4417
 baseline_s_op = 0.091
 gpu = "NVIDIA H200"
 date = "2026-12-01"
@@ -117,12 +117,19 @@ zero = true
 STAGES = [2]
 PINGPONG = [1, 0]
 OVL = [1, 0]
+QG = [2, 4, 0]       # grouped queue entries per block at least (0: group all query heads of a KV head)
 */
 // unified_attention on Hopper: FlashAttention-3-style warp specialisation over the paged KV cache.
 //
 // Persistent: one block per SM takes work items (128 query rows of one sequence and query head,
-// sequence-major, longest causal band first) from a queue (an atomic counter in zeroed scratch);
-// 3 warpgroups. Warpgroup 0 is the producer (setmaxnreg 56). Its warp 0 takes the next item while
+// sequence-major, longest causal band first) from a queue (an atomic counter in zeroed scratch;
+// a block's first item is its own number, so no queue round trip delays the start);
+// 3 warpgroups. Batched short sequences (every item's tiles fit the two K/V stages) with GQA
+// take queue entries of G items, the query heads of one KV head for the same rows, one after
+// the other: the K/V tiles of the first stay in their stages for the rest, which neither copy
+// them nor convert V again (G: the largest divisor of the GQA ratio leaving QG grouped entries
+// per block; the last 2 × grid items stay single so the tail balances; a separate
+// instantiation, so the other shapes run the ungrouped code unchanged). Warpgroup 0 is the producer (setmaxnreg 56). Its warp 0 takes the next item while
 // the current item's last tile is issued, decodes it, hands it to the consumers with its Q buffer
 // (item number and decoded fields written before the arrive on the buffer's barrier; −1 ends the
 // block) and issues every TMA copy: the Q band and, per KV tile, one 16-token page per box (page
@@ -155,7 +162,7 @@ OVL = [1, 0]
 // SXM; on another GPU the kernel stays correct, with more or fewer items per block.
 //
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 25/25 shapes pass strict on 5 seeds):
-// S_op 0.425 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
+// S_op 0.442 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
 // the path from the baseline: sessions/unified-attention-wgmma.jsonl). Steps, quick mode unless
 // marked full: the work queue 0.273 (full); the TMA warp decoupled from the V conversion and
 // taking items ahead, long shapes +10-20 % (shape 20 0.352 → 0.399); this tile's P·V issued with
@@ -176,7 +183,23 @@ OVL = [1, 0]
 // launch-bound. Then the softmax of the next tile overlapped with this tile's P·V inside each
 // consumer (OVL, FA3's intra-warpgroup order; it had measured slower before the softmax was
 // lean): quick on the ten shapes 0.433 → 0.440, every shape +1-5 % (6 0.388 → 0.406, 24 0.465 →
-// 0.479); full 0.425 (shape 5 0.334 → 0.355, 18 0.461 → 0.513, 20 0.534 → 0.548).
+// 0.479); full 0.425 (shape 5 0.334 → 0.355, 18 0.461 → 0.513, 20 0.534 → 0.548). Then the
+// per-launch and per-sequence costs of the batched shapes (quick, eleven shapes): a block's
+// first item its own number instead of a queue round trip, the first tile's page numbers
+// loaded with the item's fields instead of after them, and the last TMA store waited for
+// only until it has read shared memory: shape 0 0.425 → 0.440, 1 0.456 → 0.477, 16 0.365 →
+// 0.383 — on the median shape the fixed cost of a launch (about 13 µs: T = 13 µs + 0.020 µs
+// per tile fits shapes 0, 1 and 2) is as large as 4 of its 30 tiles per SM; grouped queue
+// entries for GQA (the K/V tiles of G query heads loaded and converted once): 9 0.556 →
+// 0.594, 12 0.577 → 0.603, 2 0.489 → 0.511, 17 0.496 → 0.517, shape 0 flat (its 17 MB of K/V
+// stay in L2 anyway). Grouping every query head of a KV head (G = 10 on shape 0) left the SMs
+// unbalanced (0.397: 233 entries of 10 items for 132 blocks, as a list-scheduling model
+// predicts), hence QG. The same code path for all shapes cost 8-10 % on the ungrouped ones
+// (6, 20, 21, 24: 0.404 → 0.362 at D = 80), not understood; as a separate instantiation they
+// are unchanged. Full: **0.442** (`sessions/unified-attention-wgmma.jsonl` v6; shape 0 0.442,
+// 9 0.593, 12 0.572, 11 0.616). Profile of shape 0 (`profile --source`): tensor pipe 45 %,
+// DRAM 36 %, the consumers waiting for their wgmma (5.9 % of samples) and for the next Q
+// band (3.9 %); latency-bound, one block of 384 threads per SM.
 // Limiter (profiles, ncu stall sampling per instruction, `profile --source`): on shape 12
 // (1882 batched sequences; T_SOL is the memory time of 4.9 GB of Q and O) the cost was per item —
 // the diagonal tile's softmax (40 % of the consumers' samples before the mask fix), the
@@ -211,6 +234,9 @@ typedef unsigned long long u64;
 #endif
 #ifndef PINGPONG
 #define PINGPONG 1
+#endif
+#ifndef QG
+#define QG 2
 #endif
 #ifndef OVL
 #define OVL 1
@@ -373,14 +399,14 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[128], const u32 (&a)[4], u64
 // (the heads and row bands of one sequence are neighbours: its K/V stay in L2) and, inside a
 // sequence, longest causal band first. The producer runs ahead across items: the next item's Q
 // (QB buffers) and K/V tiles load while the consumers finish the current one.
-template <int DM, int DT, int BN, bool PAGED>
+template <int DM, int DT, int BN, bool PAGED, bool GROUPED>
 __device__ __forceinline__ void attention_body(
     __nv_bfloat16* __restrict__ out, const TensorMap* tm_q, const TensorMap* tm_k,
     const TensorMap* tm_v, const TensorMap* tm_q_tail, const TensorMap* tm_k_tail,
     const TensorMap* tm_v_tail, const TensorMap* tm_o, const TensorMap* tm_o_tail,
     const int* __restrict__ cu_seqlens_q, const int* __restrict__ kv_info,
     const int* __restrict__ block_table, int Hq, int Hk, int D, int MB, int NB, int NX, int nseq,
-    int* __restrict__ next_item) {
+    int* __restrict__ next_item, int G) {
     constexpr int DP = DM + DT;          // padded head size
     constexpr int NCM = DM / 64;         // 128-byte-swizzled chunks
     constexpr int NCP = NCM + (DT ? 1 : 0);  // copies per box row (chunks + tail)
@@ -421,6 +447,11 @@ __device__ __forceinline__ void attention_body(
     const int total = NX * Hq * nseq;
     __shared__ int s_stop;      // the tile count at which the V converters stop
     __shared__ int s_item[2];   // per Q buffer: the item whose Q it holds (−1: no more items)
+    __shared__ int s_vskip[STAGES];  // per V stage: 1 when it still holds this tile, converted
+    // The queue (producer only): s_q = {G, NGR, entries}. Grouped entries when
+    // every item fits the K/V stages (all of a sequence's tiles stay resident): G = the query
+    // heads of one KV head; the last 2 x grid items stay single so that the tail balances.
+    __shared__ int s_q[3];
     // One work item: its rows, head, KV range and tile count (both roles decode the same way).
     struct Item {
         bool ok, causal;
@@ -453,6 +484,13 @@ __device__ __forceinline__ void attention_body(
     __shared__ Item s_it[2];    // per Q buffer: the decoded item, for the consumers
     if (threadIdx.x == 0) {
         s_stop = 0x7fffffff;
+        if (GROUPED) {
+            const int NGR = (total - 2 * (int)gridDim.x) / G;
+            s_q[0] = G;
+            s_q[1] = NGR;
+            s_q[2] = NGR + (total - NGR * G);
+        }
+
         for (int b = 0; b < QB; ++b) {
             mbar_init(q_full(b), 1);
             mbar_init(q_empty(b), 256);
@@ -481,9 +519,16 @@ __device__ __forceinline__ void attention_body(
         const int pt = threadIdx.x, lane = pt % 32, pw = pt / 32;
         if (pw == 0) {
             int T = 0, I = 0;  // tiles and items this block has issued
-            int nxt = 0;
-            if (lane == 0) nxt = atomicAdd(next_item, 1);
-            nxt = __shfl_sync(0xffffffffu, nxt, 0);
+            // The first item is the block's own number (no queue round trip at start); the
+            // queue hands out the items after the grid's first wave.
+            int nxt = blockIdx.x;
+            auto take = [&]() { return (int)gridDim.x + atomicAdd(next_item, 1); };
+            // The queue's entries: the first NGR are groups of G items (the heads of one KV
+            // head, same sequence and band), the rest single items (so the tail still balances).
+            // A group's items read the same K/V tiles: when a tile's stage still holds it, it is
+            // not copied (nor its V converted) again.
+            int first = 0, cnt = 0, u = 0;
+            bool pv_reuse = false;
             // This lane's copy of a tile: page pb, chunk c (one copy per lane; NBOX * NCP <= 32).
             const int pb = lane / NCP, c = lane % NCP;
             const bool copier = lane < NBOX * NCP;
@@ -493,21 +538,45 @@ __device__ __forceinline__ void attention_body(
                 if (pv_T < 0) return;
                 const int s = pv_T % STAGES;
                 if (pv_T >= STAGES) mbar_wait(v_empty(s), ((pv_T / STAGES) - 1) & 1);
-                if (lane == 0) mbar_expect_tx(v_load(s), TILE);
+                const bool reuse = pv_reuse;
+                if (lane == 0) {
+                    if (GROUPED) s_vskip[s] = reuse ? 1 : 0;  // published by the arrive
+                    if (reuse) mbar_arrive(v_load(s));
+                    else mbar_expect_tx(v_load(s), TILE);
+                }
                 __syncwarp();
-                if (copier) {
+                if (copier && !reuse) {
                     if (c < NCM) tma_load_3d(sV + s * TILE + c * KCH + pb * BOXROWS * 128, tm_v, c * 64, pv_g, pv_row, v_load(s));
                     else tma_load_3d(sV + s * TILE + NCM * KCH + pb * BOXROWS * 32, tm_v_tail, DM, pv_g, pv_row, v_load(s));
                 }
                 pv_T = -1;
             };
             for (;;) {
-                const int item = nxt;
-                if (item >= total) break;
+                int item;
+                bool last_of_entry = true;
+                if constexpr (GROUPED) {
+                    if (u == cnt) {  // the next queue entry
+                        nxt = __shfl_sync(0xffffffffu, nxt, 0);
+                        const int NGR = s_q[1];
+                        if (nxt >= s_q[2]) break;
+                        if (nxt < NGR) first = nxt * G, cnt = G;
+                        else first = NGR * G + (nxt - NGR), cnt = 1;
+                        u = 0;
+                    }
+                    item = first + u++;
+                    last_of_entry = u == cnt;
+                } else {
+                    item = nxt;
+                    if (item >= total) break;
+                }
+                // The first tile's page number, loaded alongside the item's fields (not after
+                // them: two memory trips in parallel instead of one after the other).
+                int pg0 = 0;
+                if (PAGED && copier && pb < MB) pg0 = __ldg(block_table + (long long)(item / (NX * Hq)) * MB + pb);
                 const Item it = decode(item);
                 if (!it.ok) {
-                    if (lane == 0) nxt = atomicAdd(next_item, 1);
-                    nxt = __shfl_sync(0xffffffffu, nxt, 0);
+                    if (last_of_entry && lane == 0) nxt = take();
+                    if (!GROUPED) nxt = __shfl_sync(0xffffffffu, nxt, 0);
                     continue;
                 }
                 auto row_of = [&](int j) {
@@ -518,7 +587,8 @@ __device__ __forceinline__ void attention_body(
                     }
                     return it.kv_base + j * BN;  // rows past the sequence are masked
                 };
-                int row = copier ? row_of(0) : 0;
+                int row = 0;
+                if (copier) row = PAGED ? (pb < it.used_pages ? pg0 * PAGE : NB * PAGE) : row_of(0);
                 const int qb = I % QB;
                 if (I >= QB) mbar_wait(q_empty(qb), ((I / QB) - 1) & 1);
                 if (lane == 0) {
@@ -534,24 +604,32 @@ __device__ __forceinline__ void attention_body(
                 }
                 for (int j = 0; j < it.ntiles; ++j, ++T) {
                     const int s = T % STAGES;
-                    if (j == it.ntiles - 1 && lane == 0) nxt = atomicAdd(next_item, 1);
+                    if (j == it.ntiles - 1 && last_of_entry && lane == 0) nxt = take();
                     // K of this tile as soon as its stage's previous K has been read ...
                     if (T >= STAGES) mbar_wait(k_empty(s), ((T / STAGES) - 1) & 1);
-                    if (lane == 0) mbar_expect_tx(k_full(s), TILE);
+                    // Every item of an entry reads the same tiles, one after the other: when
+                    // STAGES is a multiple of the tile count, the tile STAGES back was this same
+                    // tile, in this same stage, and nothing has written the stage since.
+                    const bool reuse = GROUPED && STAGES % it.ntiles == 0 && (u - 1) * it.ntiles + j >= STAGES;
+                    if (lane == 0) {
+                        if (reuse) mbar_arrive(k_full(s));
+                        else mbar_expect_tx(k_full(s), TILE);
+                    }
                     __syncwarp();
-                    if (copier) {
+                    if (copier && !reuse) {
                         if (c < NCM) tma_load_3d(sK + s * TILE + c * KCH + pb * BOXROWS * 128, tm_k, c * 64, it.g, row, k_full(s));
                         else tma_load_3d(sK + s * TILE + NCM * KCH + pb * BOXROWS * 32, tm_k_tail, DM, it.g, row, k_full(s));
                     }
                     // ... and V one tile behind: the previous tile's V, whose stage frees later.
                     issue_v();
                     pv_T = T;
+                    pv_reuse = reuse;
                     pv_g = it.g;
                     pv_row = row;
                     if (copier && j + 1 < it.ntiles) row = row_of(j + 1);
                 }
                 ++I;
-                nxt = __shfl_sync(0xffffffffu, nxt, 0);
+                if (!GROUPED) nxt = __shfl_sync(0xffffffffu, nxt, 0);
             }
             // No more items: the next Q buffer carries -1 to the consumers, and the next V
             // stage tells the converters to stop (after its previous use is over).
@@ -573,6 +651,10 @@ __device__ __forceinline__ void attention_body(
                 const int s = T % STAGES;
                 mbar_wait(v_load(s), (T / STAGES) & 1);
                 if (T >= *reinterpret_cast<volatile int*>(&s_stop)) break;
+                if (GROUPED && *reinterpret_cast<volatile int*>(&s_vskip[s])) {  // still fp16 from before
+                    mbar_arrive(v_ready(s));
+                    continue;
+                }
                 uint4* vt = reinterpret_cast<uint4*>(gen_base + (sV - sQ) + s * TILE);
 #pragma unroll 4
                 for (int i = ct; i < (int)(TILE / 16); i += 96) {
@@ -958,7 +1040,7 @@ __device__ __forceinline__ void attention_body(
         // Consumer 1 arrived once more on consumer 0's turn barrier than consumer 0 waited.
         if (PP && cw == 0 && !first_turn) named_bar_sync(8);
         // The staged stores must have read shared memory before the block ends.
-        if (OSTAGE && warp == 0 && lane == 0) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        if (OSTAGE && warp == 0 && lane == 0) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
     }
 }
 
@@ -973,11 +1055,25 @@ extern "C" __global__ void __launch_bounds__(384, 1) unified_attention_wgmma(
     if (bs != 16) __trap();  // one TMA box is one 16-token page
     if (D % 8 != 0) __trap();  // the epilogue writes whole groups of 8 columns
     switch ((D + 15) / 16 * 16) {
-        case 64: attention_body<64, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 80: attention_body<64, 16, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 128: attention_body<128, 0, 128, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 192: attention_body<192, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
-        case 256: attention_body<256, 0, 64, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item); break;
+        case 64: attention_body<64, 0, 128, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
+        case 80: attention_body<64, 16, 128, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
+        case 128:
+            // Batched short sequences (every item within the two K/V stages) with GQA: grouped
+            // queue entries, G = the largest divisor of the GQA ratio leaving at least QG
+            // grouped entries per block.
+            if (NX <= STAGES && Hq % Hk == 0 && Hq > Hk) {
+                const int total = NX * Hq * nseq, rest = total - 2 * (int)gridDim.x;
+                int G = 1;
+                for (int d = Hq / Hk; d >= 2 && G == 1 && rest > 0; --d)
+                    if ((Hq / Hk) % d == 0 && rest / d >= QG * (int)gridDim.x) G = d;
+                if (G > 1) {
+                    attention_body<128, 0, 128, true, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, G);
+                    break;
+                }
+            }
+            attention_body<128, 0, 128, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
+        case 192: attention_body<192, 0, 64, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
+        case 256: attention_body<256, 0, 64, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
         default: __trap();  // head sizes of the suite: 64, 72, 80, 128, 192, 256
     }
 }

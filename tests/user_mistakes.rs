@@ -278,3 +278,53 @@ fn a_disassembly_to_stdout_does_not_go_into_the_json_document() {
     assert!(out.is_empty(), "{out}");
     assert!(err.contains("--sass FILE"), "{err}");
 }
+
+/// `bench --merge`: the committed block_scaled_mm results split in two parts join back to the
+/// same document's S_op without a GPU; parts of another source, or a shape in both, are refused
+/// with the file and the field named.
+#[test]
+fn bench_merge_joins_parts_and_refuses_mismatches() {
+    let d = tempdir("merge");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements/bench-best-block_scaled_mm.json"),
+    )
+    .unwrap();
+    let whole: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let part = |keep: &dyn Fn(u64) -> bool, name: &str, edit: &dyn Fn(&mut serde_json::Value)| {
+        let mut p = whole.clone();
+        let shapes: Vec<serde_json::Value> = whole["shapes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| keep(s["shape"].as_u64().unwrap()))
+            .cloned()
+            .collect();
+        p["shapes"] = serde_json::Value::Array(shapes);
+        p.as_object_mut().unwrap().remove("parts");
+        edit(&mut p);
+        let f = d.join(name);
+        std::fs::write(&f, serde_json::to_string(&p).unwrap()).unwrap();
+        f
+    };
+    let even = part(&|s| s % 2 == 0, "even.json", &|_| {});
+    let odd = part(&|s| s % 2 == 1, "odd.json", &|_| {});
+    let (code, out, err) = run(bin().args(["bench", "--merge"]).arg(&even).arg(&odd).arg("--json"));
+    assert_eq!(code, 0, "{err}");
+    let m: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(m["shapes"].as_array().unwrap().len(), 24);
+    assert!((m["s_op"].as_f64().unwrap() - whole["s_op"].as_f64().unwrap()).abs() < 1e-12);
+    assert_eq!(m["parts"][1]["file"], "odd.json");
+    // Another source in one part.
+    let other = part(&|s| s % 2 == 1, "other.json", &|p| p["source_sha256"] = "0".repeat(64).into());
+    let (code, _, err) = run(bin().args(["bench", "--merge"]).arg(&even).arg(&other));
+    assert_eq!(code, 1);
+    assert!(err.contains("other.json: source_sha256 is"), "{err}");
+    // A shape in both parts.
+    let (code, _, err) = run(bin().args(["bench", "--merge"]).arg(&even).arg(&even));
+    assert_eq!(code, 1);
+    assert!(err.contains("shape 0 is in both"), "{err}");
+    // A merge is not a measurement: it takes no kernel.
+    let (code, _, err) = run(bin().args(["bench", "--merge"]).arg(&even).arg(&odd).args(["--kernel", "x.cu"]));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+}

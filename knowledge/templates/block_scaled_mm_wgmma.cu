@@ -1,23 +1,32 @@
 /* atrex:template
 id = "tpl-block-scaled-mm-wgmma"
-title = "Block-scaled FP8 GEMM on Hopper: TMA, warp specialisation, fp8 widened to f16 for wgmma, per-group promotion"
+title = "Block-scaled FP8 GEMM on Hopper: the weights widened to f16 once by a first launch, activations widened into wgmma's register fragments, TMA, warp specialisation, per-group promotion"
 operator = "block_scaled_mm"
 architectures = ["hopper"]
 families = ["gemm", "quantization"]
 bottlenecks = ["compute"]
 category = "algorithm"
-expected_gain = "wgmma at the f16 rate instead of mma.sync, with the fp8 operands widened on the fly: A straight into wgmma's register fragments, B once per block into shared memory"
-pitfalls = ["the FP8 wgmma's reduced-precision accumulation exceeds the strict tolerance: widen e4m3 to f16 (exact) and use the f16 wgmma", "a k permutation inside each 16-wide step is free when A and B share it: one 4-byte shared load gives a thread the k pairs (2c, 2c+1) and (2c+8, 2c+9) of its fragment", "generic-proxy writes to shared memory (the converted B) need fence.proxy.async before wgmma reads them", "promote after every 128-wide group: acc is reset by wgmma's scale-d predicate, out += P * (a_scale * b_scale) in fp32"]
+expected_gain = "wgmma at the f16 rate: B (the weights, N x K) widened to f16 once by a short memory-bound launch instead of by every block that reads it, so the consumers only widen their A fragments and the two consumer warpgroups run without a barrier between them"
+pitfalls = ["the FP8 wgmma's reduced-precision accumulation exceeds the strict tolerance: widen e4m3 to f16 (exact) and use the f16 wgmma", "a k permutation inside each 16-wide step is free when A and B share it: one 4-byte shared load gives a thread the k pairs (2c, 2c+1) and (2c+8, 2c+9) of its fragment, so the first launch stores B's f16 in that order", "promote after every 128-wide group: acc is reset by wgmma's scale-d predicate, out += P * (a_scale * b_scale) in fp32", "an RS wgmma reads its A registers asynchronously: load the next group's fragments only after wgmma.wait_group", "two accumulator sets (to promote one group while the next runs) do not fit the 168 registers of a 384-thread block: ptxas spills and serialises the wgmma (C7514)", "widening A in the first launch as well (both operands from shared memory) costs a read and a write of an f16 copy of A: 4-7 % slower on the shapes with K = 2048"]
 [measured]
-s_op = 0.2223
+s_op = 0.2911
 baseline_s_op = 0.1142
 gpu = "NVIDIA H200"
-date = "2026-11-30"
+date = "2026-12-01"
 mode = "full"
 */
-// Measured (NVIDIA H200, 2026-11-30, `bench --full`, 24/24 shapes pass strict on 5 seeds): S_op 0.222 against the baseline's 0.114; 1.95x the baseline (docs/measurements/bench-best-block_scaled_mm.json).
+// Measured (NVIDIA H200, 2026-12-01, `bench --full`, 24/24 shapes pass strict on 5 seeds, rel_l2 ≤ 1e-7): S_op 0.291 (0.2911) against the baseline's 0.114 and the previous kernel's 0.222 (B widened per block in shared memory); 2.55x the baseline (docs/measurements/bench-best-block_scaled_mm.json: two `bench --full --shape` runs joined by `bench --merge`). Large shapes 0.22-0.24 → 0.29-0.31 (4096³ in 250 µs, 299520 × 4096 × 4096 in 17.5 ms); small-M shapes pay the widening launch, which the previous kernel did not have: shape 12 (M = 237, N = K = 4096) 0.102 → 0.082 (44 → 55 µs). Profile (shape 14, 4096³): the widening launch 22 µs (9 % of the time, 24 % of DRAM bandwidth); the GEMM 234 µs with the tensor pipe busy 71 %, SM 65 %, 168 registers, 1 block per SM — the per-group wait for the wgmma and the promotion in each consumer are what is left.
 /* atrex:plan
-# a [M, K] and b [N, K] fp8 bytes: one box is 128 rows × one 128-byte K group.
+# Launch 1 widens b [N, K] (fp8 e4m3) to f16 in scratch, in the k order of the A fragments;
+# launch 2 reads a (fp8) and that copy by TMA.
+[[launch]]
+kernel = "bsmm_widen_b"
+grid = ["min(132 * WB, ceil(N * K / (16 * 256)))"]
+block = [256]
+args = ["b", "b16", "N * K / 16:i64"]
+
+# A: one box is 128 rows × 128 fp8 codes; B: 128 rows × 64 f16 (128 bytes, the swizzle span),
+# two boxes per K group of 128.
 [[tensor_map]]
 name = "tm_a"
 tensor = "a"
@@ -25,13 +34,14 @@ dtype = "fp8_e4m3"
 dims = ["K", "M"]
 box = ["128", "128"]
 swizzle = "128B"
+l2_promotion = "256B"
 
 [[tensor_map]]
 name = "tm_b"
-tensor = "b"
-dtype = "fp8_e4m3"
+tensor = "b16"
+dtype = "fp16"
 dims = ["K", "N"]
-box = ["128", "128"]
+box = ["64", "128"]
 swizzle = "128B"
 l2_promotion = "256B"
 
@@ -39,49 +49,57 @@ l2_promotion = "256B"
 kernel = "bsmm_wgmma"
 grid = ["N / 128", "ceil(M / 128)"]
 block = ["384"]
-smem = "1024 + STAGES * 32768 + 65536 + 256"
+smem = "1024 + STAGES * 49152 + 256"
 args = ["out", "tm_a", "tm_b", "a_scales", "b_scales", "M:i32", "N:i32", "K:i32"]
 
+[[scratch]]
+name = "b16"
+dtype = "fp16"
+size = "N * K"
+
 [tune]
-STAGES = [3, 2, 4]
+STAGES = [4, 3]
+WB = [8, 4, 16]     # widening blocks per SM
 */
 // block_scaled_mm on Hopper (needs N % 128 == 0, K % 128 == 0, group_n = group_k = 128, as in
-// every shape). One block = a 128×128 output tile; 3 warpgroups.
+// every shape). Launch 1 widens b (N × K e4m3, the weights) to f16 in scratch — exact — in the
+// k order of wgmma's A fragments (below). Launch 2: one block = a 128×128 output tile, 3
+// warpgroups. Warpgroup 0 is the producer (setmaxnreg 56): one thread issues, per 128-wide K
+// group, the TMA copies of A's fp8 tile (128 rows × 128 bytes) and B's two f16 chunks (128 rows
+// × 64 columns each), all with the 128-byte swizzle, into STAGES stages. Warpgroups 1 and 2 are
+// consumers (setmaxnreg 224), 64 output rows each, with no barrier between them: per group a
+// thread reads its A fragments from the fp8 stage (one conflict-free 4-byte load per row and k
+// step, widened in registers: logical k pairs (2c, 2c+1) and (2c+8, 2c+9) are the physical bytes
+// 4c..4c+3, which leaves every dot product unchanged when B is stored in the same order), runs
+// 8 wgmma m64n128k16 (f16 → fp32, A from registers, B from shared memory, the first with
+// scale-d 0), waits, frees the stage and promotes: out += P · (a_scale[row, g] · b_scale[n-block,
+// g]) in fp32 registers. The FP8 wgmma itself would run at twice the rate but accumulates with
+// reduced precision, which the strict tolerance (rel_l2 1e-5) does not allow; S is measured
+// against the fp8 peak, so this kernel's ceiling is S 0.5.
 //
-// Warpgroup 0 is the producer (setmaxnreg 56): one thread issues TMA copies of the A and B fp8
-// tiles of each 128-wide K group (128 rows × 128 bytes each, 128-byte swizzle) into STAGES
-// shared-memory stages. Warpgroups 1 and 2 are consumers (setmaxnreg 224), 64 output rows each:
-// - A goes straight from the fp8 stage into wgmma's register fragments: per 16-wide k step a
-//   thread reads 4 bytes of each of its two rows (one conflict-free 32-bit load through the
-//   swizzle) and widens them (e4m3 → f16 is exact);
-// - B is widened once per block: each consumer converts 64 of the 128 rows into an f16 buffer
-//   laid out for wgmma (K-major, 128-byte swizzle, two buffers so that converting group g+1
-//   overlaps the tensor cores working on group g);
-// - both use the same k permutation inside each 16-wide step (logical pairs (2c, 2c+1) and
-//   (2c+8, 2c+9) are the physical bytes 4c..4c+3), which leaves every dot product unchanged;
-// - S = 8 wgmma m64n128k16 (f16 → fp32) per group, the first with scale-d 0, then the
-//   promotion out += P · (a_scale[row, g] · b_scale[n-block, g]) in fp32 registers.
-// The FP8 wgmma itself would run at twice the rate but accumulates with reduced precision,
-// which the strict tolerance (rel_l2 1e-5) does not allow; S is measured against the fp8 peak,
-// so this kernel's ceiling is S 0.5.
+// Measured and not kept (quick, eight shapes 4 5 7 13 14 15 18 22, this kernel 0.300 and 0.297
+// in two runs): one elected arrival per consumer warp on the stage's empty barrier instead of 256
+// 0.296 (equal); the two consumers taking turns to issue their wgmma (ping-pong on named
+// barriers, as in the attention kernels) 0.270 — the turn barrier costs more than the overlap
+// of one consumer's promotion with the other's products gains; a cluster of two row tiles
+// sharing each B tile by TMA multicast (each block loads one 64-column half for both; empty
+// barriers counting both blocks' consumer warps, remote arrivals through mapa) 0.249, with
+// ping-pong 0.244 — B's L2 traffic is not the limit (the tensor pipe is at 71 %), and with
+// cluster-scope release on those arrivals (a fence each) 0.186.
 //
-// Measured on the way (quick, shapes 14 = 4096³ and 4 = 20480×2048×2048): S 0.227 / 0.213
-// (rel_l2 1e-7); tensor pipe 50 %, 27 % of shared wavefronts bank-conflicted (the f16 B
-// stores, fixed by the store order below: no change in time); STAGES 2/3/4 equal. Widening B
-// in the producer warpgroup instead (consumers without a barrier between them) was slower:
-// 0.193, and 0.169 with integer-only widening — one warp per SM sub-partition cannot widen B
-// as fast as the tensor cores use it. Also slower (2026-12-01, quick, seven shapes, 0.222 for
-// this kernel): integer widening of B (exact, as value·2^-8) 0.190, of A too 0.181; A's
-// fragments double-buffered 0.209; scales loaded a group ahead 0.219; A widened into shared
-// memory for an SS wgmma 0.171 — the widening itself bounds this design. A 2-CTA cluster
-// sharing the widened B through distributed shared memory (each block loads half of B, its
-// consumers write the f16 rows into both blocks' buffers with st.shared::cluster, 512-arrival
-// full/empty mbarriers at cluster scope; 25 % less widening per consumer) measured 0.097
-// (2026-12-01, quick, seven shapes; 2.3x slower: the remote 4-byte stores and the cluster-wide
-// barrier per group cost more than the widening they save). The FP8 wgmma is not an option
-// under the strict tolerance: its accumulator keeps 13 fraction bits and truncates (e8m13), so
-// even a promotion after every k32 instruction leaves a relative error of about 2^-13/sqrt(3)
-// ≈ 7e-5 per partial sum, above rel_l2 1e-5.
+// History (quick mode, NVIDIA H200, 2026-12-01, eight shapes 4 5 7 13 14 15 18 22): the
+// previous kernel (S_op 0.222 full) widened B per block into an f16 buffer in shared memory, the
+// two consumers in lockstep (a barrier per group), tensor pipe 50 %: 0.222 on these shapes.
+// Both operands widened by the first launch and read by an SS wgmma 0.263 (4096² shapes 0.25-0.29);
+// B only, A widened in registers as before (this kernel) 0.275 — +7 % where K = 2048, where the
+// f16 copy of A costs most; STAGES 3 0.269 against 4; a grouped block order (8 row tiles per
+// group, for L2 reuse) no change. Not kept earlier (2026-12-01, quick, seven shapes, the previous
+// kernel at 0.222): integer widening 0.181-0.190, A double-buffered in registers 0.209 (spills),
+// scales a group ahead 0.219, A widened into shared memory 0.171, a 2-CTA cluster sharing the
+// widened B over distributed shared memory 0.097. The FP8 wgmma is not an option under the strict
+// tolerance: its accumulator keeps 13 fraction bits and truncates (e8m13), so even a promotion
+// after every k32 instruction leaves a relative error of about 2^-13/sqrt(3) ≈ 7e-5 per partial
+// sum, above rel_l2 1e-5.
 
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
@@ -89,7 +107,7 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 
 #ifndef STAGES
-#define STAGES 3
+#define STAGES 4
 #endif
 
 struct alignas(64) TensorMap {
@@ -152,16 +170,16 @@ __device__ __forceinline__ u32 lds32(u32 addr) {
     asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr));
     return v;
 }
-__device__ __forceinline__ uint4 lds128(u32 addr) {
-    uint4 v;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-    return v;
-}
-__device__ __forceinline__ void sts128(u32 addr, u32 a, u32 b, u32 c, u32 d) {
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a), "r"(b), "r"(c),
-                 "r"(d)
-                 : "memory");
+// Launch 1: b's e4m3 codes → f16 (exact), 16 codes (one k step) per thread, stored in the
+// k order of the A fragments: logical pairs (2c, 2c+1) and (2c+8, 2c+9) are physical bytes
+// 4c..4c+3, so positions 0-7 take each 32-bit word's low half and 8-15 its high half.
+extern "C" __global__ void __launch_bounds__(256) bsmm_widen_b(
+    const uint4* __restrict__ b, uint4* __restrict__ b16, long long n) {
+    for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += (long long)gridDim.x * 256) {
+        const uint4 x = __ldg(b + i);
+        b16[2 * i] = make_uint4(widen2(x.x), widen2(x.y), widen2(x.z), widen2(x.w));
+        b16[2 * i + 1] = make_uint4(widen2(x.x >> 16), widen2(x.y >> 16), widen2(x.z >> 16), widen2(x.w >> 16));
+    }
 }
 
 __device__ __forceinline__ void wgmma_rs_kmajor(float (&d)[64], const u32 (&a)[4], u64 db, int acc) {
@@ -172,38 +190,8 @@ __device__ __forceinline__ void wgmma_rs_kmajor(float (&d)[64], const u32 (&a)[4
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(acc));
 }
 
-constexpr u32 TILE8 = 128 * 128;       // bytes of one fp8 operand tile (128 rows × 128 bytes)
-constexpr u32 STAGE = 2 * TILE8;       // A + B
-constexpr u32 BF16BUF = 128 * 128 * 2; // one f16 B buffer: two 64-column chunks of 128 rows
-constexpr u32 BCHUNK = 128 * 128;      // bytes of one 64-column f16 chunk
-
-// Widens this consumer's 64 rows of the B stage (fp8, 128-byte swizzle) into the f16 buffer
-// (128-byte swizzle, 64-column chunks) with the k permutation of the A fragments.
-__device__ __forceinline__ void widen_b(u32 src, u32 dst, int cw, int t) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-        const int u = t + 128 * q;          // 512 units of 16 bytes per consumer
-        const int n = cw * 64 + u / 8, p = u % 8;
-        const int j = p ^ (n % 8);          // the 16-wide k step held at position p
-        const uint4 x = lds128(src + n * 128 + p * 16);
-        // Physical bytes 4c..4c+3 hold the logical k pairs (2c, 2c+1) and (2c+8, 2c+9).
-        const u32 lo0 = widen2(x.x), lo1 = widen2(x.y), lo2 = widen2(x.z), lo3 = widen2(x.w);
-        const u32 hi0 = widen2(x.x >> 16), hi1 = widen2(x.y >> 16), hi2 = widen2(x.z >> 16),
-                  hi3 = widen2(x.w >> 16);
-        const int c = j / 4, u0 = 2 * (j % 4);
-        const u32 row = dst + c * BCHUNK + n * 128;
-        const u32 alo = row + ((u0 ^ (n % 8)) * 16), ahi = row + (((u0 + 1) ^ (n % 8)) * 16);
-        // Threads of the second chunk store their other half first: the 8 threads of a store
-        // phase then cover 8 different bank groups.
-        if (c == 0) {
-            sts128(alo, lo0, lo1, lo2, lo3);
-            sts128(ahi, hi0, hi1, hi2, hi3);
-        } else {
-            sts128(ahi, hi0, hi1, hi2, hi3);
-            sts128(alo, lo0, lo1, lo2, lo3);
-        }
-    }
-}
+constexpr u32 CHUNK = 128 * 128;   // one box: 128 rows × 128 bytes (A: fp8; B: 64 f16)
+constexpr u32 STAGE = 3 * CHUNK;   // A (fp8, k 0-127), then B (two f16 chunks)
 
 // The A fragments of one 128-wide group for rows rl and rl + 8 of the stage.
 __device__ __forceinline__ void load_a(u32 (&af)[8][4], u32 src, int rl, int c) {
@@ -219,6 +207,9 @@ __device__ __forceinline__ void load_a(u32 (&af)[8][4], u32 src, int rl, int c) 
     }
 }
 
+
+// Launch 2: one block = a 128×128 output tile; warpgroup 0 loads, warpgroups 1 and 2 compute
+// 64 rows each with f16 wgmma from shared memory (both operands K-major, 128-byte swizzle).
 extern "C" __global__ void __launch_bounds__(384, 1) bsmm_wgmma(
     float* __restrict__ out, const __grid_constant__ TensorMap tm_a,
     const __grid_constant__ TensorMap tm_b, const float* __restrict__ sa,
@@ -226,9 +217,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) bsmm_wgmma(
     extern __shared__ unsigned char smem_raw[];
     const u32 raw = smem_u32(smem_raw);
     const u32 base = (raw + 1023u) & ~1023u;  // swizzled tiles need 1024-byte alignment
-    const u32 sStage = base;                   // STAGES × (A tile, B tile)
-    const u32 sBf = sStage + STAGES * STAGE;   // two f16 B buffers
-    const u32 bars = sBf + 2 * BF16BUF;
+    const u32 bars = base + STAGES * STAGE;
     auto full = [&](int s) { return bars + 8u * s; };
     auto empty = [&](int s) { return bars + 8u * (STAGES + s); };
 
@@ -252,9 +241,11 @@ extern "C" __global__ void __launch_bounds__(384, 1) bsmm_wgmma(
             for (int g = 0; g < nK; ++g) {
                 const int s = g % STAGES;
                 if (g >= STAGES) mbar_wait(empty(s), ((g / STAGES) - 1) & 1);
+                const u32 st = base + s * STAGE;
                 mbar_expect_tx(full(s), STAGE);
-                tma_load_2d(sStage + s * STAGE, &tm_a, g * 128, m0, full(s));
-                tma_load_2d(sStage + s * STAGE + TILE8, &tm_b, g * 128, n0, full(s));
+                tma_load_2d(st, &tm_a, g * 128, m0, full(s));
+                tma_load_2d(st + CHUNK, &tm_b, g * 128, n0, full(s));
+                tma_load_2d(st + 2 * CHUNK, &tm_b, g * 128 + 64, n0, full(s));
             }
         }
     } else {
@@ -272,29 +263,19 @@ extern "C" __global__ void __launch_bounds__(384, 1) bsmm_wgmma(
 #pragma unroll
         for (int i = 0; i < 64; ++i) o[i] = 0.0f;
         u32 af[8][4];
-
         mbar_wait(full(0), 0);
-        widen_b(sStage + TILE8, sBf, cw, t);
-        load_a(af, sStage, rl, c);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-        mbar_arrive(empty(0));
-        asm volatile("bar.sync 1, 256;" ::: "memory");
-
+        load_a(af, base, rl, c);
         for (int g = 0; g < nK; ++g) {
-            const u32 buf = sBf + (g & 1) * BF16BUF;
+            const int s = g % STAGES;
             const float sA = saA[g], sB8 = saB[g], sbv = sbn[g];
+            const u32 st = base + s * STAGE;
             wg_fence();
 #pragma unroll
             for (int j = 0; j < 8; ++j) {
-                const u64 db = make_desc(buf + (j / 4) * BCHUNK + (j % 4) * 32, 16, 1024, 1);
+                const u64 db = make_desc(st + CHUNK + (j / 4) * CHUNK + (j % 4) * 32, 16, 1024, 1);
                 wgmma_rs_kmajor(acc, af[j], db, j > 0 ? 1 : 0);
             }
             wg_commit();
-            const int g1 = g + 1, s1 = g1 % STAGES;
-            if (g1 < nK) {
-                mbar_wait(full(s1), (g1 / STAGES) & 1);
-                widen_b(sStage + s1 * STAGE + TILE8, sBf + (g1 & 1) * BF16BUF, cw, t);
-            }
             wg_wait0();
             fence_regs(acc);
             // The wgmma read af asynchronously: keep those registers untouched until here.
@@ -302,8 +283,7 @@ extern "C" __global__ void __launch_bounds__(384, 1) bsmm_wgmma(
             for (int j = 0; j < 8; ++j)
 #pragma unroll
                 for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(af[j][k])::"memory");
-            // out += P · (a_scale · b_scale): one FMA per element (the reference's two
-            // multiplies round differently by at most an ulp of fp32).
+            mbar_arrive(empty(s));
             const float fA = sA * sbv, fB = sB8 * sbv;
 #pragma unroll
             for (int i = 0; i < 16; ++i) {
@@ -312,11 +292,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) bsmm_wgmma(
                 o[4 * i + 2] = fmaf(acc[4 * i + 2], fB, o[4 * i + 2]);
                 o[4 * i + 3] = fmaf(acc[4 * i + 3], fB, o[4 * i + 3]);
             }
-            if (g1 < nK) {
-                load_a(af, sStage + s1 * STAGE, rl, c);
-                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-                mbar_arrive(empty(s1));
-                asm volatile("bar.sync 1, 256;" ::: "memory");
+            if (g + 1 < nK) {
+                const int s1 = (g + 1) % STAGES;
+                mbar_wait(full(s1), ((g + 1) / STAGES) & 1);
+                load_a(af, base + s1 * STAGE, rl, c);
             }
         }
         // Two consecutive fp32 per thread and row: 4 threads fill one 32-byte sector.

@@ -76,12 +76,16 @@ pub enum Command {
     /// or with --all every operator's incumbent (the S_agg table).
     Bench {
         /// Operator name or id.
-        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        #[arg(required_unless_present_any = ["all", "merge"], conflicts_with = "all")]
         op: Option<String>,
         /// Every operator's incumbent (the standing's kernel, else its baseline.cu) on every
         /// shape, spread over the GPUs the largest T_SOL first; prints the S_agg table.
         #[arg(long)]
         all: bool,
+        /// Join the `--json` documents of runs of one kernel over disjoint shapes (a full run
+        /// split with --shape across machines or leases) into one document; needs no GPU.
+        #[arg(long, value_name = "FILE", num_args = 2.., conflicts_with_all = ["all", "record", "kernel", "defines", "shapes", "quick", "full", "hardware", "device"])]
+        merge: Vec<PathBuf>,
         /// With --all: record the measurements in the workspace's standing.
         #[arg(long)]
         record: bool,

@@ -190,6 +190,9 @@ fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Re
     let doc = json!({
         "operator": r.p.name,
         "kernel": r.candidate.name,
+        // The source as compiled, with the defines it ran with: what `bench --merge` matches.
+        "source_sha256": crate::export::sha256(&r.candidate.code),
+        "defines": r.candidate.defines,
         "gpu": r.dev,
         "workers": r.workers,
         "pool": pool,

@@ -6,6 +6,7 @@ mod agent_report;
 mod args;
 pub mod bench;
 pub mod bench_against;
+pub mod bench_merge;
 pub mod bench_all;
 pub mod calibrate;
 pub mod compile;
@@ -200,6 +201,9 @@ fn gpu_command(
     command: Command,
 ) -> Result<i32, String> {
     match command {
+        Command::Bench {
+            op, merge, json, ..
+        } if !merge.is_empty() => bench_merge::run(s, op.as_deref(), &merge, json),
         Command::Bench {
             all: true,
             record,

@@ -1,0 +1,219 @@
+//! `bench --merge FILE...`: one document from the `--json` documents of runs of one kernel
+//! over disjoint shapes — a full run split across machines or leases (`bench OP --full
+//! --shape ...` per part). No GPU.
+//!
+//! Invariants: every part measured the same source with the same defines (`source_sha256`,
+//! `defines`) on the same GPU model, driver, NVRTC, hardware profile and mode, or the merge is
+//! refused naming the file and the field; no shape is in two parts; each shape's result is
+//! kept as its part wrote it. S_op and the benchmark-compatible S_op are computed again over
+//! the union (as for a run over those shapes); the verdict is the first part's that did not
+//! pass, else pass; `wall_s` is the parts' sum and `parts` says which file gave which shapes.
+//! The per-run `incumbent` comparison is dropped (each covered only its part's shapes).
+
+use crate::engine::outcome::{s_op_bench_of, s_op_of};
+use crate::engine::protocol::ShapeResult;
+use crate::suite::Suite;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Fields every part must agree on (JSON pointers into a bench document).
+const SAME: [(&str, &str); 9] = [
+    ("operator", "/operator"),
+    ("kernel", "/kernel"),
+    ("source_sha256", "/source_sha256"),
+    ("defines", "/defines"),
+    ("gpu", "/gpu/name"),
+    ("driver", "/driver"),
+    ("nvrtc", "/nvrtc"),
+    ("hardware", "/hardware"),
+    ("mode", "/mode"),
+];
+
+pub fn run(suite: &Suite, op: Option<&str>, files: &[PathBuf], as_json: bool) -> Result<i32, String> {
+    let mut docs = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let doc: Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a JSON document ({e})", f.display()))?;
+        docs.push((f.clone(), doc));
+    }
+    let merged = merge(suite, op, &docs)?;
+    let passed = merged.get("verdict").and_then(Value::as_str) == Some("pass");
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&merged).map_err(|e| e.to_string())?
+        );
+    } else {
+        print_summary(&merged);
+    }
+    Ok(if passed { 0 } else { 1 })
+}
+
+/// The merged document of `docs` (each with the file it came from, for messages).
+pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Result<Value, String> {
+    let Some((first_file, first)) = docs.first() else {
+        return Err("--merge needs the bench documents to join".into());
+    };
+    if docs.len() < 2 {
+        return Err("--merge needs at least two bench documents".into());
+    }
+    for (f, d) in docs {
+        if d.get("shapes").and_then(Value::as_array).is_none() || d.get("operator").is_none() {
+            return Err(format!(
+                "{}: not a bench document (`bench OP --json`)",
+                f.display()
+            ));
+        }
+        if d.get("source_sha256").and_then(Value::as_str).is_none() {
+            return Err(format!(
+                "{}: no source_sha256 (written by an earlier atrex-tui): nothing shows that the runs measured the same source",
+                f.display()
+            ));
+        }
+        for (name, ptr) in SAME {
+            let (a, b) = (first.pointer(ptr), d.pointer(ptr));
+            if a != b {
+                return Err(format!(
+                    "{}: {name} is {}, {} has {}: only runs of one kernel on one GPU model and mode merge",
+                    f.display(),
+                    show(b),
+                    first_file.display(),
+                    show(a)
+                ));
+            }
+        }
+    }
+    let name = first
+        .get("operator")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if let Some(op) = op
+        && suite.problem(op).map(|p| p.name.as_str()) != Some(name)
+    {
+        return Err(format!("the documents are of `{name}`, not `{op}`"));
+    }
+    let p = suite
+        .problem(name)
+        .ok_or_else(|| format!("`{name}` is not in the suite"))?;
+
+    // Every shape once, each as its part wrote it.
+    let mut by_shape: BTreeMap<u32, (usize, Value)> = BTreeMap::new();
+    let mut parts = Vec::new();
+    for (k, (f, d)) in docs.iter().enumerate() {
+        let mut ids = Vec::new();
+        for s in d["shapes"].as_array().into_iter().flatten() {
+            let id = s
+                .get("shape")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| format!("{}: a shape result without its shape id", f.display()))?
+                as u32;
+            if p.shape(id).is_none() {
+                return Err(format!("{}: {name} has no shape {id}", f.display()));
+            }
+            if let Some((j, _)) = by_shape.get(&id) {
+                return Err(format!(
+                    "shape {id} is in both {} and {}: the parts must cover disjoint shapes",
+                    docs[*j].0.display(),
+                    f.display()
+                ));
+            }
+            by_shape.insert(id, (k, s.clone()));
+            ids.push(id);
+        }
+        parts.push(json!({
+            "file": f.file_name().map(|n| n.to_string_lossy().into_owned()),
+            "shapes": ids,
+            "wall_s": d.get("wall_s"),
+        }));
+    }
+    let shapes: Vec<Value> = by_shape.into_values().map(|(_, s)| s).collect();
+    let results: Vec<ShapeResult> = shapes
+        .iter()
+        .map(|s| serde_json::from_value(s.clone()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("a shape result that does not read as one: {e}"))?;
+
+    let failed = docs.iter().find(|(_, d)| d.get("verdict").and_then(Value::as_str) != Some("pass"));
+    let (verdict, message) = match failed {
+        Some((_, d)) => (d["verdict"].clone(), d["message"].clone()),
+        None => (json!("pass"), Value::Null),
+    };
+    let mut workers: Vec<Value> = Vec::new();
+    for (_, d) in docs {
+        for w in d.get("workers").and_then(Value::as_array).into_iter().flatten() {
+            if !workers.contains(w) {
+                workers.push(w.clone());
+            }
+        }
+    }
+    let mut output: Vec<Value> = docs
+        .iter()
+        .flat_map(|(_, d)| d.get("output").and_then(Value::as_array).cloned().unwrap_or_default())
+        .collect();
+    output.sort_by_key(|o| o.get("shape").and_then(Value::as_u64));
+    let wall: f64 = docs
+        .iter()
+        .filter_map(|(_, d)| d.get("wall_s").and_then(Value::as_f64))
+        .sum();
+
+    let mut out = first.clone();
+    let o = out.as_object_mut().expect("a bench document is an object");
+    o.insert("workers".into(), Value::Array(workers));
+    o.insert("pool".into(), Value::Null);
+    o.insert("verdict".into(), verdict);
+    o.insert("message".into(), message);
+    o.insert("shapes".into(), Value::Array(shapes));
+    o.insert("output".into(), Value::Array(output));
+    o.insert("s_op".into(), json!(s_op_of(&results)));
+    o.insert("s_op_benchmark".into(), json!(s_op_bench_of(&results)));
+    o.insert("incumbent".into(), Value::Null);
+    o.insert("wall_s".into(), json!(wall));
+    o.insert("parts".into(), Value::Array(parts));
+    if results.len() < p.shapes.len() {
+        eprintln!(
+            "atrex-tui: the parts cover {} of {name}'s {} shapes: S_op is over those",
+            results.len(),
+            p.shapes.len()
+        );
+    }
+    Ok(out)
+}
+
+fn show(v: Option<&Value>) -> String {
+    match v {
+        None => "absent".into(),
+        Some(v) => v.to_string(),
+    }
+}
+
+fn print_summary(d: &Value) {
+    let n = d["shapes"].as_array().map(Vec::len).unwrap_or(0);
+    let parts = d["parts"].as_array().map(Vec::len).unwrap_or(0);
+    println!(
+        "{} · {} · {} · {} mode · {n} shapes from {parts} runs",
+        d["operator"].as_str().unwrap_or("?"),
+        d["kernel"].as_str().unwrap_or("?"),
+        d.pointer("/gpu/name").and_then(Value::as_str).unwrap_or("?"),
+        d["mode"].as_str().unwrap_or("?"),
+    );
+    for s in d["shapes"].as_array().into_iter().flatten() {
+        println!(
+            "{:>5} {:<8} S {}",
+            s["shape"],
+            s["verdict"].as_str().unwrap_or("?"),
+            s["s"].as_f64().map(|x| format!("{x:.4}")).unwrap_or_else(|| "—".into())
+        );
+    }
+    println!(
+        "S_op {:.4} (benchmark-compatible {:.4}) · verdict {}",
+        d["s_op"].as_f64().unwrap_or(0.0),
+        d["s_op_benchmark"].as_f64().unwrap_or(0.0),
+        d["verdict"].as_str().unwrap_or("?")
+    );
+}
+
+#[cfg(test)]
+#[path = "bench_merge_tests.rs"]
+mod tests;

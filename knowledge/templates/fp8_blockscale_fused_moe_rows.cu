@@ -131,7 +131,13 @@ MINB = 1
 // instructions per weight code (widen, convert, dequantize, FMA) bound them: 24 576 rows are
 // 768 warps, under six per SM at IPC 0.25 each. The launches around them (route, schedule, the
 // two empty tile GEMMs, combine) cost 18 µs of shape 4's 103. Loading the block scales two
-// stages ahead changed nothing (quick).
+// stages ahead changed nothing (quick). Profile again (2026-12-01, shape 4): rows1 56 µs, 216
+// blocks of 128 threads (192 with rows) on 132 SMs, 2 fit per SM (168 registers, 115 KB of shared
+// memory) but the grid gives 1.5: 6 warps per SM, warp CPI ≈ 3 with no dominant stall — the
+// parallelism is the number of outputs (one serial chain each), not the occupancy, so STAGES and
+// SMALL cannot add warps. Measured and not kept (quick, shapes 2 3 4; this kernel 103 / 102 µs on
+// shape 4 in two runs): the one-row stage fully unrolled 105.6 µs (with one barrier per stage
+// instead of two) and 109 µs (two barriers); one barrier per stage alone 102.8 µs (equal).
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
 

@@ -286,7 +286,8 @@ fn a_disassembly_to_stdout_does_not_go_into_the_json_document() {
 fn bench_merge_joins_parts_and_refuses_mismatches() {
     let d = tempdir("merge");
     let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements/bench-best-block_scaled_mm.json"),
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("docs/measurements/bench-best-block_scaled_mm.json"),
     )
     .unwrap();
     let whole: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -308,14 +309,20 @@ fn bench_merge_joins_parts_and_refuses_mismatches() {
     };
     let even = part(&|s| s % 2 == 0, "even.json", &|_| {});
     let odd = part(&|s| s % 2 == 1, "odd.json", &|_| {});
-    let (code, out, err) = run(bin().args(["bench", "--merge"]).arg(&even).arg(&odd).arg("--json"));
+    let (code, out, err) = run(bin()
+        .args(["bench", "--merge"])
+        .arg(&even)
+        .arg(&odd)
+        .arg("--json"));
     assert_eq!(code, 0, "{err}");
     let m: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(m["shapes"].as_array().unwrap().len(), 24);
     assert!((m["s_op"].as_f64().unwrap() - whole["s_op"].as_f64().unwrap()).abs() < 1e-12);
     assert_eq!(m["parts"][1]["file"], "odd.json");
     // Another source in one part.
-    let other = part(&|s| s % 2 == 1, "other.json", &|p| p["source_sha256"] = "0".repeat(64).into());
+    let other = part(&|s| s % 2 == 1, "other.json", &|p| {
+        p["source_sha256"] = "0".repeat(64).into()
+    });
     let (code, _, err) = run(bin().args(["bench", "--merge"]).arg(&even).arg(&other));
     assert_eq!(code, 1);
     assert!(err.contains("other.json: source_sha256 is"), "{err}");
@@ -324,7 +331,11 @@ fn bench_merge_joins_parts_and_refuses_mismatches() {
     assert_eq!(code, 1);
     assert!(err.contains("shape 0 is in both"), "{err}");
     // A merge is not a measurement: it takes no kernel.
-    let (code, _, err) = run(bin().args(["bench", "--merge"]).arg(&even).arg(&odd).args(["--kernel", "x.cu"]));
+    let (code, _, err) = run(bin()
+        .args(["bench", "--merge"])
+        .arg(&even)
+        .arg(&odd)
+        .args(["--kernel", "x.cu"]));
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot be used with"), "{err}");
 }

@@ -30,7 +30,12 @@ const SAME: [(&str, &str); 9] = [
     ("mode", "/mode"),
 ];
 
-pub fn run(suite: &Suite, op: Option<&str>, files: &[PathBuf], as_json: bool) -> Result<i32, String> {
+pub fn run(
+    suite: &Suite,
+    op: Option<&str>,
+    files: &[PathBuf],
+    as_json: bool,
+) -> Result<i32, String> {
     let mut docs = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
@@ -104,11 +109,10 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
     for (k, (f, d)) in docs.iter().enumerate() {
         let mut ids = Vec::new();
         for s in d["shapes"].as_array().into_iter().flatten() {
-            let id = s
-                .get("shape")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| format!("{}: a shape result without its shape id", f.display()))?
-                as u32;
+            let id =
+                s.get("shape").and_then(Value::as_u64).ok_or_else(|| {
+                    format!("{}: a shape result without its shape id", f.display())
+                })? as u32;
             if p.shape(id).is_none() {
                 return Err(format!("{}: {name} has no shape {id}", f.display()));
             }
@@ -135,14 +139,21 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
         .collect::<Result<_, _>>()
         .map_err(|e| format!("a shape result that does not read as one: {e}"))?;
 
-    let failed = docs.iter().find(|(_, d)| d.get("verdict").and_then(Value::as_str) != Some("pass"));
+    let failed = docs
+        .iter()
+        .find(|(_, d)| d.get("verdict").and_then(Value::as_str) != Some("pass"));
     let (verdict, message) = match failed {
         Some((_, d)) => (d["verdict"].clone(), d["message"].clone()),
         None => (json!("pass"), Value::Null),
     };
     let mut workers: Vec<Value> = Vec::new();
     for (_, d) in docs {
-        for w in d.get("workers").and_then(Value::as_array).into_iter().flatten() {
+        for w in d
+            .get("workers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             if !workers.contains(w) {
                 workers.push(w.clone());
             }
@@ -150,7 +161,12 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
     }
     let mut output: Vec<Value> = docs
         .iter()
-        .flat_map(|(_, d)| d.get("output").and_then(Value::as_array).cloned().unwrap_or_default())
+        .flat_map(|(_, d)| {
+            d.get("output")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
         .collect();
     output.sort_by_key(|o| o.get("shape").and_then(Value::as_u64));
     let wall: f64 = docs
@@ -195,7 +211,9 @@ fn print_summary(d: &Value) {
         "{} · {} · {} · {} mode · {n} shapes from {parts} runs",
         d["operator"].as_str().unwrap_or("?"),
         d["kernel"].as_str().unwrap_or("?"),
-        d.pointer("/gpu/name").and_then(Value::as_str).unwrap_or("?"),
+        d.pointer("/gpu/name")
+            .and_then(Value::as_str)
+            .unwrap_or("?"),
         d["mode"].as_str().unwrap_or("?"),
     );
     for s in d["shapes"].as_array().into_iter().flatten() {
@@ -203,7 +221,10 @@ fn print_summary(d: &Value) {
             "{:>5} {:<8} S {}",
             s["shape"],
             s["verdict"].as_str().unwrap_or("?"),
-            s["s"].as_f64().map(|x| format!("{x:.4}")).unwrap_or_else(|| "—".into())
+            s["s"]
+                .as_f64()
+                .map(|x| format!("{x:.4}"))
+                .unwrap_or_else(|| "—".into())
         );
     }
     println!(

@@ -34,10 +34,19 @@ fn joins_disjoint_parts_and_computes_s_op_over_the_union() {
     let a = doc(vec![shape(0, 0.1), shape(2, 0.3)], "abc", 10.0);
     let b = doc(vec![shape(1, 0.2)], "abc", 5.0);
     let m = merge(suite(), Some("rms_norm"), &files(vec![a, b])).unwrap();
-    let ids: Vec<u64> = m["shapes"].as_array().unwrap().iter().map(|s| s["shape"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> = m["shapes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["shape"].as_u64().unwrap())
+        .collect();
     assert_eq!(ids, vec![0, 1, 2]);
     // The median of 0.1, 0.2, 0.3 (rms_norm has more shapes: S_op is over the parts' shapes).
-    assert!((m["s_op"].as_f64().unwrap() - 0.2).abs() < 1e-12, "{}", m["s_op"]);
+    assert!(
+        (m["s_op"].as_f64().unwrap() - 0.2).abs() < 1e-12,
+        "{}",
+        m["s_op"]
+    );
     assert_eq!(m["wall_s"], json!(15.0));
     assert_eq!(m["verdict"], json!("pass"));
     assert_eq!(m["incumbent"], Value::Null);
@@ -65,24 +74,43 @@ fn refuses_a_shape_in_two_parts() {
     let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
     let b = doc(vec![shape(0, 0.2)], "abc", 1.0);
     let e = merge(suite(), None, &files(vec![a, b])).unwrap_err();
-    assert!(e.contains("shape 0 is in both part0.json and part1.json"), "{e}");
+    assert!(
+        e.contains("shape 0 is in both part0.json and part1.json"),
+        "{e}"
+    );
 }
 
 #[test]
 fn refuses_parts_of_different_sources_gpus_or_modes() {
     let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
-    let e = merge(suite(), None, &files(vec![a.clone(), doc(vec![shape(1, 0.2)], "def", 1.0)])).unwrap_err();
-    assert!(e.contains("part1.json: source_sha256 is \"def\", part0.json has \"abc\""), "{e}");
+    let e = merge(
+        suite(),
+        None,
+        &files(vec![a.clone(), doc(vec![shape(1, 0.2)], "def", 1.0)]),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("part1.json: source_sha256 is \"def\", part0.json has \"abc\""),
+        "{e}"
+    );
     let mut quick = doc(vec![shape(1, 0.2)], "abc", 1.0);
     quick["mode"] = json!("quick");
     let e = merge(suite(), None, &files(vec![a.clone(), quick])).unwrap_err();
     assert!(e.contains("mode is \"quick\""), "{e}");
     let mut h100 = doc(vec![shape(1, 0.2)], "abc", 1.0);
     h100["gpu"]["name"] = json!("NVIDIA H100");
-    assert!(merge(suite(), None, &files(vec![a.clone(), h100])).unwrap_err().contains("gpu is"));
+    assert!(
+        merge(suite(), None, &files(vec![a.clone(), h100]))
+            .unwrap_err()
+            .contains("gpu is")
+    );
     let mut defined = doc(vec![shape(1, 0.2)], "abc", 1.0);
     defined["defines"] = json!({"BLOCK": 256});
-    assert!(merge(suite(), None, &files(vec![a, defined])).unwrap_err().contains("defines is"));
+    assert!(
+        merge(suite(), None, &files(vec![a, defined]))
+            .unwrap_err()
+            .contains("defines is")
+    );
 }
 
 #[test]

@@ -263,3 +263,50 @@ int main() {
   return bad ? 1 : 0;
 }
 "#;
+
+/// reshape_and_cache's incumbent has a grid barrier and a cooperative launch: the exported
+/// candidate launches it cooperatively (its outputs equal a torch scatter), and the same kernel
+/// with a grid that cannot be resident at once is refused by the driver instead of waiting at
+/// its barrier forever (run under `timeout`, so a missing attribute fails instead of hanging).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn exported_cooperative_launches_run_and_are_enforced() {
+    python_with_torch_on_cuda();
+    let out = scratch("cooperative");
+    export("reshape_and_cache", &out, &[]);
+    let src =
+        std::fs::read_to_string(repo().join("knowledge/templates/reshape_and_cache.cu")).unwrap();
+    let grid = src
+        .lines()
+        .find(|l| l.starts_with("grid = "))
+        .expect("the template's grid line")
+        .to_string();
+    let big_dir = out.join("big");
+    std::fs::create_dir_all(&big_dir).unwrap();
+    let big = big_dir.join("oversized.cu");
+    std::fs::write(&big, src.replacen(&grid, "grid = [\"132 * 64\"]", 1)).unwrap();
+    export(
+        "reshape_and_cache",
+        &big_dir,
+        &["--kernel", big.to_str().unwrap()],
+    );
+    let o = Command::new("timeout")
+        .arg("120")
+        .arg("python3")
+        .arg(repo().join("tests/fixtures/export_cooperative.py"))
+        .arg(out.join("reshape_and_cache.py"))
+        .arg(big_dir.join("reshape_and_cache.py"))
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{text}");
+    assert_eq!(text.matches(": ok").count(), 3, "{text}");
+    assert!(
+        text.contains("oversized cooperative grid refused"),
+        "{text}"
+    );
+}

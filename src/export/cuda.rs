@@ -508,6 +508,9 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
         if let Some(e) = &l.smem {
             eval(o, &at("smem", e), "    L.smem", e, 32)?;
         }
+        if l.cooperative {
+            o.push_str("    L.cooperative = true;\n");
+        }
         if let Some(cl) = &l.cluster {
             o.push_str("    L.has_cluster = true;\n");
             for (j, e) in cl.iter().enumerate() {

@@ -292,7 +292,7 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
             .collect();
         let _ = writeln!(
             out,
-            "    {{\n        'kernel': {},\n        'line': {},\n        'grid': {},\n        'block': {},\n        'smem': {},\n        'cluster': {},\n        'args': ({}{}),\n    }},",
+            "    {{\n        'kernel': {},\n        'line': {},\n        'grid': {},\n        'block': {},\n        'smem': {},\n        'cluster': {},\n        'cooperative': {},\n        'args': ({}{}),\n    }},",
             s(&l.kernel),
             l.line,
             items(&l.grid),
@@ -302,6 +302,7 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
                 .as_deref()
                 .map(items)
                 .unwrap_or_else(|| "None".into()),
+            if l.cooperative { "True" } else { "False" },
             args.join(", "),
             if args.len() == 1 { "," } else { "" }
         );

@@ -417,6 +417,8 @@ struct Launch {
   unsigned int smem = 0;
   bool has_cluster = false;
   unsigned int cluster[3] = {1, 1, 1};
+  // Every block resident at once, or the launch fails (a grid barrier cannot wait forever).
+  bool cooperative = false;
   std::vector<Arg> args;
   int line = 0;
 };
@@ -556,6 +558,7 @@ inline std::string describe(const Plan& p) {
       << " cluster ";
     if (L.has_cluster) o << L.cluster[0] << ' ' << L.cluster[1] << ' ' << L.cluster[2];
     else o << "none";
+    if (L.cooperative) o << " cooperative";
     o << '\n';
     for (const Arg& a : L.args) {
       switch (a.kind) {
@@ -700,6 +703,11 @@ inline cudaError_t launch_plan(const Plan& p, const void* const* buffers, void* 
       attr[0].val.clusterDim.x = L.cluster[0];
       attr[0].val.clusterDim.y = L.cluster[1];
       attr[0].val.clusterDim.z = L.cluster[2];
+      cfg.attrs = attr;
+      cfg.numAttrs = 1;
+    } else if (L.cooperative) {
+      attr[0].id = cudaLaunchAttributeCooperative;
+      attr[0].val.cooperative = 1;
       cfg.attrs = attr;
       cfg.numAttrs = 1;
     }

@@ -433,6 +433,7 @@ def _resolve(E):
             if any(g % c != 0 for g, c in zip(grid, cluster)):
                 _fail("launch plan line %d: kernel %s: grid %s is not a whole number of clusters %s" % (line, k, grid, cluster))
             cluster = tuple(cluster)
+        cooperative = bool(L.get("cooperative"))
         args = []
         for a in L["args"]:
             if a[0] == "buffer":
@@ -441,7 +442,7 @@ def _resolve(E):
                 args.append(("map", _tensor_map(a[1], P)))
             else:
                 args.append(_scalar_arg(a, P, k, line))
-        launches.append((k, tuple(grid), tuple(block), smem, cluster, tuple(args)))
+        launches.append((k, tuple(grid), tuple(block), smem, cluster, cooperative, tuple(args)))
     scratch = []
     for name, dtype, item, zero in _SCRATCH:
         v = _eval(item, P, "scratch %s" % name)
@@ -774,7 +775,7 @@ class _ClusterDim(ctypes.Structure):
 
 
 class _AttrValue(ctypes.Union):
-    _fields_ = [("pad", ctypes.c_char * 64), ("clusterDim", _ClusterDim)]
+    _fields_ = [("pad", ctypes.c_char * 64), ("clusterDim", _ClusterDim), ("cooperative", ctypes.c_int)]
 
 
 class _LaunchAttr(ctypes.Structure):
@@ -789,6 +790,7 @@ class _LaunchConfig(ctypes.Structure):
                 ("attrs", ctypes.POINTER(_LaunchAttr)), ("numAttrs", ctypes.c_uint)]
 
 
+_CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 _CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 _CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 _CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
@@ -879,7 +881,7 @@ class _Prepared:
         self.outputs = [(name, dims, _torch_dtype(dt)) for name, dims, dt in _outputs(E)]
         self.scratch = [(name, n, _torch_dtype(dt), zero) for name, dt, n, zero in scratch]
         self.launches = []
-        for k, grid, block, smem, cluster, args in launches:
+        for k, grid, block, smem, cluster, cooperative, args in launches:
             params = (ctypes.c_void_p * max(len(args), 1))()
             keep, buffers, maps = [], [], []
             for i, a in enumerate(args):
@@ -896,14 +898,20 @@ class _Prepared:
                 keep.append(s)
                 params[i] = ctypes.addressof(s)
             config = None
-            if cluster is not None:
+            if cluster is not None or cooperative:
+                # Clusters, or a cooperative launch (every block resident at once, or the
+                # driver refuses it: a grid barrier in the kernel cannot wait forever).
                 attr = _LaunchAttr()
-                attr.id = _CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
-                attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+                if cluster is not None:
+                    attr.id = _CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+                    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+                else:
+                    attr.id = _CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+                    attr.value.cooperative = 1
                 config = _LaunchConfig(grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                        smem, None, ctypes.pointer(attr), 1)
                 keep.append(attr)
-            self.launches.append((k, grid, block, smem, cluster, params, keep, buffers, maps, config))
+            self.launches.append((k, grid, block, smem, cluster, cooperative, params, keep, buffers, maps, config))
 
 
 _MAPS = {}
@@ -959,7 +967,7 @@ def _launch(prep, tensors, device, index):
         bufs[name] = make((max(n, 1),), dtype=dtype, device=device)
     stream = ctypes.c_void_p(torch.cuda.current_stream(device).cuda_stream)
     lib = _cuda()
-    for k, grid, block, smem, cluster, params, keep, buffers, maps, config in prep.launches:
+    for k, grid, block, smem, cluster, cooperative, params, keep, buffers, maps, config in prep.launches:
         for i, name, s in buffers:
             s.value = bufs[name].data_ptr()
         for i, r in maps:
@@ -993,7 +1001,7 @@ def _launch(prep, tensors, device, index):
         if res != 0:
             _check(res, "launching %s grid %s block %s smem %d%s" % (
                 k, list(grid), list(block), smem,
-                "" if cluster is None else " cluster %s" % list(cluster)))
+                ("" if cluster is None else " cluster %s" % list(cluster)) + (" cooperative" if cooperative else "")))
     if len(outs) == 1:
         return outs[0]
     return {name: o for (name, _, _), o in zip(prep.outputs, outs)}

@@ -156,7 +156,7 @@ pub fn describe(
     let mut o = String::new();
     for l in launches {
         o.push_str(&format!(
-            "launch {} grid {} {} {} block {} {} {} smem {} cluster {}\n",
+            "launch {} grid {} {} {} block {} {} {} smem {} cluster {}{}\n",
             l.kernel,
             l.grid[0],
             l.grid[1],
@@ -168,7 +168,8 @@ pub fn describe(
             match l.cluster {
                 Some(c) => format!("{} {} {}", c[0], c[1], c[2]),
                 None => "none".into(),
-            }
+            },
+            if l.cooperative { " cooperative" } else { "" }
         ));
         for a in &l.args {
             let line = match a {

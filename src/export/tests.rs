@@ -122,9 +122,10 @@ class FakeTensor(Tensor):
 def describe(m, launches, scratch, outputs):
     names = [t['name'] for t in m._INPUTS] + [o['name'] for o in m._OUTPUTS] + [s[0] for s in m._SCRATCH]
     out = []
-    for k, grid, block, smem, cluster, args in launches:
-        out.append('launch %s grid %d %d %d block %d %d %d smem %d cluster %s' % (
-            (k,) + tuple(grid) + tuple(block) + (smem, 'none' if cluster is None else '%d %d %d' % tuple(cluster))))
+    for k, grid, block, smem, cluster, cooperative, args in launches:
+        out.append('launch %s grid %d %d %d block %d %d %d smem %d cluster %s%s' % (
+            (k,) + tuple(grid) + tuple(block) + (smem, 'none' if cluster is None else '%d %d %d' % tuple(cluster),
+                                                 ' cooperative' if cooperative else '')))
         for a in args:
             if a[0] == 'buffer':
                 out.append('arg buffer %d' % names.index(a[1]))

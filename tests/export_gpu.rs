@@ -73,6 +73,15 @@ fn export(op: &str, out: &Path, extra: &[&str]) {
     );
 }
 
+/// What a process printed: its stdout, then its stderr.
+fn printed(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Runs the candidate against the benchmark's reference; (passed, what it printed).
 fn check(candidate: &Path, op: &str, shapes: &str) -> (bool, String) {
     let suite = Suite::load(SuiteSource::Embedded).unwrap();
@@ -87,11 +96,7 @@ fn check(candidate: &Path, op: &str, shapes: &str) -> (bool, String) {
         .arg(t.rel_l2.to_string())
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = printed(&o);
     eprintln!("{op} ({}):\n{text}", candidate.display());
     (o.status.success(), text)
 }
@@ -298,11 +303,7 @@ fn exported_cooperative_launches_run_and_are_enforced() {
         .arg(big_dir.join("reshape_and_cache.py"))
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let text = printed(&o);
     assert!(o.status.success(), "{text}");
     assert_eq!(text.matches(": ok").count(), 3, "{text}");
     assert!(

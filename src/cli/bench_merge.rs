@@ -44,6 +44,14 @@ pub fn run(
         docs.push((f.clone(), doc));
     }
     let merged = merge(suite, op, &docs)?;
+    let name = merged["operator"].as_str().unwrap_or_default();
+    let (got, all) = (
+        merged["shapes"].as_array().map(Vec::len).unwrap_or(0),
+        suite.problem(name).map(|p| p.shapes.len()).unwrap_or(0),
+    );
+    if got < all {
+        eprintln!("atrex-tui: the parts cover {got} of {name}'s {all} shapes: S_op is over those");
+    }
     let passed = merged.get("verdict").and_then(Value::as_str) == Some("pass");
     if as_json {
         println!(
@@ -58,12 +66,10 @@ pub fn run(
 
 /// The merged document of `docs` (each with the file it came from, for messages).
 pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Result<Value, String> {
-    let Some((first_file, first)) = docs.first() else {
-        return Err("--merge needs the bench documents to join".into());
-    };
     if docs.len() < 2 {
         return Err("--merge needs at least two bench documents".into());
     }
+    let (first_file, first) = &docs[0];
     for (f, d) in docs {
         if d.get("shapes").and_then(Value::as_array).is_none() || d.get("operator").is_none() {
             return Err(format!(
@@ -187,13 +193,6 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
     o.insert("incumbent".into(), Value::Null);
     o.insert("wall_s".into(), json!(wall));
     o.insert("parts".into(), Value::Array(parts));
-    if results.len() < p.shapes.len() {
-        eprintln!(
-            "atrex-tui: the parts cover {} of {name}'s {} shapes: S_op is over those",
-            results.len(),
-            p.shapes.len()
-        );
-    }
     Ok(out)
 }
 

@@ -86,6 +86,12 @@ pub fn main() -> i32 {
             | Command::Compile { .. }
             | Command::Export { .. }),
         ) => load_suite(&ws).and_then(|s| suite_command(&ws, &s, c)),
+        // Joining bench documents reads files only: no worker, no GPU.
+        Some(Command::Bench {
+            op, merge, json, ..
+        }) if !merge.is_empty() => {
+            load_suite(&ws).and_then(|s| bench_merge::run(&s, op.as_deref(), &merge, json))
+        }
         Some(Command::Report {
             out,
             hardware,
@@ -201,9 +207,6 @@ fn gpu_command(
     command: Command,
 ) -> Result<i32, String> {
     match command {
-        Command::Bench {
-            op, merge, json, ..
-        } if !merge.is_empty() => bench_merge::run(s, op.as_deref(), &merge, json),
         Command::Bench {
             all: true,
             record,

@@ -433,7 +433,7 @@ def _resolve(E):
             if any(g % c != 0 for g, c in zip(grid, cluster)):
                 _fail("launch plan line %d: kernel %s: grid %s is not a whole number of clusters %s" % (line, k, grid, cluster))
             cluster = tuple(cluster)
-        cooperative = bool(L.get("cooperative"))
+        cooperative = L["cooperative"]
         args = []
         for a in L["args"]:
             if a[0] == "buffer":

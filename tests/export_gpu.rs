@@ -311,3 +311,27 @@ fn exported_cooperative_launches_run_and_are_enforced() {
         "{text}"
     );
 }
+
+/// topk_filter's template on rows the benchmark never draws: a constant row, ties at the
+/// threshold, all-negative rows, a top k' spread over more than 16 octaves, k' = V, and lengths
+/// that take the short-row, general and long-row paths (aligned and not). Its output must equal a
+/// sort-based selection bit for bit; the short-row path's hand-overs to the general one are
+/// reached by the constant and spread rows.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn topk_filter_template_is_exact_on_adversarial_rows() {
+    python_with_torch_on_cuda();
+    let out = scratch("topk-adversarial");
+    let kernel = repo().join("knowledge/templates/topk_filter_select.cu");
+    export("topk_filter", &out, &["--kernel", kernel.to_str().unwrap()]);
+    let o = Command::new("timeout")
+        .arg("300")
+        .arg("python3")
+        .arg(repo().join("tests/fixtures/topk_adversarial.py"))
+        .arg(out.join("topk_filter.py"))
+        .output()
+        .unwrap();
+    let text = printed(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("46 cases: ok"), "{text}");
+}

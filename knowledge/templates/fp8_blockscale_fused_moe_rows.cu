@@ -9,7 +9,7 @@ category = "algorithm"
 expected_gain = "decode shapes (one to a few rows per expert) stream each weight once instead of computing 128-row tiles; the schedule is a block scan instead of one thread looping over the experts"
 pitfalls = ["the output is compared code for code: keep the reference's fp32 FMA chain in increasing k for every dot product, no tensor cores, no split-K", "fnuz codes read as f16 bits (s, 0e, m) are exactly value / 128: widen through f16 and multiply by 128 * scale (one rounding, as code * scale)", "size grids over tiles by ceil(T*K/128) + min(E, T*K): every empty block still costs a launch slot", "a one-thread loop over the experts in the schedule costs a dependent global round trip per expert (tens of microseconds)"]
 [measured]
-s_op = 0.1662
+s_op = 0.1718
 baseline_s_op = 0.0224
 gpu = "NVIDIA H200"
 date = "2026-12-01"
@@ -17,16 +17,10 @@ mode = "full"
 */
 /* atrex:plan
 [[launch]]
-kernel = "fp8moe_route"
+kernel = "fp8moe_route"   # the last block to finish also schedules (one launch for both)
 grid = ["E"]
 block = [1024]
-args = ["topk_ids", "tok", "slot_pos", "cnt", "T*K:i32"]
-
-[[launch]]
-kernel = "fp8moe_schedule"
-grid = [1]
-block = [1024]
-args = ["cnt", "off", "tiles", "E:i32"]
+args = ["topk_ids", "tok", "slot_pos", "cnt", "T*K:i32", "off", "tiles", "E:i32", "routed"]
 
 [[launch]]
 kernel = "fp8moe_gemm1"
@@ -71,6 +65,12 @@ dtype = "int32"
 size = "T * K"
 
 [[scratch]]
+name = "routed"   # blocks of fp8moe_route done
+dtype = "int32"
+size = "1"
+zero = true
+
+[[scratch]]
 name = "cnt"
 dtype = "int32"
 size = "E"
@@ -111,14 +111,18 @@ MINB = 1
 // compared code for code, so every dot product is the reference's fp32 FMA chain in increasing
 // reduction index over the dequantized operands (code·scale, one fp32 multiply): tensor cores
 // reorder and truncate the accumulation and would flip about one code in a million.
-// 1. route: block per expert, its slots in increasing flat index; 2. schedule: a block scan of
-// the experts' row and tile counts (offsets and the list of 128-row tiles); 3. gemm1 and
+// 1. route: block per expert, its slots in increasing flat index; 2. schedule, by the last
+// route block to finish (an arrival counter in zeroed scratch; one launch for both): a block
+// scan of the experts' row and tile counts (offsets and the list of 128-row tiles); 3. gemm1 and
 // 4. gemm2: the baseline's 128×128 CUDA-core tiles, only for tiles of more than SMALL rows;
 // 3b. rows1 and 4b. rows2: tiles of at most SMALL rows stream the weights once (see below);
 // 5. combine: acc = Σ_k w·y in slot order, software fnuz cast without clamping.
 //
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 6/6 shapes bit-identical on 5 seeds):
-// S_op 0.166 against the baseline's 0.022 (docs/measurements/bench-best-fp8_blockscale_fused_moe.json;
+// S_op 0.172 against the baseline's 0.022 (docs/measurements/bench-best-fp8_blockscale_fused_moe.json;
+// 0.166 before the schedule moved into the route launch: shape 4 103 → 99.2 µs, S 0.306 → 0.317,
+// shape 2 0.432 → 0.439; the combine issuing its slots' loads before the ordered sum measured
+// equal, quick: 102.3 against 102.0 µs;
 // the benchmark-compatible S_op stays 0: the reference itself holds NaN on four shapes). The
 // decode shapes went from S 0.026 / 0.027 / 0.022 to 0.432 (shape 2, T = 1), 0.450 (shape 3,
 // T = 32) and 0.306 (shape 4, T = 1) — 2026-12-01: a single-row tile's A loaded whole into
@@ -138,6 +142,14 @@ MINB = 1
 // SMALL cannot add warps. Measured and not kept (quick, shapes 2 3 4; this kernel 103 / 102 µs on
 // shape 4 in two runs): the one-row stage fully unrolled 105.6 µs (with one barrier per stage
 // instead of two) and 109 µs (two barriers); one barrier per stage alone 102.8 µs (equal).
+// Profile (2026-12-01, shape 4, `profile --source`): rows1 54.7 µs, 21.4 M warp instructions
+// (6.8 per weight code: LOP3 16 %, FMUL 15 %, FFMA 15 %, HADD2 15 %, SHF 10 %, PRMT 7 %),
+// stall samples: issuing 31 %, long_scoreboard 24 % (11 % at the FMUL of the stage's block
+// scale), fixed-latency waits 13 %, instruction fetch 12 %. The scales staged in shared memory
+// instead (512 bytes more per block): 2 blocks of 115.7 KB no longer fit an SM, shape 4
+// 102 → 112 µs, shape 3 3.46 → 4.16 ms (quick; not kept). The small launches around the two
+// streaming kernels (route 2.8, schedule 2.7, the two tile GEMMs without tiles 3.5 each,
+// combine 6.5 µs under the profiler) were 19 of shape 4's 103 µs.
 #include <cuda_fp8.h>
 #include <cuda_fp16.h>
 
@@ -182,7 +194,10 @@ __device__ __forceinline__ float silu_f(float g) {
     return __fdiv_rn(g, __fadd_rn(1.0f, e));
 }
 
-extern "C" __global__ void fp8moe_route(const int* __restrict__ ids, int* tok, int* slot_pos, int* cnt, int N) {
+__device__ void schedule_body(const int* cnt, int* __restrict__ off, int* __restrict__ tiles, int E);
+
+extern "C" __global__ void fp8moe_route(const int* __restrict__ ids, int* tok, int* slot_pos, int* cnt, int N,
+                                        int* __restrict__ off, int* __restrict__ tiles, int E, int* routed) {
     __shared__ int warp_tot[32];
     __shared__ int total;
     const int e = blockIdx.x;
@@ -208,7 +223,18 @@ extern "C" __global__ void fp8moe_route(const int* __restrict__ ids, int* tok, i
         base += total;
         __syncthreads();
     }
-    if (threadIdx.x == 0) cnt[e] = base;
+    // The last block to count its expert schedules all of them (release: the count, a fence,
+    // the arrival; acquire: the arrival seen, a fence, the counts read past L1).
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        cnt[e] = base;
+        __threadfence();
+        last = atomicAdd(routed, 1) == (int)gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    schedule_body(cnt, off, tiles, E);
 }
 
 // tiles[0] = number of tiles; tiles[1 + 2i] = expert, tiles[2 + 2i] = first row. One block:
@@ -225,7 +251,7 @@ __device__ __forceinline__ int2 warp_incl_scan2(int2 v) {
     return v;
 }
 
-extern "C" __global__ void fp8moe_schedule(const int* __restrict__ cnt, int* __restrict__ off, int* __restrict__ tiles, int E) {
+__device__ void schedule_body(const int* cnt, int* __restrict__ off, int* __restrict__ tiles, int E) {
     __shared__ int2 wsum[32];
     __shared__ int2 carry;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -233,7 +259,7 @@ extern "C" __global__ void fp8moe_schedule(const int* __restrict__ cnt, int* __r
     __syncthreads();
     for (int e0 = 0; e0 < E; e0 += blockDim.x) {
         const int e = e0 + threadIdx.x;
-        const int c = e < E ? cnt[e] : 0;
+        const int c = e < E ? __ldcg(cnt + e) : 0;
         const int2 own = make_int2(c, (c + BM - 1) / BM);
         const int2 inc = warp_incl_scan2(own);
         if (lane == 31) wsum[warp] = inc;
@@ -631,14 +657,28 @@ extern "C" __global__ void fp8moe_combine(unsigned char* __restrict__ out, const
     const long long t = idx / h4;
     const int d = (int)(idx % h4) * 4;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int k = 0; k < K; ++k) {
-        const long long f = t * K + k;
-        const long long p = (long long)off[ids[f]] + slot_pos[f];
-        const float wk = w[f];
-        const float4 v = *reinterpret_cast<const float4*>(y + p * H + d);
-        const float4 q = make_float4(__fmul_rn(wk, v.x), __fmul_rn(wk, v.y), __fmul_rn(wk, v.z), __fmul_rn(wk, v.w));
-        if (k == 0) acc = q;
-        else acc = make_float4(__fadd_rn(acc.x, q.x), __fadd_rn(acc.y, q.y), __fadd_rn(acc.z, q.z), __fadd_rn(acc.w, q.w));
+    // Up to 8 slots at a time, their loads issued before the ordered sum: three memory trips
+    // (ids and slot_pos, off, y) per group instead of three per slot (T = 1: 6.5 µs before).
+    for (int k0 = 0; k0 < K; k0 += 8) {
+        long long p[8];
+        float wk[8];
+        float4 v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const long long f = t * K + k0 + j;
+            p[j] = k0 + j < K ? (long long)off[ids[f]] + slot_pos[f] : 0;
+            wk[j] = k0 + j < K ? w[f] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = k0 + j < K ? *reinterpret_cast<const float4*>(y + p[j] * H + d) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            if (k0 + j >= K) break;
+            const float4 q = make_float4(__fmul_rn(wk[j], v[j].x), __fmul_rn(wk[j], v[j].y), __fmul_rn(wk[j], v[j].z),
+                                         __fmul_rn(wk[j], v[j].w));
+            if (k0 + j == 0) acc = q;
+            else acc = make_float4(__fadd_rn(acc.x, q.x), __fadd_rn(acc.y, q.y), __fadd_rn(acc.z, q.z), __fadd_rn(acc.w, q.w));
+        }
     }
     const unsigned o = f_to_fnuz(acc.x) | (f_to_fnuz(acc.y) << 8) | (f_to_fnuz(acc.z) << 16) | (f_to_fnuz(acc.w) << 24);
     *reinterpret_cast<unsigned*>(out + t * H + d) = o;

@@ -9,7 +9,7 @@ category = "algorithm"
 expected_gain = "decode shapes (one to a few rows per expert) stream each weight once instead of computing 128-row tiles; the schedule is a block scan instead of one thread looping over the experts"
 pitfalls = ["the output is compared code for code: keep the reference's fp32 FMA chain in increasing k for every dot product, no tensor cores, no split-K", "fnuz codes read as f16 bits (s, 0e, m) are exactly value / 128: widen through f16 and multiply by 128 * scale (one rounding, as code * scale)", "size grids over tiles by ceil(T*K/128) + min(E, T*K): every empty block still costs a launch slot", "a one-thread loop over the experts in the schedule costs a dependent global round trip per expert (tens of microseconds)"]
 [measured]
-s_op = 0.1718
+s_op = 0.1832
 baseline_s_op = 0.0224
 gpu = "NVIDIA H200"
 date = "2026-12-01"
@@ -24,6 +24,7 @@ args = ["topk_ids", "tok", "slot_pos", "cnt", "T*K:i32", "off", "tiles", "E:i32"
 
 [[launch]]
 kernel = "fp8moe_gemm1"
+when = "T * K > SMALL"   # a tile of more than SMALL rows needs more slots than that
 grid = ["ceil(I / 64)", "ceil(T * K / 128) + min(E, T * K)"]
 block = [256]
 args = ["hidden_states", "a_scale", "w1", "fc1_scale", "tok", "cnt", "off", "tiles", "z", "T*K:i32", "K:i32", "H:i32", "I:i32"]
@@ -37,6 +38,7 @@ args = ["hidden_states", "a_scale", "w1", "fc1_scale", "tok", "cnt", "off", "til
 
 [[launch]]
 kernel = "fp8moe_gemm2"
+when = "T * K > SMALL"
 grid = ["ceil(H / 128)", "ceil(T * K / 128) + min(E, T * K)"]
 block = [256]
 args = ["z", "w2", "fc2_scale", "cnt", "off", "tiles", "y", "H:i32", "I:i32"]
@@ -119,10 +121,12 @@ MINB = 1
 // 5. combine: acc = Σ_k w·y in slot order, software fnuz cast without clamping.
 //
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 6/6 shapes bit-identical on 5 seeds):
-// S_op 0.172 against the baseline's 0.022 (docs/measurements/bench-best-fp8_blockscale_fused_moe.json;
+// S_op 0.183 against the baseline's 0.022 (docs/measurements/bench-best-fp8_blockscale_fused_moe.json;
 // 0.166 before the schedule moved into the route launch: shape 4 103 → 99.2 µs, S 0.306 → 0.317,
-// shape 2 0.432 → 0.439; the combine issuing its slots' loads before the ordered sum measured
-// equal, quick: 102.3 against 102.0 µs;
+// shape 2 0.432 → 0.439, S_op 0.172; then the tile GEMMs skipped where no tile can exceed SMALL
+// rows (`when = "T * K > SMALL"`: the decode shapes launch neither): shape 4 → 92.6 µs (0.340),
+// shape 2 0.459, S_op 0.183; the combine issuing its slots' loads before the ordered sum
+// measured equal, quick: 102.3 against 102.0 µs;
 // the benchmark-compatible S_op stays 0: the reference itself holds NaN on four shapes). The
 // decode shapes went from S 0.026 / 0.027 / 0.022 to 0.432 (shape 2, T = 1), 0.450 (shape 3,
 // T = 32) and 0.306 (shape 4, T = 1) — 2026-12-01: a single-row tile's A loaded whole into

@@ -492,9 +492,23 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
                 l.line, l.kernel, e.src
             )
         };
+        match &l.when {
+            Some(w) => {
+                let _ = writeln!(
+                    o,
+                    "  c.at({});\n  if (rt::when(c, {})) {{",
+                    s(&format!(
+                        "launch plan line {}: kernel {}: when `{}`",
+                        l.line, l.kernel, w.src
+                    )),
+                    cpp(&w.expr)?
+                );
+            }
+            None => o.push_str("  {\n"),
+        }
         let _ = writeln!(
             o,
-            "  {{\n    rt::Launch L;\n    L.kernel = {};\n    L.name = {};\n    L.line = {};",
+            "    rt::Launch L;\n    L.kernel = {};\n    L.name = {};\n    L.line = {};",
             ks.iter().position(|k| k == &l.kernel).unwrap_or(0),
             s(&l.kernel),
             l.line
@@ -552,6 +566,16 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             o,
             "    c.at({});\n    rt::check_launch(c, L);\n    if (c.failed) return c.report(error);\n    plan->launches.push_back(L);\n  }}",
             s(&format!("launch plan line {}: kernel {}", l.line, l.kernel))
+        );
+        if l.when.is_some() {
+            o.push_str(TRY);
+        }
+    }
+    if let Some(first) = c.plan.launches.first().filter(|_| c.plan.launches.iter().any(|l| l.when.is_some())) {
+        let _ = writeln!(
+            o,
+            "  if (plan->launches.empty()) {{\n    c.at({});\n    c.fail(\"no launch runs on this shape: every `when` is false\");\n    return c.report(error);\n  }}",
+            s(&format!("launch plan line {}", first.line))
         );
     }
     o.push_str("  return true;\n}\n\n");

@@ -292,7 +292,7 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
             .collect();
         let _ = writeln!(
             out,
-            "    {{\n        'kernel': {},\n        'line': {},\n        'grid': {},\n        'block': {},\n        'smem': {},\n        'cluster': {},\n        'cooperative': {},\n        'args': ({}{}),\n    }},",
+            "    {{\n        'kernel': {},\n        'line': {},\n        'grid': {},\n        'block': {},\n        'smem': {},\n        'cluster': {},\n        'cooperative': {},\n        'when': {},\n        'args': ({}{}),\n    }},",
             s(&l.kernel),
             l.line,
             items(&l.grid),
@@ -303,6 +303,7 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
                 .map(items)
                 .unwrap_or_else(|| "None".into()),
             if l.cooperative { "True" } else { "False" },
+            l.when.as_ref().map(item).unwrap_or_else(|| "None".into()),
             args.join(", "),
             if args.len() == 1 { "," } else { "" }
         );

@@ -467,6 +467,19 @@ inline unsigned long long size(Ctx& c, const Value& v, unsigned long long limit)
   return static_cast<unsigned long long>(i);
 }
 
+// A launch's `when`: a bool, or a number (0 is false).
+inline bool when(Ctx& c, const Value& v) {
+  if (c.failed) return false;
+  switch (v.k) {
+    case Value::Bool: return v.b;
+    case Value::Int: return v.i != 0;
+    case Value::Float: return v.f != 0.0;
+    default:
+      c.fail("gives " + show(v) + ", not a condition");
+      return false;
+  }
+}
+
 inline Arg scalar_arg(Ctx& c, const Value& v, ArgKind kind) {
   Arg a;
   a.kind = kind;

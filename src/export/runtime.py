@@ -328,6 +328,16 @@ def _size(item, E, what, limit):
     return i
 
 
+def _when(item, E, kernel):
+    """A launch's `when`: a bool, or a number (0 is false)."""
+    v = _eval(item, E, "kernel %s: when" % kernel)
+    if type(v) is bool:
+        return v
+    if type(v) in (int, float):
+        return v != 0
+    _fail("launch plan line %d: kernel %s: when `%s` gives %s, not a condition" % (item[1], kernel, item[0], _show(v)))
+
+
 _U32 = 2**32 - 1
 _U64 = 2**64 - 1
 _RANGES = {
@@ -411,6 +421,8 @@ def _resolve(E):
     launches = []
     for L in _LAUNCHES:
         k, line = L["kernel"], L["line"]
+        if L["when"] is not None and not _when(L["when"], P, k):
+            continue
         grid, block = [1, 1, 1], [1, 1, 1]
         for i, it in enumerate(L["grid"]):
             grid[i] = _size(it, P, "grid", _U32)
@@ -443,6 +455,8 @@ def _resolve(E):
             else:
                 args.append(_scalar_arg(a, P, k, line))
         launches.append((k, tuple(grid), tuple(block), smem, cluster, cooperative, tuple(args)))
+    if not launches and _LAUNCHES:
+        _fail("launch plan line %d: no launch runs on this shape: every `when` is false" % _LAUNCHES[0]["line"])
     scratch = []
     for name, dtype, item, zero in _SCRATCH:
         v = _eval(item, P, "scratch %s" % name)

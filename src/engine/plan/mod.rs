@@ -85,6 +85,9 @@ pub struct Launch {
     /// A cooperative launch: the driver starts every block at once or refuses the launch, so
     /// that a grid-wide barrier cannot hang.
     pub cooperative: bool,
+    /// Runs only on the shapes where this is true (a bool, or a number other than 0): a
+    /// kernel with nothing to do on a shape need not cost a launch there.
+    pub when: Option<PlanExpr>,
     pub args: Vec<Arg>,
     pub line: usize,
 }
@@ -144,6 +147,8 @@ struct RawLaunch {
     cluster: Option<Spanned<ExprList>>,
     #[serde(default)]
     cooperative: bool,
+    #[serde(default)]
+    when: Option<Spanned<String>>,
     args: Spanned<Vec<String>>,
 }
 
@@ -472,6 +477,10 @@ fn parse_launch(
             ),
         });
     }
+    let when = match &r.when {
+        Some(w) => Some(pe(w.get_ref().clone(), at(w.span().start), "when")?),
+        None => None,
+    };
     let aline = at(r.args.span().start);
     let mut args = Vec::new();
     for a in r.args.get_ref() {
@@ -509,6 +518,7 @@ fn parse_launch(
         smem,
         cluster,
         cooperative: r.cooperative,
+        when,
         args,
         line,
     })
@@ -539,6 +549,24 @@ pub enum ResolvedArg {
     U64(u64),
     F32(f32),
     F64(f64),
+}
+
+/// A launch's `when`: a bool, or a number (0 is false).
+fn eval_when(w: &PlanExpr, env: &Env, kernel: &str) -> Result<bool, PlanError> {
+    let v = w.expr.eval(env).map_err(|x| PlanError {
+        line: w.line,
+        msg: format!("kernel {kernel}: when `{}`: {x}", w.src),
+    })?;
+    match v {
+        Value::Bool(b) => Ok(b),
+        other => match other.as_f64() {
+            Some(x) => Ok(x != 0.0),
+            None => Err(PlanError {
+                line: w.line,
+                msg: format!("kernel {kernel}: when `{}` gives {other}, not a condition", w.src),
+            }),
+        },
+    }
 }
 
 fn eval_dim(e: &PlanExpr, env: &Env, what: &str) -> Result<u32, PlanError> {
@@ -573,6 +601,11 @@ impl Plan {
     ) -> Result<Vec<ResolvedLaunch>, PlanError> {
         let mut out = Vec::new();
         for l in &self.launches {
+            if let Some(w) = &l.when {
+                if !eval_when(w, env, &l.kernel)? {
+                    continue;
+                }
+            }
             let mut grid = [1u32; 3];
             let mut block = [1u32; 3];
             for (i, e) in l.grid.iter().enumerate() {
@@ -663,6 +696,14 @@ impl Plan {
                 cooperative: l.cooperative,
                 args,
             });
+        }
+        if out.is_empty() {
+            if let Some(first) = self.launches.first() {
+                return Err(PlanError {
+                    line: first.line,
+                    msg: "no launch runs on this shape: every `when` is false".into(),
+                });
+            }
         }
         Ok(out)
     }

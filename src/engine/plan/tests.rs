@@ -249,3 +249,38 @@ fn cooperative_launches_resolve_per_shape() {
     let r = resolve_tma(TMA, 1000, 768).unwrap();
     assert!(!r[0].cooperative);
 }
+
+/// `when` keeps a launch on the shapes where it is true and drops it elsewhere; a value that is
+/// no condition, or a shape on which no launch runs, is an error naming the plan's line.
+#[test]
+fn when_runs_a_launch_only_where_it_holds() {
+    let with = |w: &str| {
+        TMA.replace(
+            "cluster = [\"2\", \"1\", \"1\"]\n",
+            &format!("cluster = [\"2\", \"1\", \"1\"]\nwhen = \"{w}\"\n"),
+        )
+    };
+    let src = with("T > 512");
+    assert_ne!(src, TMA, "the template still has its cluster line");
+    let plan_start = src.lines().position(|l| l.starts_with("/* atrex:plan")).unwrap() + 1;
+    let when_line = src.lines().position(|l| l.starts_with("when = ")).unwrap() + 1;
+    assert_eq!(resolve_tma(&src, 1000, 768).unwrap().len(), 1);
+    let e = resolve_tma(&src, 100, 768).unwrap_err();
+    assert!(e.msg.contains("no launch runs on this shape"), "{e}");
+    assert!(e.line > plan_start, "{e}");
+    // A number is a condition (0 is false).
+    assert_eq!(resolve_tma(&with("d % 2 + 1"), 1000, 768).unwrap().len(), 1);
+    assert!(resolve_tma(&with("d % 2"), 1000, 768).is_err());
+    // Beside a launch that always runs, the conditional one is dropped alone.
+    let two = src.replacen(
+        "[[launch]]",
+        "[[launch]]\nkernel = \"first\"\ngrid = [\"1\"]\nblock = [\"32\"]\nargs = [\"out\"]\n\n[[launch]]",
+        1,
+    );
+    let r = resolve_tma(&two, 100, 768).unwrap();
+    assert_eq!(r.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["first"]);
+    assert_eq!(resolve_tma(&two, 1000, 768).unwrap().len(), 2);
+    let e = resolve_tma(&with("'yes'"), 1000, 768).unwrap_err();
+    assert!(e.msg.contains("not a condition"), "{e}");
+    assert_eq!(e.line, when_line, "{e}");
+}

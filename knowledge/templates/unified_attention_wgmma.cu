@@ -295,7 +295,7 @@ __device__ __forceinline__ void tma_store_3d(const TensorMap* map, int c0, int c
 __device__ __forceinline__ u32 desc_lo(u32 addr, u32 lbo) {
     return ((addr & 0x3FFFF) >> 4) | (((lbo >> 4) & 0x3FFF) << 16);
 }
-constexpr u32 desc_hi(u32 sbo, u32 mode) { return ((sbo >> 4) & 0x3FFF) | (mode << 30); }
+__host__ __device__ constexpr u32 desc_hi(u32 sbo, u32 mode) { return ((sbo >> 4) & 0x3FFF) | (mode << 30); }
 __device__ __forceinline__ u64 desc_of(u32 lo, u32 hi) { return (u64)lo | ((u64)hi << 32); }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {

@@ -181,6 +181,10 @@ pub fn needed(p: &Problem, plan: &Plan) -> BTreeSet<String> {
         for c in l.cluster.iter().flatten() {
             free_vars(&c.expr, &mut out);
         }
+        // A name that only a launch's `when` reads is needed as much as a grid's.
+        if let Some(w) = &l.when {
+            free_vars(&w.expr, &mut out);
+        }
         for a in &l.args {
             if let Arg::Scalar { expr, .. } = a {
                 free_vars(expr, &mut out);

@@ -428,12 +428,48 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
         buffers.push(sc.name.clone());
     }
     o.push_str("  rt::lay_out(*plan);\n");
+    // Every launch's `when` first: a tensor map is built only where a launch that uses it runs
+    // (as the harness resolves a map only for a launch that runs).
+    for (i, l) in c.plan.launches.iter().enumerate() {
+        if let Some(w) = &l.when {
+            let _ = writeln!(
+                o,
+                "  c.at({});\n  const bool run_{i} = rt::when(c, {});\n  if (c.failed) return c.report(error);",
+                s(&format!(
+                    "launch plan line {}: kernel {}: when `{}`",
+                    w.line, l.kernel, w.src
+                )),
+                cpp(&w.expr)?
+            );
+        }
+    }
     let maps: Vec<&plan::TensorMap> = used_maps(c).collect();
     for t in &maps {
         let buffer = buffers.iter().position(|b| b == &t.tensor).unwrap_or(0);
+        let users: Vec<(usize, &plan::Launch)> = c
+            .plan
+            .launches
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| {
+                l.args
+                    .iter()
+                    .any(|a| matches!(a, Arg::Buffer(n) if n == &t.name))
+            })
+            .collect();
+        let condition = if users.iter().all(|(_, l)| l.when.is_some()) {
+            let runs: Vec<String> = users.iter().map(|(i, _)| format!("run_{i}")).collect();
+            Some(runs.join(" || "))
+        } else {
+            None
+        };
+        let open = match &condition {
+            Some(cond) => format!("if ({cond}) "),
+            None => String::new(),
+        };
         let _ = writeln!(
             o,
-            "  {{\n    rt::TensorMap t;\n    t.name = {};\n    t.buffer = {buffer};\n    t.dtype = {};\n    t.esize = {};\n    t.rank = {};\n    t.line = {};\n    t.swizzle = {};\n    t.interleave = {};\n    t.l2_promotion = {};\n    t.oob_fill = {};",
+            "  {open}{{\n    rt::TensorMap t;\n    t.name = {};\n    t.buffer = {buffer};\n    t.dtype = {};\n    t.esize = {};\n    t.rank = {};\n    t.line = {};\n    t.swizzle = {};\n    t.interleave = {};\n    t.l2_promotion = {};\n    t.oob_fill = {};",
             s(&t.name),
             s(&t.dtype),
             tma_esize(&t.dtype),
@@ -483,9 +519,18 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             )),
             t.strides.is_empty()
         );
+        if condition.is_some() {
+            // Its place kept (launches name maps by index), neither checked nor encoded.
+            let _ = writeln!(
+                o,
+                "  else {{\n    rt::TensorMap t;\n    t.name = {};\n    t.line = {};\n    t.skipped = true;\n    plan->tensor_maps.push_back(t);\n  }}",
+                s(&t.name),
+                t.line
+            );
+        }
     }
     let ks = kernels(c);
-    for l in &c.plan.launches {
+    for (i, l) in c.plan.launches.iter().enumerate() {
         let at = |what: &str, e: &PlanExpr| {
             format!(
                 "launch plan line {}: kernel {}: {what} `{}`",
@@ -493,16 +538,8 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             )
         };
         match &l.when {
-            Some(w) => {
-                let _ = writeln!(
-                    o,
-                    "  c.at({});\n  if (rt::when(c, {})) {{",
-                    s(&format!(
-                        "launch plan line {}: kernel {}: when `{}`",
-                        l.line, l.kernel, w.src
-                    )),
-                    cpp(&w.expr)?
-                );
+            Some(_) => {
+                let _ = writeln!(o, "  if (run_{i}) {{");
             }
             None => o.push_str("  {\n"),
         }
@@ -567,11 +604,13 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             "    c.at({});\n    rt::check_launch(c, L);\n    if (c.failed) return c.report(error);\n    plan->launches.push_back(L);\n  }}",
             s(&format!("launch plan line {}: kernel {}", l.line, l.kernel))
         );
-        if l.when.is_some() {
-            o.push_str(TRY);
-        }
     }
-    if let Some(first) = c.plan.launches.first().filter(|_| c.plan.launches.iter().any(|l| l.when.is_some())) {
+    if let Some(first) = c
+        .plan
+        .launches
+        .first()
+        .filter(|_| c.plan.launches.iter().any(|l| l.when.is_some()))
+    {
         let _ = writeln!(
             o,
             "  if (plan->launches.empty()) {{\n    c.at({});\n    c.fail(\"no launch runs on this shape: every `when` is false\");\n    return c.report(error);\n  }}",

@@ -407,6 +407,7 @@ struct TensorMap {
   int interleave = 0, swizzle = 0, l2_promotion = 0, oob_fill = 0;  // the driver's enums
   unsigned long long extent = 0;  // the bytes reached from the buffer's start
   int line = 0;
+  bool skipped = false;  // no launch that uses it runs on this shape: neither checked nor encoded
 };
 
 struct Launch {
@@ -467,13 +468,16 @@ inline unsigned long long size(Ctx& c, const Value& v, unsigned long long limit)
   return static_cast<unsigned long long>(i);
 }
 
-// A launch's `when`: a bool, or a number (0 is false).
+// A launch's `when`: a bool, or a number (0 is false; NaN is no condition).
 inline bool when(Ctx& c, const Value& v) {
   if (c.failed) return false;
   switch (v.k) {
     case Value::Bool: return v.b;
     case Value::Int: return v.i != 0;
-    case Value::Float: return v.f != 0.0;
+    case Value::Float:
+      if (v.f == v.f) return v.f != 0.0;
+      c.fail("gives " + show(v) + ", not a condition");
+      return false;
     default:
       c.fail("gives " + show(v) + ", not a condition");
       return false;
@@ -660,6 +664,7 @@ inline cudaError_t launch_plan(const Plan& p, const void* const* buffers, void* 
   std::vector<MapStore> maps(p.tensor_maps.size());
   for (size_t n = 0; n < p.tensor_maps.size(); ++n) {
     const TensorMap& t = p.tensor_maps[n];
+    if (t.skipped) continue;
     if (t.extent > sizes[static_cast<size_t>(t.buffer)])
       return fail_launch(cudaErrorInvalidValue, error,
                          "launch plan line " + std::to_string(t.line) + ": tensor map " + t.name + " reaches " +

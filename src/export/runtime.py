@@ -329,11 +329,11 @@ def _size(item, E, what, limit):
 
 
 def _when(item, E, kernel):
-    """A launch's `when`: a bool, or a number (0 is false)."""
+    """A launch's `when`: a bool, or a number (0 is false; NaN is no condition)."""
     v = _eval(item, E, "kernel %s: when" % kernel)
     if type(v) is bool:
         return v
-    if type(v) in (int, float):
+    if type(v) in (int, float) and v == v:
         return v != 0
     _fail("launch plan line %d: kernel %s: when `%s` gives %s, not a condition" % (item[1], kernel, item[0], _show(v)))
 
@@ -418,6 +418,14 @@ def _resolve(E):
     """Every launch, scratch buffer and tensor map of the plan for one environment."""
     P = dict(E)
     P.update(_DEFINES)
+    # The scratch sizes first, then the launches in order (the harness's order of errors).
+    scratch = []
+    for name, dtype, item, zero in _SCRATCH:
+        v = _eval(item, P, "scratch %s" % name)
+        n = _as_int(v)
+        if n is None or n < 0:
+            _fail("launch plan line %d: scratch %s size gives %s" % (item[1], name, _show(v)))
+        scratch.append((name, dtype, n, zero))
     launches = []
     for L in _LAUNCHES:
         k, line = L["kernel"], L["line"]
@@ -457,13 +465,6 @@ def _resolve(E):
         launches.append((k, tuple(grid), tuple(block), smem, cluster, cooperative, tuple(args)))
     if not launches and _LAUNCHES:
         _fail("launch plan line %d: no launch runs on this shape: every `when` is false" % _LAUNCHES[0]["line"])
-    scratch = []
-    for name, dtype, item, zero in _SCRATCH:
-        v = _eval(item, P, "scratch %s" % name)
-        n = _as_int(v)
-        if n is None or n < 0:
-            _fail("launch plan line %d: scratch %s size gives %s" % (item[1], name, _show(v)))
-        scratch.append((name, dtype, n, zero))
     return launches, scratch
 
 

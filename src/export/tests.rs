@@ -10,7 +10,7 @@ use crate::engine::plan::ResolvedLaunch;
 use crate::suite::{SuiteSource, expr::Value};
 use std::process::Command;
 
-fn suite() -> Suite {
+pub(super) fn suite() -> Suite {
     Suite::load(SuiteSource::Embedded).expect("the built-in suite loads")
 }
 
@@ -57,7 +57,7 @@ fn templates(s: &Suite) -> Vec<(&Problem, Kernel)> {
 }
 
 /// What the harness resolves on a shape, as `atrex_export_rt::describe` prints it.
-fn harness_plan(p: &Problem, c: &Checked, shape: &crate::suite::Shape) -> String {
+pub(super) fn harness_plan(p: &Problem, c: &Checked, shape: &crate::suite::Shape) -> String {
     let env = p.env(shape).unwrap();
     let penv = c.plan.env(&env, &c.defines);
     let sizes = buffer_bytes(p, &c.plan, &env).unwrap();
@@ -90,7 +90,7 @@ fn harness_plan(p: &Problem, c: &Checked, shape: &crate::suite::Shape) -> String
     describe(&launches, &buffers, &scratch, &outputs)
 }
 
-const PY_STUB: &str = r#"
+pub(super) const PY_STUB: &str = r#"
 import importlib.util, json, struct, sys, types
 torch = types.ModuleType('torch')
 class _DType:
@@ -162,7 +162,7 @@ for path, cases in json.load(open(sys.argv[1])):
 
 /// The cases of an operator for the Python driver: constructor arguments, and the inputs as
 /// the benchmark would pass them (dimensions, dtype, the values of a list they hold).
-fn py_cases(p: &Problem) -> serde_json::Value {
+pub(super) fn py_cases(p: &Problem) -> serde_json::Value {
     let mut cases = Vec::new();
     for s in &p.shapes {
         let env = p.env(s).unwrap();
@@ -191,7 +191,7 @@ fn py_cases(p: &Problem) -> serde_json::Value {
     serde_json::Value::Array(cases)
 }
 
-fn cpp_assign(name: &str, ty: &str, v: &Value) -> String {
+pub(super) fn cpp_assign(name: &str, ty: &str, v: &Value) -> String {
     let m = cuda::member(name).unwrap();
     let rhs = match (ty, v) {
         ("int_list", Value::List(xs)) => format!(
@@ -330,7 +330,7 @@ fn exported_plans_resolve_as_the_harness_does_on_every_shape() {
     }
 }
 
-fn compare(who: &str, want: &str, got: &str) {
+pub(super) fn compare(who: &str, want: &str, got: &str) {
     if want == got {
         return;
     }

@@ -551,7 +551,8 @@ pub enum ResolvedArg {
     F64(f64),
 }
 
-/// A launch's `when`: a bool, or a number (0 is false).
+/// A launch's `when`: a bool, or a number (0 is false; NaN, which no comparison can settle, is
+/// no condition). The launch's other expressions are not evaluated where it is false.
 fn eval_when(w: &PlanExpr, env: &Env, kernel: &str) -> Result<bool, PlanError> {
     let v = w.expr.eval(env).map_err(|x| PlanError {
         line: w.line,
@@ -560,10 +561,13 @@ fn eval_when(w: &PlanExpr, env: &Env, kernel: &str) -> Result<bool, PlanError> {
     match v {
         Value::Bool(b) => Ok(b),
         other => match other.as_f64() {
-            Some(x) => Ok(x != 0.0),
-            None => Err(PlanError {
+            Some(x) if !x.is_nan() => Ok(x != 0.0),
+            _ => Err(PlanError {
                 line: w.line,
-                msg: format!("kernel {kernel}: when `{}` gives {other}, not a condition", w.src),
+                msg: format!(
+                    "kernel {kernel}: when `{}` gives {other}, not a condition",
+                    w.src
+                ),
             }),
         },
     }
@@ -601,10 +605,10 @@ impl Plan {
     ) -> Result<Vec<ResolvedLaunch>, PlanError> {
         let mut out = Vec::new();
         for l in &self.launches {
-            if let Some(w) = &l.when {
-                if !eval_when(w, env, &l.kernel)? {
-                    continue;
-                }
+            if let Some(w) = &l.when
+                && !eval_when(w, env, &l.kernel)?
+            {
+                continue;
             }
             let mut grid = [1u32; 3];
             let mut block = [1u32; 3];
@@ -697,13 +701,13 @@ impl Plan {
                 args,
             });
         }
-        if out.is_empty() {
-            if let Some(first) = self.launches.first() {
-                return Err(PlanError {
-                    line: first.line,
-                    msg: "no launch runs on this shape: every `when` is false".into(),
-                });
-            }
+        if out.is_empty()
+            && let Some(first) = self.launches.first()
+        {
+            return Err(PlanError {
+                line: first.line,
+                msg: "no launch runs on this shape: every `when` is false".into(),
+            });
         }
         Ok(out)
     }

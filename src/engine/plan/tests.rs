@@ -262,7 +262,11 @@ fn when_runs_a_launch_only_where_it_holds() {
     };
     let src = with("T > 512");
     assert_ne!(src, TMA, "the template still has its cluster line");
-    let plan_start = src.lines().position(|l| l.starts_with("/* atrex:plan")).unwrap() + 1;
+    let plan_start = src
+        .lines()
+        .position(|l| l.starts_with("/* atrex:plan"))
+        .unwrap()
+        + 1;
     let when_line = src.lines().position(|l| l.starts_with("when = ")).unwrap() + 1;
     assert_eq!(resolve_tma(&src, 1000, 768).unwrap().len(), 1);
     let e = resolve_tma(&src, 100, 768).unwrap_err();
@@ -270,7 +274,34 @@ fn when_runs_a_launch_only_where_it_holds() {
     assert!(e.line > plan_start, "{e}");
     // A number is a condition (0 is false).
     assert_eq!(resolve_tma(&with("d % 2 + 1"), 1000, 768).unwrap().len(), 1);
-    assert!(resolve_tma(&with("d % 2"), 1000, 768).is_err());
+    let e = resolve_tma(&with("d % 2"), 1000, 768).unwrap_err();
+    assert!(e.msg.contains("no launch runs on this shape"), "{e}");
+    // Floats: 0.0 is false, any other number true; NaN settles nothing and is no condition.
+    assert!(resolve_tma(&with("float(T) * 0.0"), 1000, 768).is_err());
+    assert_eq!(resolve_tma(&with("0.5"), 1000, 768).unwrap().len(), 1);
+    let e = resolve_tma(&with("sqrt(T - 2000)"), 1000, 768).unwrap_err();
+    assert!(e.msg.contains("not a condition"), "{e}");
+    assert_eq!(e.line, when_line, "{e}");
+    // A name the shape does not have is an error on the `when` line.
+    let e = resolve_tma(&with("nowhere > 1"), 1000, 768).unwrap_err();
+    assert!(e.msg.contains("when `nowhere > 1`"), "{e}");
+    assert_eq!(e.line, when_line, "{e}");
+    // Where the launch does not run, its other expressions are not evaluated: a grid and a
+    // tensor map that would be invalid on such a shape do not fail it.
+    let guarded = with("T > 512")
+        .replacen("[[launch]]", "[[launch]]\nkernel = \"first\"\ngrid = [\"1\"]\nblock = [\"32\"]\nargs = [\"out\"]\n\n[[launch]]", 1)
+        .replace("dims = [\"2 * d\", \"T\"]", "dims = [\"2 * d\", \"T - 512\"]");
+    assert!(
+        guarded.contains("\"T - 512\""),
+        "the template's tensor map still reads dims = [\"2 * d\", \"T\"]"
+    );
+    assert_eq!(resolve_tma(&guarded, 100, 768).unwrap().len(), 1);
+    assert_eq!(resolve_tma(&guarded, 1000, 768).unwrap().len(), 2);
+    let unguarded = guarded.replace("when = \"T > 512\"\n", "");
+    assert!(
+        resolve_tma(&unguarded, 100, 768).is_err(),
+        "the map's dims are invalid at T = 100"
+    );
     // Beside a launch that always runs, the conditional one is dropped alone.
     let two = src.replacen(
         "[[launch]]",
@@ -278,7 +309,10 @@ fn when_runs_a_launch_only_where_it_holds() {
         1,
     );
     let r = resolve_tma(&two, 100, 768).unwrap();
-    assert_eq!(r.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(), ["first"]);
+    assert_eq!(
+        r.iter().map(|l| l.kernel.as_str()).collect::<Vec<_>>(),
+        ["first"]
+    );
     assert_eq!(resolve_tma(&two, 1000, 768).unwrap().len(), 2);
     let e = resolve_tma(&with("'yes'"), 1000, 768).unwrap_err();
     assert!(e.msg.contains("not a condition"), "{e}");

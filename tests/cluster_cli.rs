@@ -214,6 +214,7 @@ fn bench_survives_a_dropped_ssh_connection() {
     let d = json(&out);
     let shapes = d["shapes"].as_array().unwrap();
     assert_eq!(shapes.len(), 56, "{d}");
+    assert_eq!(d["shapes_asked"].as_array().unwrap().len(), 56, "{d}");
     assert!(shapes.iter().all(|s| s["verdict"] == "unchecked"), "{d}");
     assert_eq!(standins::drops(&dir), 1);
     assert_eq!(d["pool"]["requeued"], 1, "{}", d["pool"]);

@@ -185,8 +185,8 @@ struct Report<'a> {
 
 /// Prints the outcome as one pretty JSON document on stdout.
 fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Result<(), String> {
-    let s_op = s_op_of(&o.shapes);
-    let s_op_bench = s_op_bench_of(&o.shapes);
+    let s_op = s_op_over(&o.shapes, r.ids);
+    let s_op_bench = s_op_bench_over(&o.shapes, r.ids);
     let doc = json!({
         "operator": r.p.name,
         "kernel": r.candidate.name,
@@ -203,6 +203,8 @@ fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Re
         "verdict": o.verdict.as_ref().map(|v| v.name()),
         "message": o.message,
         "compile": o.compiled,
+        // The shapes the run was asked for: one without a result counts 0 in S_op.
+        "shapes_asked": r.ids,
         "shapes": o.shapes,
         "output": o.output,
         "s_op": s_op,
@@ -282,8 +284,8 @@ fn print_shape_row(r: &ShapeResult, inc: Option<&Incumbent>) {
 
 /// Prints S_op, the benchmark-compatible S_op when it differs, and the job's message.
 fn print_summary(r: &Report<'_>, o: &Outcome) {
-    let s_op = s_op_of(&o.shapes);
-    let s_op_bench = s_op_bench_of(&o.shapes);
+    let s_op = s_op_over(&o.shapes, r.ids);
+    let s_op_bench = s_op_bench_over(&o.shapes, r.ids);
     println!(
         "S_op = {s_op:.4} ({} of {} shapes passed){}",
         o.shapes

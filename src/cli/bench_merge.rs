@@ -4,13 +4,15 @@
 //!
 //! Invariants: every part measured the same source with the same defines (`source_sha256`,
 //! `defines`) on the same GPU model, driver, NVRTC, hardware profile and mode, or the merge is
-//! refused naming the file and the field; no shape is in two parts; each shape's result is
-//! kept as its part wrote it. S_op and the benchmark-compatible S_op are computed again over
-//! the union (as for a run over those shapes); the verdict is the first part's that did not
-//! pass, else pass; `wall_s` is the parts' sum and `parts` says which file gave which shapes.
+//! refused naming the file and the field; no shape is asked for in two parts; each shape's
+//! result is kept as its part wrote it, and its T_SOL must be the suite's (where the hardware
+//! profile is known here). S_op and the benchmark-compatible S_op are computed again over the
+//! union of the shapes asked for, a shape without a result counting 0 (as `bench` counts it);
+//! the verdict is the first part's that did not pass, else pass; `wall_s` is the parts' sum and
+//! `parts` says which file gave which shapes and which it lost.
 //! The per-run `incumbent` comparison is dropped (each covered only its part's shapes).
 
-use crate::engine::outcome::{s_op_bench_of, s_op_of};
+use crate::engine::outcome::{s_op_bench_over, s_op_over};
 use crate::engine::protocol::ShapeResult;
 use crate::suite::Suite;
 use serde_json::{Value, json};
@@ -45,14 +47,35 @@ pub fn run(
     }
     let merged = merge(suite, op, &docs)?;
     let name = merged["operator"].as_str().unwrap_or_default();
-    let (got, all) = (
-        merged["shapes"].as_array().map(Vec::len).unwrap_or(0),
-        suite.problem(name).map(|p| p.shapes.len()).unwrap_or(0),
-    );
-    if got < all {
-        eprintln!("atrex-tui: the parts cover {got} of {name}'s {all} shapes: S_op is over those");
+    let count = |k: &str| merged[k].as_array().map(Vec::len).unwrap_or(0);
+    let (asked, got) = (count("shapes_asked"), count("shapes"));
+    let all = suite.problem(name).map(|p| p.shapes.len()).unwrap_or(0);
+    if asked < all {
+        eprintln!(
+            "atrex-tui: the parts cover {asked} of {name}'s {all} shapes: S_op is over those"
+        );
     }
-    let passed = merged.get("verdict").and_then(Value::as_str) == Some("pass");
+    if got < asked {
+        eprintln!(
+            "atrex-tui: {} of the shapes the parts were asked for have no result: each counts 0",
+            asked - got
+        );
+    }
+    if merged["sol_checked"] != json!(true) {
+        eprintln!(
+            "atrex-tui: hardware profile {} is not in this suite: the parts' T_SOL could not be checked",
+            merged["hardware"]
+        );
+    }
+    // As `bench` exits: every shape asked for has a result, and every result passed.
+    let every_shape_passed = merged["shapes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|s| s["verdict"] == json!("pass"));
+    let passed = merged.get("verdict").and_then(Value::as_str) == Some("pass")
+        && every_shape_passed
+        && got == asked;
     if as_json {
         println!(
             "{}",
@@ -109,41 +132,100 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
         .problem(name)
         .ok_or_else(|| format!("`{name}` is not in the suite"))?;
 
-    // Every shape once, each as its part wrote it.
-    let mut by_shape: BTreeMap<u32, (usize, Value)> = BTreeMap::new();
+    // Every shape once, each as its part wrote it; the shapes each part was asked for (older
+    // documents without `shapes_asked`: the ones they hold).
+    let hw = first
+        .get("hardware")
+        .and_then(Value::as_str)
+        .and_then(|k| suite.hardware(k).ok());
+    let mut by_shape: BTreeMap<u32, Value> = BTreeMap::new();
+    let mut results: Vec<ShapeResult> = Vec::new();
+    let mut asked_by: BTreeMap<u32, usize> = BTreeMap::new();
     let mut parts = Vec::new();
     for (k, (f, d)) in docs.iter().enumerate() {
+        let id_of = |v: &Value, what: &str| -> Result<u32, String> {
+            v.as_u64()
+                .and_then(|x| u32::try_from(x).ok())
+                .ok_or_else(|| format!("{}: {what} {v} is no shape id", f.display()))
+        };
         let mut ids = Vec::new();
         for s in d["shapes"].as_array().into_iter().flatten() {
-            let id =
-                s.get("shape").and_then(Value::as_u64).ok_or_else(|| {
+            let id = id_of(
+                s.get("shape").ok_or_else(|| {
                     format!("{}: a shape result without its shape id", f.display())
-                })? as u32;
-            if p.shape(id).is_none() {
+                })?,
+                "shape",
+            )?;
+            let shape = p
+                .shape(id)
+                .ok_or_else(|| format!("{}: {name} has no shape {id}", f.display()))?;
+            let r: ShapeResult = serde_json::from_value(s.clone())
+                .map_err(|e| format!("{}: shape {id}: not a shape result ({e})", f.display()))?;
+            // S rests on T_SOL: the part's must be the suite's, on the same hardware profile.
+            if let (Some(hw), Some(_)) = (hw, r.s) {
+                let want = p
+                    .work(shape)
+                    .map_err(|e| e.to_string())
+                    .and_then(|w| crate::suite::roofline::sol(&w, hw))
+                    .map(|s| s.sol_ms())
+                    .map_err(|e| format!("{name} shape {id}: {e}"))?;
+                if (r.sol_ms - want).abs() > 1e-9 * want.abs().max(1e-12) {
+                    return Err(format!(
+                        "{}: shape {id} was scored against T_SOL {} ms, the suite gives {want} ms: the problem or hardware files changed since that run",
+                        f.display(),
+                        r.sol_ms
+                    ));
+                }
+            }
+            by_shape.insert(id, s.clone());
+            results.push(r);
+            ids.push(id);
+        }
+        let asked: Vec<u32> = match d.get("shapes_asked").and_then(Value::as_array) {
+            Some(xs) => xs
+                .iter()
+                .map(|x| id_of(x, "shapes_asked"))
+                .collect::<Result<_, _>>()?,
+            None => ids.clone(),
+        };
+        if let Some(id) = ids.iter().find(|id| !asked.contains(id)) {
+            return Err(format!(
+                "{}: shape {id} has a result but is not in shapes_asked",
+                f.display()
+            ));
+        }
+        for id in &asked {
+            if p.shape(*id).is_none() {
                 return Err(format!("{}: {name} has no shape {id}", f.display()));
             }
-            if let Some((j, _)) = by_shape.get(&id) {
+            if let Some(j) = asked_by.insert(*id, k) {
                 return Err(format!(
                     "shape {id} is in both {} and {}: the parts must cover disjoint shapes",
-                    docs[*j].0.display(),
+                    docs[j].0.display(),
                     f.display()
                 ));
             }
-            by_shape.insert(id, (k, s.clone()));
-            ids.push(id);
         }
+        let missing: Vec<u32> = asked
+            .iter()
+            .copied()
+            .filter(|id| !ids.contains(id))
+            .collect();
+        let wall = d.get("wall_s").and_then(Value::as_f64).ok_or_else(|| {
+            format!(
+                "{}: no wall_s (not a document of `bench --json`)",
+                f.display()
+            )
+        })?;
         parts.push(json!({
-            "file": f.file_name().map(|n| n.to_string_lossy().into_owned()),
+            "file": f.display().to_string(),
             "shapes": ids,
-            "wall_s": d.get("wall_s"),
+            "missing": missing,
+            "wall_s": wall,
         }));
     }
-    let shapes: Vec<Value> = by_shape.into_values().map(|(_, s)| s).collect();
-    let results: Vec<ShapeResult> = shapes
-        .iter()
-        .map(|s| serde_json::from_value(s.clone()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("a shape result that does not read as one: {e}"))?;
+    let asked: Vec<u32> = asked_by.keys().copied().collect();
+    let shapes: Vec<Value> = by_shape.into_values().collect();
 
     let failed = docs
         .iter()
@@ -175,10 +257,7 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
         })
         .collect();
     output.sort_by_key(|o| o.get("shape").and_then(Value::as_u64));
-    let wall: f64 = docs
-        .iter()
-        .filter_map(|(_, d)| d.get("wall_s").and_then(Value::as_f64))
-        .sum();
+    let wall: f64 = parts.iter().filter_map(|p| p["wall_s"].as_f64()).sum();
 
     let mut out = first.clone();
     let o = out.as_object_mut().expect("a bench document is an object");
@@ -186,10 +265,15 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
     o.insert("pool".into(), Value::Null);
     o.insert("verdict".into(), verdict);
     o.insert("message".into(), message);
+    o.insert("shapes_asked".into(), json!(asked));
     o.insert("shapes".into(), Value::Array(shapes));
     o.insert("output".into(), Value::Array(output));
-    o.insert("s_op".into(), json!(s_op_of(&results)));
-    o.insert("s_op_benchmark".into(), json!(s_op_bench_of(&results)));
+    o.insert("s_op".into(), json!(s_op_over(&results, &asked)));
+    o.insert(
+        "s_op_benchmark".into(),
+        json!(s_op_bench_over(&results, &asked)),
+    );
+    o.insert("sol_checked".into(), json!(hw.is_some()));
     o.insert("incumbent".into(), Value::Null);
     o.insert("wall_s".into(), json!(wall));
     o.insert("parts".into(), Value::Array(parts));

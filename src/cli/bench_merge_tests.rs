@@ -3,11 +3,23 @@ use crate::testing::suite;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
+/// rms_norm's T_SOL of a shape on the H200, in ms (what a run would have written).
+fn sol_ms(id: u32) -> f64 {
+    let p = suite().problem("rms_norm").unwrap();
+    let Some(sh) = p.shape(id) else {
+        return 0.01; // a shape rms_norm does not have
+    };
+    let w = p.work(sh).unwrap();
+    crate::suite::roofline::sol(&w, suite().hardware("H200").unwrap())
+        .unwrap()
+        .sol_ms()
+}
+
 /// A passing shape result of rms_norm with S = `s`.
 fn shape(id: u32, s: f64) -> Value {
     json!({
         "shape": id, "verdict": "pass", "checks": [], "bench_ok": true, "strict_ok": true,
-        "seeds_checked": 5, "timing": null, "sol_ms": 0.01, "s": s, "message": null,
+        "seeds_checked": 5, "timing": null, "sol_ms": sol_ms(id), "s": s, "message": null,
     })
 }
 
@@ -135,4 +147,129 @@ fn refuses_a_shape_the_operator_does_not_have() {
     let b = doc(vec![shape(9999, 0.2)], "abc", 1.0);
     let e = merge(suite(), None, &files(vec![a, b])).unwrap_err();
     assert!(e.contains("rms_norm has no shape 9999"), "{e}");
+}
+
+#[test]
+fn a_shape_asked_for_without_a_result_counts_zero_and_fails_the_merge() {
+    // Part b was asked for shapes 1 and 3 and lost 3 (its worker, say): 0.1, 0.2, 0.3 and a 0.
+    let a = doc(vec![shape(0, 0.1), shape(2, 0.3)], "abc", 10.0);
+    let mut b = doc(vec![shape(1, 0.2)], "abc", 5.0);
+    b["shapes_asked"] = json!([1, 3]);
+    let m = merge(suite(), None, &files(vec![a, b])).unwrap();
+    assert_eq!(m["shapes_asked"], json!([0, 1, 2, 3]));
+    assert!(
+        (m["s_op"].as_f64().unwrap() - 0.15).abs() < 1e-12,
+        "the median of 0, 0.1, 0.2, 0.3: {}",
+        m["s_op"]
+    );
+    assert_eq!(m["parts"][1]["missing"], json!([3]));
+    assert_eq!(m["pool"], Value::Null);
+    // A result for a shape the part was not asked for, or a shape asked for twice: refused.
+    let mut c = doc(vec![shape(1, 0.2)], "abc", 5.0);
+    c["shapes_asked"] = json!([3]);
+    let e = merge(
+        suite(),
+        None,
+        &files(vec![doc(vec![shape(0, 0.1)], "abc", 1.0), c]),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("part1.json: shape 1 has a result but is not in shapes_asked"),
+        "{e}"
+    );
+    let mut d = doc(vec![shape(1, 0.2)], "abc", 5.0);
+    d["shapes_asked"] = json!([1, 0]);
+    let e = merge(
+        suite(),
+        None,
+        &files(vec![doc(vec![shape(0, 0.1)], "abc", 1.0), d]),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("shape 0 is in both part0.json and part1.json"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_benchmark_compatible_s_op_is_computed_again() {
+    let mut strict_only = shape(1, 0.6);
+    strict_only["bench_ok"] = json!(false);
+    let mut a = doc(vec![shape(0, 0.4), shape(2, 0.5)], "abc", 1.0);
+    a["s_op_benchmark"] = json!(0.99);
+    let b = doc(vec![strict_only], "abc", 1.0);
+    let m = merge(suite(), None, &files(vec![a, b])).unwrap();
+    // Strict: 0.4, 0.5, 0.6; benchmark-compatible: 0.4, 0.5 and a 0.
+    assert!(
+        (m["s_op"].as_f64().unwrap() - 0.5).abs() < 1e-12,
+        "{}",
+        m["s_op"]
+    );
+    assert!(
+        (m["s_op_benchmark"].as_f64().unwrap() - 0.4).abs() < 1e-12,
+        "{}",
+        m["s_op_benchmark"]
+    );
+}
+
+#[test]
+fn refuses_a_part_scored_against_another_t_sol_or_with_a_bad_id() {
+    let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
+    let mut other = shape(1, 0.2);
+    other["sol_ms"] = json!(sol_ms(1) * 1.1);
+    let e = merge(
+        suite(),
+        None,
+        &files(vec![a.clone(), doc(vec![other], "abc", 1.0)]),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("part1.json: shape 1 was scored against T_SOL"),
+        "{e}"
+    );
+    let m = merge(
+        suite(),
+        None,
+        &files(vec![a.clone(), doc(vec![shape(1, 0.2)], "abc", 1.0)]),
+    )
+    .unwrap();
+    assert_eq!(m["sol_checked"], json!(true));
+    // 2^32 is no shape id (it must not wrap to shape 0).
+    let mut wrapped = shape(1, 0.2);
+    wrapped["shape"] = json!(4294967296u64);
+    let e = merge(
+        suite(),
+        None,
+        &files(vec![a.clone(), doc(vec![wrapped], "abc", 1.0)]),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("part1.json: shape 4294967296 is no shape id"),
+        "{e}"
+    );
+    let mut malformed = shape(1, 0.2);
+    malformed["verdict"] = json!(17);
+    let e = merge(
+        suite(),
+        None,
+        &files(vec![a, doc(vec![malformed], "abc", 1.0)]),
+    )
+    .unwrap_err();
+    assert!(e.contains("part1.json: shape 1: not a shape result"), "{e}");
+}
+
+#[test]
+fn refuses_parts_of_another_kernel_driver_nvrtc_or_hardware() {
+    let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
+    for (ptr, value, field) in [
+        ("/kernel", json!("other.cu"), "kernel is"),
+        ("/driver", json!("12.8"), "driver is"),
+        ("/nvrtc", json!("12.8"), "nvrtc is"),
+        ("/hardware", json!("H100"), "hardware is"),
+    ] {
+        let mut b = doc(vec![shape(1, 0.2)], "abc", 1.0);
+        *b.pointer_mut(ptr).unwrap() = value;
+        let e = merge(suite(), None, &files(vec![a.clone(), b])).unwrap_err();
+        assert!(e.contains(&format!("part1.json: {field}")), "{e}");
+    }
 }

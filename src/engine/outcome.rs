@@ -192,6 +192,33 @@ pub fn s_op_bench_of(results: &[ShapeResult]) -> f64 {
     roofline::s_op(&scores)
 }
 
+/// S_op over the shapes asked for: one without a result (its worker lost, the job stopped
+/// before it) counts 0, as a failed shape does.
+pub fn s_op_over(results: &[ShapeResult], asked: &[u32]) -> f64 {
+    padded(results, asked, |r| r.verdict == Verdict::Pass)
+}
+
+/// The benchmark-compatible S_op over the shapes asked for (see `s_op_over`).
+pub fn s_op_bench_over(results: &[ShapeResult], asked: &[u32]) -> f64 {
+    padded(results, asked, |r| r.verdict == Verdict::Pass && r.bench_ok)
+}
+
+fn padded(results: &[ShapeResult], asked: &[u32], counts: impl Fn(&ShapeResult) -> bool) -> f64 {
+    let mut scores: Vec<ShapeScore> = results
+        .iter()
+        .map(|r| match r.s {
+            Some(s) if counts(r) => ShapeScore::Passed(s),
+            _ => ShapeScore::Failed,
+        })
+        .collect();
+    let missing = asked
+        .iter()
+        .filter(|id| !results.iter().any(|r| r.shape == **id))
+        .count();
+    scores.extend(std::iter::repeat_n(ShapeScore::Failed, missing));
+    roofline::s_op(&scores)
+}
+
 /// Compiles a candidate on the worker's GPU and returns its kernels' resources (registers,
 /// shared memory, spills); Err when it does not compile.
 pub async fn compile_resources(

@@ -192,6 +192,8 @@ fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Re
         "kernel": r.candidate.name,
         // The source as compiled, with the defines it ran with: what `bench --merge` matches.
         "source_sha256": crate::export::sha256(&r.candidate.code),
+        // Its code without the comments: what the shipped standing matches a file against.
+        "code_sha256": crate::standing::code::code_sha256(&r.candidate.code),
         "defines": r.candidate.defines,
         "gpu": r.dev,
         "workers": r.workers,

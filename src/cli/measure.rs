@@ -148,6 +148,7 @@ pub fn run(
             path: &path,
             p,
             kernel,
+            source: &source,
             rev,
             incumbent,
             verdict: &verdict,
@@ -268,6 +269,8 @@ struct MeasureResult<'a> {
     path: &'a Path,
     p: &'a Problem,
     kernel: &'a Path,
+    /// The source measured (its fingerprints go into the document).
+    source: &'a str,
     rev: u32,
     incumbent: Option<u32>,
     verdict: &'a str,
@@ -346,6 +349,8 @@ fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
         "session": r.path.display().to_string(),
         "operator": r.p.name,
         "kernel": r.kernel.display().to_string(),
+        "source_sha256": crate::export::sha256(r.source),
+        "code_sha256": crate::standing::code::code_sha256(r.source),
         "gpu": r.run.dev,
         "driver": r.run.driver,
         "nvrtc": r.run.nvrtc,
@@ -407,10 +412,12 @@ mod tests {
         let dev: DeviceInfo = serde_json::from_value(bench["gpu"].clone()).unwrap();
         let shapes: Vec<ShapeResult> = serde_json::from_value(bench["shapes"].clone()).unwrap();
         let kernel = "knowledge/templates/unified_attention_wgmma.cu";
+        let source = store::template_source(kernel).unwrap();
         let r = MeasureResult {
             path: Path::new("sessions/unified-attention-wgmma.jsonl"),
             p,
             kernel: Path::new(kernel),
+            source: &source,
             rev: 3,
             incumbent: Some(2),
             verdict: "S 0.339",
@@ -430,10 +437,23 @@ mod tests {
         let doc = json_doc(&r);
         assert_eq!(doc["s_op"], bench["s_op"]);
         assert_eq!(doc["shapes"].as_array().unwrap().len(), 25);
-        let source = store::template_source(kernel).unwrap();
+        assert_eq!(
+            doc["code_sha256"],
+            crate::standing::code::code_sha256(&source)
+        );
         let print = OpPrint::of(suite, p);
         let record = |d: &serde_json::Value| {
-            build::from_bench_json(p, &print, &source, kernel, d, "2026-12-01", "0.1.0").unwrap()
+            build::from_bench_json(
+                p,
+                &print,
+                &source,
+                kernel,
+                d,
+                &Default::default(),
+                "2026-12-01",
+                "0.1.0",
+            )
+            .unwrap()
         };
         assert_eq!(record(&doc), record(&bench));
     }

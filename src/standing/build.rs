@@ -7,6 +7,7 @@ use super::stale::{OpPrint, source_print};
 use crate::engine::protocol::{ShapeResult, Verdict};
 use crate::suite::Problem;
 use crate::suite::roofline::{self, ShapeScore};
+use std::collections::BTreeMap;
 
 /// Where and with what a measurement was made.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,12 +122,14 @@ pub fn record(
 /// A record from a `bench OP --full --json` document of the kernel `source`, kept at `kernel`.
 /// The document names the GPU, driver, NVRTC and hardware profile; the day and the tool version
 /// come from the caller (the document has neither).
+#[allow(clippy::too_many_arguments)]
 pub fn from_bench_json(
     p: &Problem,
     print: &OpPrint,
     source: &str,
     kernel: &str,
     doc: &serde_json::Value,
+    attested: &BTreeMap<String, String>,
     date: &str,
     tool_version: &str,
 ) -> Result<Record, String> {
@@ -138,6 +141,7 @@ pub fn from_bench_json(
             p.name
         ));
     }
+    check_source(doc, source, kernel, attested)?;
     let results: Vec<ShapeResult> = serde_json::from_value(
         doc.get("shapes")
             .cloned()
@@ -169,4 +173,35 @@ pub fn from_bench_json(
         &results,
         &ctx,
     ))
+}
+
+/// The document measured `source`: its `code_sha256` is the file's code (comments aside); a
+/// document written before that field has its `source_sha256` be the file's text, or one that
+/// `attested` (source_sha256 -> code_sha256, docs/measurements/provenance.toml) vouches for, or
+/// neither hash (the earliest documents, taken as they are).
+fn check_source(
+    doc: &serde_json::Value,
+    source: &str,
+    kernel: &str,
+    attested: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let field = |k: &str| doc.get(k).and_then(|v| v.as_str());
+    let code = crate::standing::code::code_sha256(source);
+    let claimed = field("code_sha256")
+        .map(|c| (c, "its code_sha256"))
+        .or_else(|| {
+            field("source_sha256")
+                .and_then(|t| attested.get(t))
+                .map(|c| (c.as_str(), "provenance.toml"))
+        });
+    match (claimed, field("source_sha256")) {
+        (Some((c, by)), _) if c != code => Err(format!(
+            "the document measured other code than {kernel} has now ({by} {c}, the file's {code}): measure it again"
+        )),
+        (Some(_), _) => Ok(()),
+        (None, Some(t)) if t != crate::export::sha256(source) => Err(format!(
+            "the document measured another text of {kernel} (source_sha256 {t}) and says nothing of its code: measure it again, or say in docs/measurements/provenance.toml that only comments differ"
+        )),
+        _ => Ok(()),
+    }
 }

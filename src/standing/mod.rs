@@ -9,6 +9,7 @@
 
 pub mod accept;
 pub mod build;
+pub mod code;
 pub mod format;
 pub mod shipped;
 pub mod stale;

@@ -10,6 +10,7 @@ use super::build;
 use super::format::{self, StandingFile};
 use super::stale::OpPrint;
 use crate::suite::Suite;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The shipped standing's text.
@@ -23,6 +24,34 @@ pub const DATE: &str = "2026-11-30";
 
 /// The version of atrex-tui that made them.
 pub const TOOL_VERSION: &str = "0.1.0";
+
+/// What the project vouches for of raw results that predate `code_sha256`
+/// (docs/measurements/provenance.toml).
+pub const PROVENANCE: &str = include_str!("../../docs/measurements/provenance.toml");
+
+/// provenance.toml's `[[comments_only]]` entries: the measured text's source_sha256 -> the
+/// code_sha256 of its code.
+pub fn attested(text: &str) -> Result<BTreeMap<String, String>, String> {
+    #[derive(serde::Deserialize)]
+    struct File {
+        #[serde(default)]
+        comments_only: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Entry {
+        document: String,
+        source_sha256: String,
+        code_sha256: String,
+        why: String,
+    }
+    let f: File =
+        toml::from_str(text).map_err(|e| format!("docs/measurements/provenance.toml: {e}"))?;
+    Ok(f.comments_only
+        .into_iter()
+        .map(|e| (e.source_sha256, e.code_sha256))
+        .collect())
+}
 
 /// The shipped standing when it is for this suite (Ok(None) for another suite; Err when the
 /// built-in file cannot be read, which a test rules out).
@@ -55,6 +84,7 @@ pub fn from_bench_docs(
         .unwrap_or("?")
         .to_string();
     let driver = first.get("driver").and_then(|d| d.as_str()).unwrap_or("?");
+    let attested = attested(PROVENANCE)?;
     let mut f = StandingFile::new(&suite.name, &hardware);
     f.shipped = Some(format!(
         "measured {date} on {gpu} (driver {driver}, atrex-tui {tool_version})"
@@ -85,6 +115,7 @@ pub fn from_bench_docs(
             &source,
             &kernel,
             doc,
+            &attested,
             date,
             tool_version,
         )

@@ -659,3 +659,95 @@ fn the_raw_results_hold_no_machine_paths() {
         }
     }
 }
+
+/// docs/measurements/provenance.toml vouches only where a hash cannot: each entry names a
+/// document whose source_sha256 is its own and is not the committed file's text, and gives the
+/// committed file's code as it is now; a document's own code_sha256, where it has one, must be
+/// the file's.
+#[test]
+fn provenance_vouches_only_for_documents_that_need_it() {
+    let text = shipped::PROVENANCE;
+    let entries: toml::Value = toml::from_str(text).unwrap();
+    let list = entries["comments_only"].as_array().unwrap();
+    for e in list {
+        let name = e["document"].as_str().unwrap();
+        let f = measurements().join(name);
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        assert_eq!(
+            doc["source_sha256"].as_str(),
+            e["source_sha256"].as_str(),
+            "{name}"
+        );
+        assert!(
+            doc.get("code_sha256").is_none(),
+            "{name} has its own code_sha256"
+        );
+        let kernel = doc["kernel"].as_str().unwrap();
+        let source = store::template_source(kernel).unwrap();
+        assert_ne!(
+            doc["source_sha256"].as_str().unwrap(),
+            crate::export::sha256(&source),
+            "{name}: the text is the file's, no entry is needed"
+        );
+        assert_eq!(
+            e["code_sha256"].as_str().unwrap(),
+            super::code::code_sha256(&source),
+            "{name}: {kernel}'s code is not the one vouched for"
+        );
+    }
+    assert_eq!(shipped::attested(text).unwrap().len(), list.len());
+}
+
+/// A bench document whose code is not the file's is refused, with the file and what to do.
+#[test]
+fn a_document_of_other_code_is_refused() {
+    let p = suite().problem("rms_norm").unwrap();
+    let print = OpPrint::of(suite(), p);
+    let source = "__global__ void k() {}\n";
+    let doc = |extra: serde_json::Value| {
+        let mut d = serde_json::json!({
+            "operator": "rms_norm", "gpu": {"name": "NVIDIA H200"}, "driver": "13.0",
+            "hardware": "H200", "mode": "full", "shapes": [],
+        });
+        d.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        d
+    };
+    let none = Default::default();
+    let rec = |d: &serde_json::Value, a: &BTreeMap<String, String>| {
+        build::from_bench_json(p, &print, source, "k.cu", d, a, "2026-12-02", "0.1.0")
+    };
+    let code = super::code::code_sha256(source);
+    // Its own code, with other comments: taken.
+    assert!(
+        rec(
+            &doc(serde_json::json!({"code_sha256": code, "source_sha256": "0"})),
+            &none
+        )
+        .is_ok()
+    );
+    // Other code: refused.
+    let e = rec(&doc(serde_json::json!({"code_sha256": "ab"})), &none).unwrap_err();
+    assert!(
+        e.contains("measured other code than k.cu") && e.contains("measure it again"),
+        "{e}"
+    );
+    // An older document of another text: refused unless vouched for, and then only for this code.
+    let older = doc(serde_json::json!({"source_sha256": "feed"}));
+    let e = rec(&older, &none).unwrap_err();
+    assert!(e.contains("provenance.toml"), "{e}");
+    let vouched: BTreeMap<String, String> = [("feed".to_string(), code.clone())].into();
+    assert!(rec(&older, &vouched).is_ok());
+    let wrong: BTreeMap<String, String> = [("feed".to_string(), "ab".to_string())].into();
+    assert!(
+        rec(&older, &wrong)
+            .unwrap_err()
+            .contains("provenance.toml ab")
+    );
+    // Of this very text, or without any hash (the earliest documents): taken.
+    let same = doc(serde_json::json!({"source_sha256": crate::export::sha256(source)}));
+    assert!(rec(&same, &none).is_ok());
+    assert!(rec(&doc(serde_json::json!({})), &none).is_ok());
+}

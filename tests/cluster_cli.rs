@@ -446,3 +446,29 @@ fn measure_says_how_to_decide_a_pending_revision() {
         assert_eq!(r["worker"], "box-a:0", "{r}");
     }
 }
+
+/// `bench --all --record` keeps a profile's standing for its own GPU model: on workers whose
+/// GPU is another (here a simulated one) with `--hardware H200` it refuses before measuring,
+/// and writes nothing.
+#[test]
+fn bench_all_record_refuses_a_gpu_that_is_not_the_profiles() {
+    let dir = standins::scratch("benchall-record-gpu");
+    let file = write(&dir, "workers.toml", &sim_entry("box-a"));
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let out = bin()
+        .args(["bench", "--all", "--full", "--record", "--hardware", "H200"])
+        .arg("--workers")
+        .arg(&file)
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("--record: this GPU is `Simulated GPU`, not the GPU of hardware profile H200"),
+        "{e}"
+    );
+    assert!(!ws.join("standing").exists(), "nothing is recorded");
+}

@@ -66,6 +66,17 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
                 })?
             }
         };
+        // The standing of a profile keeps measurements made on its GPU model only.
+        if a.record {
+            let base = hw.key.split('@').next().unwrap_or(&hw.key);
+            let of_device = crate::engine::profile_for_device(&suite.hardware, &dev.name);
+            if of_device.map(|d| d.key.as_str()) != Some(base) {
+                return Err(format!(
+                    "--record: this GPU is `{}`, not the GPU of hardware profile {}: its standing keeps measurements made on that GPU only (drop --hardware, or --record)",
+                    dev.name, hw.key
+                ));
+            }
+        }
         let view = store.view(&hw.key, Some(&dev.name));
         let incumbents = incumbents(suite, &view);
         let mode = if a.quick { Mode::Quick } else { Mode::Full };
@@ -85,6 +96,16 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
                 .iter()
                 .filter_map(|i| {
                     let r = results.get(&i.p.name)?;
+                    // A run that lost shapes (a worker, the job) does not replace a record.
+                    let got = r.shapes.len();
+                    if got < i.p.shapes.len() {
+                        eprintln!(
+                            "atrex-tui: {} not recorded: {got} of its {} shapes have a result",
+                            i.p.name,
+                            i.p.shapes.len()
+                        );
+                        return None;
+                    }
                     Some(standing::Update {
                         op: i.p.name.clone(),
                         record: standing::build::record(

@@ -217,8 +217,9 @@ pub fn parse(
         Some(s) => return Err(bad(Defect::OtherSuite(s.chars().take(80).collect()))),
         None => return Err(bad(Defect::Corrupt("no `suite`".into()))),
     }
+    // From the text, not the value: an error then names its line and column.
     let file: StandingFile =
-        serde_json::from_value(v).map_err(|e| bad(Defect::Corrupt(e.to_string())))?;
+        serde_json::from_str(text).map_err(|e| bad(Defect::Corrupt(e.to_string())))?;
     if let Some(h) = hardware
         && file.hardware != h
     {

@@ -130,6 +130,11 @@ fn corrupt_newer_and_foreign_files_are_named_and_refused() {
     assert_eq!(e.defect, Defect::OtherHardware("B200".into()));
     let e = parse(r#"{"format":1,"suite":"atrex-bench","hardware":"H200","operators":{"x":1}}"#);
     assert!(matches!(e.defect, Defect::Corrupt(_)), "{e:?}");
+    // A record that does not read as one: the message names its line.
+    let e = parse(
+        "{\n\"format\": 1,\n\"suite\": \"atrex-bench\",\n\"hardware\": \"H200\",\n\"operators\": {\"x\": 1}\n}",
+    );
+    assert!(e.to_string().contains("line 5"), "{e}");
 }
 
 #[test]

@@ -221,6 +221,39 @@ fn m_and_u_remeasure_the_standing_in_full_and_record_it() {
         matches!(&fx[..], [Effect::Measure { full: true, op, .. }] if op == "rms_norm"),
         "{fx:?}"
     );
+    // Its worker lost after three shapes: the partial run does not replace the record.
+    let Effect::Measure { mid, .. } = &fx[0] else {
+        panic!()
+    };
+    let mut evs: Vec<AppEvent> = (0..3)
+        .map(|id| AppEvent::Job {
+            mid: *mid,
+            event: JobEvent::Worker(Event::ShapeDone {
+                id: 1,
+                result: shape_result(id, Some(0.9), Verdict::Pass, 0.01),
+            }),
+        })
+        .collect();
+    evs.push(AppEvent::Job {
+        mid: *mid,
+        event: JobEvent::WorkerLost {
+            verdict: Verdict::Fault,
+            message: "the worker exited".into(),
+        },
+    });
+    let before = s.standing.view.entry("rms_norm").map(|e| e.record.clone());
+    let fx = send(&mut s, evs);
+    assert!(
+        !fx.iter()
+            .any(|e| matches!(e, Effect::RecordStanding { .. })),
+        "{fx:?}"
+    );
+    assert_eq!(
+        s.standing.view.entry("rms_norm").map(|e| e.record.clone()),
+        before
+    );
+    let out = screen(&s, 160, 45);
+    assert!(out.contains("3 of its 56 shapes have a result"), "{out}");
     // Replay is read-only: M and U do nothing there.
     assert_eq!(
         keymap::action(

@@ -118,6 +118,22 @@ pub(crate) fn standing_job_done(state: &mut AppState, op: &str, rev: u32) -> Vec
     if cancelled {
         return vec![];
     }
+    // A run that lost shapes (its worker, say) does not replace the record.
+    let got = state
+        .model
+        .ops
+        .get(op)
+        .and_then(|o| o.rev(rev))
+        .map(|r| r.measurement.results.len())
+        .unwrap_or(0);
+    let all = state.suite.problem(op).map(|p| p.shapes.len()).unwrap_or(0);
+    if got < all {
+        state.log(
+            LogLevel::Warn,
+            format!("standing: {op} v{rev} not recorded: {got} of its {all} shapes have a result"),
+        );
+        return vec![];
+    }
     let still_incumbent = state.model.ops.get(op).and_then(|o| o.incumbent) == Some(rev);
     if !still_incumbent {
         state.log(

@@ -203,6 +203,8 @@ pub struct Store {
     shipped: Option<StandingFile>,
     kernels: BTreeMap<String, Result<String, String>>,
     prints: BTreeMap<String, OpPrint>,
+    /// Every shape's T_SOL (ms), by hardware profile and operator.
+    sols: BTreeMap<String, BTreeMap<String, BTreeMap<u32, f64>>>,
 }
 
 impl Store {
@@ -246,6 +248,11 @@ impl Store {
             shipped,
             kernels: BTreeMap::new(),
             prints: OpPrint::all(suite),
+            sols: suite
+                .hardware
+                .iter()
+                .map(|h| (h.key.clone(), stale::sols(suite, h)))
+                .collect(),
         }
     }
 
@@ -310,6 +317,7 @@ impl Store {
                         op: self.prints.get(op),
                         gpu,
                         hardware,
+                        sol_ms: self.sols.get(hardware).and_then(|m| m.get(op)),
                     },
                 );
                 entries.insert(

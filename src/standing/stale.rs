@@ -97,6 +97,13 @@ pub enum Stale {
         measured: String,
         now: String,
     },
+    /// A shape's T_SOL on the profile is not what its S was computed against (the problem's
+    /// work or the profile's figures changed, or the calibration was run again).
+    SolChanged {
+        shape: u32,
+        measured_ms: f64,
+        now_ms: f64,
+    },
 }
 
 impl Stale {
@@ -112,6 +119,13 @@ impl Stale {
             Stale::HardwareDiffers { measured, now } => {
                 format!("T_SOL on {measured}, not {now}")
             }
+            Stale::SolChanged {
+                shape,
+                measured_ms,
+                now_ms,
+            } => format!(
+                "shape {shape}'s T_SOL is {now_ms:.6} ms now, {measured_ms:.6} ms when measured"
+            ),
         }
     }
 
@@ -125,6 +139,7 @@ impl Stale {
             Stale::ShapesChanged => "shapes_changed",
             Stale::GpuDiffers { .. } => "gpu_differs",
             Stale::HardwareDiffers { .. } => "hardware_differs",
+            Stale::SolChanged { .. } => "sol_changed",
         }
     }
 }
@@ -139,6 +154,31 @@ pub struct Now<'a> {
     pub gpu: Option<&'a str>,
     /// The hardware profile in use for T_SOL.
     pub hardware: &'a str,
+    /// Each shape's T_SOL (ms) on that profile now, when known.
+    pub sol_ms: Option<&'a BTreeMap<u32, f64>>,
+}
+
+/// Every shape's T_SOL (ms) on a profile, by operator.
+pub fn sols(
+    suite: &Suite,
+    hw: &crate::suite::hardware::HardwareProfile,
+) -> BTreeMap<String, BTreeMap<u32, f64>> {
+    suite
+        .problems
+        .iter()
+        .map(|p| {
+            let per_shape = p
+                .shapes
+                .iter()
+                .filter_map(|s| {
+                    let w = p.work(s).ok()?;
+                    let sol = crate::suite::roofline::sol(&w, hw).ok()?;
+                    Some((s.id, sol.sol_ms()))
+                })
+                .collect();
+            (p.name.clone(), per_shape)
+        })
+        .collect()
 }
 
 /// Every reason the record is stale (none: it stands).
@@ -173,6 +213,18 @@ pub fn staleness(r: &Record, now: &Now<'_>) -> Vec<Stale> {
             measured: r.measurement.hardware.clone(),
             now: now.hardware.to_string(),
         });
+    } else if let Some(sols) = now.sol_ms {
+        // S rests on T_SOL: the first scored shape whose T_SOL moved makes the record stale.
+        let moved = r.measurement.shapes.iter().find_map(|s| {
+            let now_ms = *sols.get(&s.shape)?;
+            let moved = s.s.is_some() && (s.sol_ms - now_ms).abs() > 1e-9 * now_ms.abs().max(1e-12);
+            moved.then_some(Stale::SolChanged {
+                shape: s.shape,
+                measured_ms: s.sol_ms,
+                now_ms,
+            })
+        });
+        v.extend(moved);
     }
     v
 }

@@ -6,7 +6,13 @@ use crate::engine::stats::TimingStats;
 use crate::suite::SuiteSource;
 use crate::testing::{suite, tempdir, ws};
 
+/// A passing rms_norm shape at S = `s`, against its T_SOL on the H200 (as a run reports it).
 fn result(shape: u32, s: f64) -> ShapeResult {
+    let p = suite().problem("rms_norm").unwrap();
+    let w = p.work(p.shape(shape).unwrap()).unwrap();
+    let sol = crate::suite::roofline::sol(&w, suite().hardware("H200").unwrap())
+        .unwrap()
+        .sol_ms();
     ShapeResult {
         shape,
         verdict: Verdict::Pass,
@@ -15,17 +21,17 @@ fn result(shape: u32, s: f64) -> ShapeResult {
         strict_ok: true,
         seeds_checked: 5,
         timing: Some(TimingStats {
-            median_ms: 0.01 / s,
-            min_ms: 0.01 / s,
-            mean_ms: 0.01 / s,
-            p20_ms: 0.01 / s,
-            p80_ms: 0.01 / s,
+            median_ms: sol / s,
+            min_ms: sol / s,
+            mean_ms: sol / s,
+            p20_ms: sol / s,
+            p80_ms: sol / s,
             rel_iqr: 0.01,
             n: 100,
             quick: false,
             sm_clock_mhz: Some(1980),
         }),
-        sol_ms: 0.01,
+        sol_ms: sol,
         s: Some(s),
         message: None,
         device: Some(0),
@@ -267,6 +273,7 @@ fn staleness_source_reference_shapes_gpu_and_hardware() {
         op,
         gpu,
         hardware,
+        sol_ms: None,
     };
     let judge = |n: stale::Now<'_>| -> Vec<&'static str> {
         stale::staleness(&u.record, &n)
@@ -344,6 +351,29 @@ fn staleness_source_reference_shapes_gpu_and_hardware() {
         &now(Ok("// v3\n"), Some(&print), Some("NVIDIA B200"), "H200"),
     );
     assert_eq!(s[0].label(), "measured on NVIDIA H200, not NVIDIA B200");
+    // S rests on T_SOL: the suite's T_SOL of every shape as measured stands; one that moved
+    // (the problem's work or the profile changed) makes the record stale.
+    let h200 = suite().hardware("H200").unwrap();
+    let mut sols = stale::sols(suite(), h200).remove("rms_norm").unwrap();
+    let judge_sols = |sols: &BTreeMap<u32, f64>| -> Vec<stale::Stale> {
+        let mut n = now(Ok("// v3\n"), Some(&print), None, "H200");
+        n.sol_ms = Some(sols);
+        stale::staleness(&u.record, &n)
+    };
+    assert_eq!(judge_sols(&sols), vec![]);
+    let first = p.shapes[0].id;
+    *sols.get_mut(&first).unwrap() *= 1.25;
+    let s = judge_sols(&sols);
+    assert_eq!(
+        s.iter().map(|s| s.key()).collect::<Vec<_>>(),
+        ["sol_changed"]
+    );
+    assert!(
+        s[0].label()
+            .starts_with(&format!("shape {first}'s T_SOL is")),
+        "{}",
+        s[0].label()
+    );
 }
 
 #[test]

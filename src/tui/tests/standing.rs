@@ -122,6 +122,15 @@ fn a_stale_record_is_marked_and_counts_zero() {
     std::fs::remove_dir_all(&d).ok();
 }
 
+/// A shape's T_SOL (ms) on the state's hardware profile, as a run reports it.
+fn sol_ms(s: &AppState, op: &str, id: u32) -> f64 {
+    let p = s.suite.problem(op).unwrap();
+    let w = p.work(p.shape(id).unwrap()).unwrap();
+    crate::suite::roofline::sol(&w, s.hw.as_ref().unwrap())
+        .unwrap()
+        .sol_ms()
+}
+
 /// Ends a job with every shape passing at `s`.
 fn finish(s: &mut AppState, mid: u64, op: &str, at: f64) -> Vec<Effect> {
     let ids: Vec<u32> = s
@@ -138,7 +147,7 @@ fn finish(s: &mut AppState, mid: u64, op: &str, at: f64) -> Vec<Effect> {
             mid,
             event: JobEvent::Worker(Event::ShapeDone {
                 id: 1,
-                result: shape_result(*id, Some(at), Verdict::Pass, 0.01),
+                result: shape_result(*id, Some(at), Verdict::Pass, sol_ms(s, op, *id)),
             }),
         })
         .collect();

@@ -138,6 +138,7 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
         .get("hardware")
         .and_then(Value::as_str)
         .and_then(|k| suite.hardware(k).ok());
+    let sols = hw.map(|h| crate::standing::stale::shape_sols(p, h));
     let mut by_shape: BTreeMap<u32, Value> = BTreeMap::new();
     let mut results: Vec<ShapeResult> = Vec::new();
     let mut asked_by: BTreeMap<u32, usize> = BTreeMap::new();
@@ -156,19 +157,16 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
                 })?,
                 "shape",
             )?;
-            let shape = p
-                .shape(id)
-                .ok_or_else(|| format!("{}: {name} has no shape {id}", f.display()))?;
+            if p.shape(id).is_none() {
+                return Err(format!("{}: {name} has no shape {id}", f.display()));
+            }
             let r: ShapeResult = serde_json::from_value(s.clone())
                 .map_err(|e| format!("{}: shape {id}: not a shape result ({e})", f.display()))?;
             // S rests on T_SOL: the part's must be the suite's, on the same hardware profile.
-            if let (Some(hw), Some(_)) = (hw, r.s) {
-                let want = p
-                    .work(shape)
-                    .map_err(|e| e.to_string())
-                    .and_then(|w| crate::suite::roofline::sol(&w, hw))
-                    .map(|s| s.sol_ms())
-                    .map_err(|e| format!("{name} shape {id}: {e}"))?;
+            if let (Some(sols), Some(_)) = (&sols, r.s) {
+                let want = *sols
+                    .get(&id)
+                    .ok_or_else(|| format!("{name} shape {id}: its T_SOL cannot be computed"))?;
                 if (r.sol_ms - want).abs() > 1e-9 * want.abs().max(1e-12) {
                     return Err(format!(
                         "{}: shape {id} was scored against T_SOL {} ms, the suite gives {want} ms: the problem or hardware files changed since that run",

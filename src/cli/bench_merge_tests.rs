@@ -34,6 +34,11 @@ fn doc(shapes: Vec<Value>, sha: &str, wall: f64) -> Value {
     })
 }
 
+/// Why the merge of `a` and `b` is refused.
+fn refusal(a: &Value, b: Value) -> String {
+    merge(suite(), None, &files(vec![a.clone(), b])).unwrap_err()
+}
+
 fn files(docs: Vec<Value>) -> Vec<(PathBuf, Value)> {
     docs.into_iter()
         .enumerate()
@@ -167,24 +172,14 @@ fn a_shape_asked_for_without_a_result_counts_zero_and_fails_the_merge() {
     // A result for a shape the part was not asked for, or a shape asked for twice: refused.
     let mut c = doc(vec![shape(1, 0.2)], "abc", 5.0);
     c["shapes_asked"] = json!([3]);
-    let e = merge(
-        suite(),
-        None,
-        &files(vec![doc(vec![shape(0, 0.1)], "abc", 1.0), c]),
-    )
-    .unwrap_err();
+    let e = refusal(&doc(vec![shape(0, 0.1)], "abc", 1.0), c);
     assert!(
         e.contains("part1.json: shape 1 has a result but is not in shapes_asked"),
         "{e}"
     );
     let mut d = doc(vec![shape(1, 0.2)], "abc", 5.0);
     d["shapes_asked"] = json!([1, 0]);
-    let e = merge(
-        suite(),
-        None,
-        &files(vec![doc(vec![shape(0, 0.1)], "abc", 1.0), d]),
-    )
-    .unwrap_err();
+    let e = refusal(&doc(vec![shape(0, 0.1)], "abc", 1.0), d);
     assert!(
         e.contains("shape 0 is in both part0.json and part1.json"),
         "{e}"
@@ -217,12 +212,7 @@ fn refuses_a_part_scored_against_another_t_sol_or_with_a_bad_id() {
     let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
     let mut other = shape(1, 0.2);
     other["sol_ms"] = json!(sol_ms(1) * 1.1);
-    let e = merge(
-        suite(),
-        None,
-        &files(vec![a.clone(), doc(vec![other], "abc", 1.0)]),
-    )
-    .unwrap_err();
+    let e = refusal(&a, doc(vec![other], "abc", 1.0));
     assert!(
         e.contains("part1.json: shape 1 was scored against T_SOL"),
         "{e}"
@@ -237,24 +227,14 @@ fn refuses_a_part_scored_against_another_t_sol_or_with_a_bad_id() {
     // 2^32 is no shape id (it must not wrap to shape 0).
     let mut wrapped = shape(1, 0.2);
     wrapped["shape"] = json!(4294967296u64);
-    let e = merge(
-        suite(),
-        None,
-        &files(vec![a.clone(), doc(vec![wrapped], "abc", 1.0)]),
-    )
-    .unwrap_err();
+    let e = refusal(&a, doc(vec![wrapped], "abc", 1.0));
     assert!(
         e.contains("part1.json: shape 4294967296 is no shape id"),
         "{e}"
     );
     let mut malformed = shape(1, 0.2);
     malformed["verdict"] = json!(17);
-    let e = merge(
-        suite(),
-        None,
-        &files(vec![a, doc(vec![malformed], "abc", 1.0)]),
-    )
-    .unwrap_err();
+    let e = refusal(&a, doc(vec![malformed], "abc", 1.0));
     assert!(e.contains("part1.json: shape 1: not a shape result"), "{e}");
 }
 
@@ -269,7 +249,7 @@ fn refuses_parts_of_another_kernel_driver_nvrtc_or_hardware() {
     ] {
         let mut b = doc(vec![shape(1, 0.2)], "abc", 1.0);
         *b.pointer_mut(ptr).unwrap() = value;
-        let e = merge(suite(), None, &files(vec![a.clone(), b])).unwrap_err();
+        let e = refusal(&a, b);
         assert!(e.contains(&format!("part1.json: {field}")), "{e}");
     }
 }

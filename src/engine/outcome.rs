@@ -169,27 +169,13 @@ impl Outcome {
 
 /// S_op of a set of results: median of S, failed shapes 0.
 pub fn s_op_of<'a>(results: impl IntoIterator<Item = &'a ShapeResult>) -> f64 {
-    let scores: Vec<ShapeScore> = results
-        .into_iter()
-        .map(|r| match (&r.verdict, r.s) {
-            (Verdict::Pass, Some(s)) => ShapeScore::Passed(s),
-            _ => ShapeScore::Failed,
-        })
-        .collect();
-    roofline::s_op(&scores)
+    padded(results, &[], |r| r.verdict == Verdict::Pass)
 }
 
 /// S_op under the benchmark's own rule: a shape counts only when it also passed the
 /// benchmark-compatible level on every seed (for fp8 outputs NaN never equals NaN there).
 pub fn s_op_bench_of(results: &[ShapeResult]) -> f64 {
-    let scores: Vec<ShapeScore> = results
-        .iter()
-        .map(|r| match (r.verdict.clone(), r.s) {
-            (Verdict::Pass, Some(s)) if r.bench_ok => ShapeScore::Passed(s),
-            _ => ShapeScore::Failed,
-        })
-        .collect();
-    roofline::s_op(&scores)
+    s_op_bench_over(results, &[])
 }
 
 /// S_op over the shapes asked for: one without a result (its worker lost, the job stopped
@@ -203,7 +189,14 @@ pub fn s_op_bench_over(results: &[ShapeResult], asked: &[u32]) -> f64 {
     padded(results, asked, |r| r.verdict == Verdict::Pass && r.bench_ok)
 }
 
-fn padded(results: &[ShapeResult], asked: &[u32], counts: impl Fn(&ShapeResult) -> bool) -> f64 {
+/// The median of S over `results` where `counts` holds (else 0), with a 0 for every shape of
+/// `asked` that has no result.
+fn padded<'a>(
+    results: impl IntoIterator<Item = &'a ShapeResult>,
+    asked: &[u32],
+    counts: impl Fn(&ShapeResult) -> bool,
+) -> f64 {
+    let results: Vec<&ShapeResult> = results.into_iter().collect();
     let mut scores: Vec<ShapeScore> = results
         .iter()
         .map(|r| match r.s {

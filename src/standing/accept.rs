@@ -30,7 +30,9 @@ pub fn session_label(ws: &Path, session: &Path) -> String {
 }
 
 /// The record of a session's revision: its source and its latest measurement (which must have
-/// ended with per-shape results), measured now on `bench`.
+/// ended with per-shape results), stamped with where and when that measurement was made — an
+/// earlier run of a resumed session may have measured it on another GPU or profile, which the
+/// record then says (and the standing judges stale here) — else with `bench` now.
 pub fn update_for_revision(
     p: &Problem,
     print: &OpPrint,
@@ -49,12 +51,7 @@ pub fn update_for_revision(
         return Err(format!("{} v{rev} has no finished measurement", p.name));
     }
     let results: Vec<_> = m.results.values().cloned().collect();
-    let ctx = Context::now(
-        &bench.gpu,
-        &bench.driver,
-        bench.nvrtc.as_deref(),
-        &bench.hardware,
-    );
+    let ctx = made_on(m.made.as_ref(), bench);
     Ok(Update {
         op: p.name.clone(),
         record: build::record(
@@ -72,6 +69,35 @@ pub fn update_for_revision(
         ),
         source: r.source.clone(),
     })
+}
+
+/// Where a measurement was made, for its record: its own run's device and start time; what the
+/// run did not know (an older session's events) is taken from `bench` now.
+pub fn made_on(made: Option<&crate::session::model::MadeOn>, bench: &Bench) -> Context {
+    let now = Context::now(
+        &bench.gpu,
+        &bench.driver,
+        bench.nvrtc.as_deref(),
+        &bench.hardware,
+    );
+    let Some(m) = made else {
+        return now;
+    };
+    let Some(gpu) = m.gpu.clone() else {
+        return now;
+    };
+    Context {
+        gpu,
+        driver: m.driver.clone().unwrap_or(now.driver),
+        nvrtc: m.nvrtc.clone().or(now.nvrtc),
+        tool_version: m.tool_version.clone().unwrap_or(now.tool_version),
+        hardware: m.hardware.clone().unwrap_or(now.hardware),
+        date: if m.t > 0.0 {
+            crate::engine::client::utc(m.t as i64)
+        } else {
+            now.date
+        },
+    }
 }
 
 /// Records accepted revisions of one operator of one session into the workspace's standing (the

@@ -104,6 +104,11 @@ pub enum Stale {
         measured_ms: f64,
         now_ms: f64,
     },
+    /// Measured in another mode than full (quick: one seed and short timing); S_agg is a
+    /// full-mode figure.
+    NotFull {
+        mode: String,
+    },
 }
 
 impl Stale {
@@ -126,6 +131,7 @@ impl Stale {
             } => format!(
                 "shape {shape}'s T_SOL is {now_ms:.6} ms now, {measured_ms:.6} ms when measured"
             ),
+            Stale::NotFull { mode } => format!("measured {mode}, not in full"),
         }
     }
 
@@ -140,6 +146,7 @@ impl Stale {
             Stale::GpuDiffers { .. } => "gpu_differs",
             Stale::HardwareDiffers { .. } => "hardware_differs",
             Stale::SolChanged { .. } => "sol_changed",
+            Stale::NotFull { .. } => "not_full",
         }
     }
 }
@@ -227,6 +234,13 @@ pub fn staleness(r: &Record, now: &Now<'_>) -> Vec<Stale> {
             })
         });
         v.extend(moved);
+    }
+    // A quick record (an accepted revision's quick measurement, before its full one ends, or
+    // after the app closed first) stands for the kernel, not for its figure.
+    if r.measurement.mode != "full" {
+        v.push(Stale::NotFull {
+            mode: r.measurement.mode.clone(),
+        });
     }
     v
 }

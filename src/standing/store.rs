@@ -206,10 +206,13 @@ pub fn record(
     hardware: &str,
     updates: &[Update],
 ) -> Result<Written, String> {
-    // Agents running in parallel in one process record one after the other: each reads the
-    // file, adds its operator and writes it whole, so two at once would lose one's record.
+    // Writers record one after the other: each reads the file, adds its operators and writes it
+    // whole, so two at once would lose one's record. Agents of one process take turns on the
+    // mutex; processes (the TUI, `measure`, `bench --all --record`, agents) on the file lock.
     static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let file = file_for(&ws.dir, hardware);
+    let _lock = lock(&file)?;
     for u in updates {
         if !u.record.kernel.starts_with("problems/") && !u.record.kernel.starts_with(TEMPLATES) {
             let path = ws.dir.join(&u.record.kernel);
@@ -220,7 +223,6 @@ pub fn record(
             }
         }
     }
-    let file = file_for(&ws.dir, hardware);
     let key = file_key(hardware);
     let (mut doc, backup) = match load(&file, suite, hardware) {
         Ok(Some(d)) => (d, None),
@@ -239,4 +241,52 @@ pub fn record(
     write_atomic(&file, doc.to_text().as_bytes())
         .map_err(|e| format!("{}: {e}", file.display()))?;
     Ok(Written { file, backup })
+}
+
+/// How long a writer waits for another process's turn before it gives up (the turn itself is a
+/// read and an atomic write of a small file: milliseconds).
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// The lock file beside a standing file: `standing/H200.json.lock`.
+pub fn lock_path(file: &Path) -> PathBuf {
+    let name = file
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    file.with_file_name(format!("{name}.lock"))
+}
+
+/// Takes the standing file's lock (an exclusive advisory lock on its `.lock` file, released
+/// when the returned handle drops, also when the process dies): waits up to LOCK_WAIT for a
+/// writer in another process, then refuses, naming the lock file.
+fn lock(file: &Path) -> Result<std::fs::File, String> {
+    let path = lock_path(file);
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let start = std::time::Instant::now();
+    loop {
+        match f.try_lock() {
+            Ok(()) => return Ok(f),
+            Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(format!(
+                    "{}: another process has held the standing's lock for {} s; nothing was recorded",
+                    path.display(),
+                    LOCK_WAIT.as_secs()
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(format!("{}: cannot lock ({e})", path.display()));
+            }
+        }
+    }
 }

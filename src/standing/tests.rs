@@ -74,6 +74,67 @@ fn rms_record(source: &str) -> Update {
     }
 }
 
+/// A writer in another process holds the standing's lock (here this test, through its own
+/// handle on the lock file): a record waits for it instead of reading the file meanwhile, and
+/// lands once it is released.
+#[test]
+fn a_record_waits_for_another_writers_lock() {
+    let d = tempdir("lock");
+    let w = ws(&d);
+    let file = store::file_for(&w.dir, "H200");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let held = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(store::lock_path(&file))
+        .unwrap();
+    held.lock().unwrap();
+    let u = rms_record("// v3\n");
+    let t = {
+        let (w, u) = (w.clone(), u.clone());
+        std::thread::spawn(move || store::record(&w, "atrex-bench", "H200", &[u]))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        !t.is_finished(),
+        "recorded while another writer held the lock"
+    );
+    assert!(!file.exists());
+    held.unlock().unwrap();
+    let written = t.join().unwrap().unwrap();
+    assert_eq!(written.file, file);
+    let s = Store::load(&w, suite());
+    assert_eq!(s.own("H200").unwrap().operators["rms_norm"], u.record);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// A record of a quick measurement (an accepted revision's, before its full one ends) names the
+/// incumbent but its figure does not count: stale, `measured quick, not in full`.
+#[test]
+fn a_quick_record_is_stale_until_measured_in_full() {
+    let mut u = rms_record("// v3\n");
+    let op = OpPrint::of(suite(), suite().problem("rms_norm").unwrap());
+    let now = |src| stale::Now {
+        source: Ok(src),
+        op: Some(&op),
+        gpu: Some("NVIDIA H200"),
+        hardware: "H200",
+        sol_ms: None,
+    };
+    assert_eq!(stale::staleness(&u.record, &now("// v3\n")), vec![]);
+    u.record.measurement.mode = "quick".into();
+    let v = stale::staleness(&u.record, &now("// v3\n"));
+    assert_eq!(
+        v,
+        vec![Stale::NotFull {
+            mode: "quick".into()
+        }]
+    );
+    assert_eq!(v[0].label(), "measured quick, not in full");
+    assert_eq!(v[0].key(), "not_full");
+}
+
 #[test]
 fn a_record_round_trips_through_its_file() {
     let u = rms_record("// v3\n");
@@ -589,7 +650,11 @@ fn an_accepted_revision_is_recorded_by_the_headless_sink() {
         "// tuned\n",
     ));
     let shapes: Vec<(u32, f64)> = p.shapes.iter().map(|s| (s.id, 0.4)).collect();
-    for ev in measured("rms_norm", 1, 1, &shapes) {
+    // The agent accepts after a full measurement (a quick one only says it is promising).
+    for mut ev in measured("rms_norm", 1, 1, &shapes) {
+        if let SessionEvent::MeasureStart { mode, .. } = &mut ev {
+            *mode = "full".into();
+        }
         sink.record(ev);
     }
     assert!(
@@ -785,4 +850,96 @@ fn a_document_of_other_code_is_refused() {
     let same = doc(serde_json::json!({"source_sha256": crate::export::sha256(source)}));
     assert!(rec(&same, &none).is_ok());
     assert!(rec(&doc(serde_json::json!({})), &none).is_ok());
+}
+
+/// A resumed session's revision measured in an earlier run keeps that run's device and date in
+/// its record: accepted on an H200, a measurement made on an H100 is recorded as the H100's and
+/// judged stale here; one made in this run is stamped with this run's GPU.
+#[test]
+fn an_accepted_revision_keeps_the_device_it_was_measured_on() {
+    use crate::session::event::Record as Ev;
+    use crate::session::fixtures::{fixture_suite, measured, revision};
+    use crate::session::{Author, Model, SessionEvent};
+    let suite = fixture_suite();
+    let p = suite.problem("rms_norm").unwrap().clone();
+    let print = OpPrint::of(&suite, &p);
+    let run = |gpu: &str, hardware: &str, resumed| SessionEvent::RunStart {
+        tool_version: "0.0.9".into(),
+        resumed,
+        gpu: Some(gpu.into()),
+        driver: Some("12.8".into()),
+        nvrtc: Some("12.8".into()),
+        hardware: Some(hardware.into()),
+        suite: suite.name.clone(),
+        suite_version: suite.version.clone(),
+    };
+    let shapes: Vec<(u32, f64)> = p.shapes.iter().map(|s| (s.id, 0.4)).collect();
+    let mut events = vec![
+        run("NVIDIA H100 80GB HBM3", "H100", false),
+        revision("rms_norm", 1, Some(0), Author::Human, "edit", "// one\n"),
+    ];
+    events.extend(measured("rms_norm", 1, 1, &shapes));
+    events.push(run("NVIDIA H200", "H200", true));
+    events.push(revision(
+        "rms_norm",
+        2,
+        Some(0),
+        Author::Human,
+        "edit",
+        "// two\n",
+    ));
+    events.extend(measured("rms_norm", 2, 2, &shapes));
+    let mut m = Model::new(&suite);
+    // 2025-12-02 10:00:00 UTC for the first run's events, a day later for the second's.
+    let first_run_len = 2 + measured("rms_norm", 1, 1, &shapes).len();
+    for (i, ev) in events.into_iter().enumerate() {
+        let t = if i < first_run_len {
+            1_764_669_600.0
+        } else {
+            1_764_756_000.0
+        };
+        m.apply(&Ev {
+            v: 1,
+            seq: i as u64 + 1,
+            t,
+            event: ev,
+        });
+    }
+    let bench = accept::Bench {
+        gpu: "NVIDIA H200".into(),
+        driver: "13.0".into(),
+        nvrtc: Some("13.0".into()),
+        hardware: "H200".into(),
+    };
+    let old = accept::update_for_revision(&p, &print, &m, 1, "s.jsonl", &bench).unwrap();
+    assert_eq!(old.record.fingerprint.gpu, "NVIDIA H100 80GB HBM3");
+    assert_eq!(old.record.measurement.hardware, "H100");
+    assert!(
+        old.record.measurement.date.starts_with("2025-12-02"),
+        "{}",
+        old.record.measurement.date
+    );
+    let now = stale::Now {
+        source: Ok("// one\n"),
+        op: Some(&print),
+        gpu: Some("NVIDIA H200"),
+        hardware: "H200",
+        sol_ms: None,
+    };
+    let keys: Vec<&str> = stale::staleness(&old.record, &now)
+        .iter()
+        .map(|s| s.key())
+        .collect();
+    assert!(
+        keys.contains(&"gpu_differs") && keys.contains(&"hardware_differs"),
+        "{keys:?}"
+    );
+    let new = accept::update_for_revision(&p, &print, &m, 2, "s.jsonl", &bench).unwrap();
+    assert_eq!(new.record.fingerprint.gpu, "NVIDIA H200");
+    assert_eq!(new.record.measurement.hardware, "H200");
+    assert!(
+        new.record.measurement.date.starts_with("2025-12-03"),
+        "{}",
+        new.record.measurement.date
+    );
 }

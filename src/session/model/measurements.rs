@@ -16,12 +16,14 @@ impl Model {
         match ev {
             SessionEvent::MeasureStart { op, rev, mid, mode } => {
                 self.last_mid = self.last_mid.max(*mid);
+                let made = self.run.made_on(t);
                 match self.op_mut(op).rev_mut(*rev) {
                     Some(r) => {
                         r.measurement = Measurement {
                             status: MeasureStatus::Running,
                             mid: *mid,
                             mode: mode.clone(),
+                            made: Some(made),
                             ..Default::default()
                         };
                         self.log(
@@ -120,9 +122,18 @@ impl Model {
         message: &Option<String>,
     ) {
         let mut line = None;
+        let run = self.run.clone();
         match self.op_mut(op).rev_mut(rev) {
             Some(r) if r.measurement.mid == mid => {
                 r.measurement.status = MeasureStatus::Done(verdict.clone());
+                // The device was not known at the start (a worker that answered later in the
+                // same run): take it now.
+                if let Some(m) = r.measurement.made.as_mut()
+                    && m.gpu.is_none()
+                    && m.run == run.runs
+                {
+                    *m = run.made_on(m.t);
+                }
                 r.measurement.message = message.clone();
                 let v = r.verdict();
                 let lvl = if v.failed() {

@@ -50,6 +50,24 @@ pub struct Measurement {
     pub message: Option<String>,
     /// What the kernels printed, per shape (None: outside a shape), in arrival order.
     pub output: Vec<(Option<u32>, String)>,
+    /// Where and when it was made (None before its start event).
+    pub made: Option<MadeOn>,
+}
+
+/// Where and when a measurement was made: its run's device as the session knew it when the
+/// measurement started (or, where the device was not yet known then, when it ended), and the
+/// start's time. A resumed session's revision keeps what its own run measured it on.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MadeOn {
+    /// The run (1-based: the count of `run_start` events up to it).
+    pub run: usize,
+    /// Wall-clock time of the start, seconds since the Unix epoch.
+    pub t: f64,
+    pub gpu: Option<String>,
+    pub driver: Option<String>,
+    pub nvrtc: Option<String>,
+    pub hardware: Option<String>,
+    pub tool_version: Option<String>,
 }
 
 /// A revision's verdict as shown.
@@ -287,6 +305,21 @@ pub struct RunInfo {
     pub hardware: Option<String>,
     pub suite: Option<String>,
     pub runs: usize,
+}
+
+impl RunInfo {
+    /// A measurement started now in this run, at `t`.
+    pub fn made_on(&self, t: f64) -> MadeOn {
+        MadeOn {
+            run: self.runs,
+            t,
+            gpu: self.gpu.clone(),
+            driver: self.driver.clone(),
+            nvrtc: self.nvrtc.clone(),
+            hardware: self.hardware.clone(),
+            tool_version: self.tool_version.clone(),
+        }
+    }
 }
 
 /// One operator's agent, as its latest `agent_state` event left it.

@@ -37,7 +37,14 @@ fn accept_makes_the_incumbent_and_is_recorded() {
     assert_eq!(update.source, "// v3\nint x;\n");
     let e = s.standing.view.entry("rms_norm").unwrap();
     assert_eq!(e.layer, crate::standing::Layer::Workspace);
-    assert!(e.fresh(), "{:?}", e.stale);
+    // Quick, the record names the incumbent but its figure does not count until the full
+    // measurement replaces it (nor after the app closed first: U measures it then).
+    assert_eq!(
+        e.stale,
+        vec![crate::standing::Stale::NotFull {
+            mode: "quick".into()
+        }]
+    );
     assert_eq!(s.standing.run, Some((0, 1)));
     assert_eq!(
         s.journal[s.journal.len() - 2].event,
@@ -52,6 +59,68 @@ fn accept_makes_the_incumbent_and_is_recorded() {
     let sc = screen(&s, 200, 50);
     assert!(sc.contains("★ v3"), "{sc}");
     assert!(sc.contains("◔ standing 1/1"), "{sc}");
+}
+
+/// A revision a resumed session measured in an earlier run on another GPU keeps that GPU in
+/// its record (stale here) and is measured again in full; one measured in full on this GPU is
+/// recorded as it is.
+#[test]
+fn accept_keeps_the_gpu_a_revision_was_measured_on() {
+    let full = |events: Vec<SessionEvent>| -> Vec<SessionEvent> {
+        events
+            .into_iter()
+            .map(|mut e| {
+                if let SessionEvent::MeasureStart { mode, .. } = &mut e {
+                    *mode = "full".into();
+                }
+                e
+            })
+            .collect()
+    };
+    let earlier = SessionEvent::RunStart {
+        tool_version: "0.1.0".into(),
+        resumed: true,
+        gpu: Some("NVIDIA H100 80GB HBM3".into()),
+        driver: Some("12.8".into()),
+        nvrtc: Some("12.8".into()),
+        hardware: Some("H100".into()),
+        suite: "tui-fixture".into(),
+        suite_version: "1".into(),
+    };
+    for (other_gpu, events) in [
+        (true, [vec![earlier.clone()], full(tuner_v3())].concat()),
+        (false, full(tuner_v3())),
+    ] {
+        let mut s = fixture_state(events);
+        s.focus = PaneId::Revisions;
+        send(&mut s, vec![press(KeyCode::Char('G'))]);
+        let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
+        let Some(Effect::RecordStanding { update, .. }) = fx.first() else {
+            panic!("{fx:?}");
+        };
+        let again = fx.iter().any(|e| {
+            matches!(
+                e,
+                Effect::Measure {
+                    rev: 3,
+                    full: true,
+                    ..
+                }
+            )
+        });
+        let e = s.standing.view.entry("rms_norm").unwrap();
+        if other_gpu {
+            assert_eq!(update.record.fingerprint.gpu, "NVIDIA H100 80GB HBM3");
+            assert_eq!(update.record.measurement.hardware, "H100");
+            assert!(again, "{fx:?}");
+            let keys: Vec<&str> = e.stale.iter().map(|x| x.key()).collect();
+            assert!(keys.contains(&"gpu_differs"), "{keys:?}");
+        } else {
+            assert_eq!(update.record.fingerprint.gpu, "NVIDIA H200");
+            assert!(!again, "{fx:?}");
+            assert!(e.fresh(), "{:?}", e.stale);
+        }
+    }
 }
 
 #[test]

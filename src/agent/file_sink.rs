@@ -124,7 +124,10 @@ impl Sink for FileSink {
             self.errors.push(e);
         }
         if let (Some(rev), Some(k)) = (accepted, &self.keeper) {
-            let w = k.accept(&self.recording().model, rev);
+            // The record is taken under the session's lock and written after it is released:
+            // the write may wait for another process, and the other agents go on meanwhile.
+            let u = k.update(&self.recording().model, rev);
+            let w = u.and_then(|u| k.write(u));
             self.say(k.report(rev, &w));
             self.standing.push((rev, w.map(|w| w.file)));
         }

@@ -71,8 +71,8 @@ pub fn update_for_revision(
     })
 }
 
-/// Where a measurement was made, for its record: its own run's device and start time; what the
-/// run did not know (an older session's events) is taken from `bench` now.
+/// Where a measurement was made, for its record: its own run's device and start time; where the
+/// run did not know its GPU and profile (an older session's events), `bench` now.
 pub fn made_on(made: Option<&crate::session::model::MadeOn>, bench: &Bench) -> Context {
     let now = Context::now(
         &bench.gpu,
@@ -80,18 +80,19 @@ pub fn made_on(made: Option<&crate::session::model::MadeOn>, bench: &Bench) -> C
         bench.nvrtc.as_deref(),
         &bench.hardware,
     );
-    let Some(m) = made else {
-        return now;
-    };
-    let Some(gpu) = m.gpu.clone() else {
+    // A stamp names one machine: without its GPU and profile it is not used at all (rather
+    // than one machine's GPU with another's driver or profile).
+    let Some((m, gpu, hardware)) =
+        made.and_then(|m| Some((m, m.gpu.clone()?, m.hardware.clone()?)))
+    else {
         return now;
     };
     Context {
         gpu,
-        driver: m.driver.clone().unwrap_or(now.driver),
-        nvrtc: m.nvrtc.clone().or(now.nvrtc),
+        driver: m.driver.clone().unwrap_or_default(),
+        nvrtc: m.nvrtc.clone(),
         tool_version: m.tool_version.clone().unwrap_or(now.tool_version),
-        hardware: m.hardware.clone().unwrap_or(now.hardware),
+        hardware,
         date: if m.t > 0.0 {
             crate::engine::client::utc(m.t as i64)
         } else {
@@ -116,14 +117,24 @@ pub struct Keeper {
 impl Keeper {
     /// Records the accepted revision `rev` of the session's state.
     pub fn accept(&self, model: &Model, rev: u32) -> Result<Written, String> {
-        let u = update_for_revision(
+        self.write(self.update(model, rev)?)
+    }
+
+    /// The record of the accepted revision `rev` (taken while the session's state is at hand).
+    pub fn update(&self, model: &Model, rev: u32) -> Result<Update, String> {
+        update_for_revision(
             &self.problem,
             &self.print,
             model,
             rev,
             &self.session,
             &self.bench,
-        )?;
+        )
+    }
+
+    /// Writes a record (which may wait for another process's turn on the standing's lock: call
+    /// it without holding the session).
+    pub fn write(&self, u: Update) -> Result<Written, String> {
         store::record(&self.ws, &self.suite, &self.bench.hardware, &[u])
     }
 

@@ -80,45 +80,6 @@ pub(super) fn submit_measure(
     None
 }
 
-/// Writes a record to the workspace's standing (its kernel, then the file, atomically) and
-/// says so in the log.
-pub(super) fn record_standing(
-    state: &mut AppState,
-    ws: PathBuf,
-    suite: &str,
-    hardware: &str,
-    u: &crate::standing::Update,
-) -> Option<PathBuf> {
-    let ws = crate::suite::Workspace {
-        dir: ws,
-        reason: "the app's workspace",
-    };
-    match crate::standing::store::record(&ws, suite, hardware, std::slice::from_ref(u)) {
-        Ok(w) => {
-            if let Some((to, why)) = w.backup {
-                state.log(
-                    LogLevel::Warn,
-                    format!("standing: {why}; moved to {}", to.display()),
-                );
-            }
-            state.log(
-                LogLevel::Good,
-                format!(
-                    "standing: {} recorded (S_op {:.3}) in {}",
-                    u.op,
-                    u.record.measurement.s_op,
-                    w.file.display()
-                ),
-            );
-        }
-        Err(e) => state.log(
-            LogLevel::Error,
-            format!("standing: {} not recorded: {e}", u.op),
-        ),
-    }
-    None
-}
-
 /// Cancels a measurement job still running in the worker.
 pub(super) fn cancel(rtm: &mut Runtime, mid: u64) -> Option<PathBuf> {
     if let Some(id) = rtm.jobs.remove(&mid) {

@@ -7,6 +7,7 @@ mod effects;
 pub mod event;
 pub mod highlight;
 pub mod keymap;
+mod standing_writer;
 pub mod state;
 pub mod theme;
 pub mod update;
@@ -268,6 +269,8 @@ struct Runtime {
     writer: Option<SessionWriter>,
     /// How many of the state's journal records are in the file.
     written: usize,
+    /// The standing's records, written off the input loop in order.
+    standing: standing_writer::StandingWriter,
 }
 
 impl Runtime {
@@ -315,6 +318,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
         editor: settings.editor.clone(),
         writer,
         written: 0,
+        standing: Default::default(),
     };
     rtm.persist(&mut state);
     // None while the editor has the terminal.
@@ -329,6 +333,16 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
     )
     .await;
     ratatui::restore();
+    // Standing records still queued are written before the app ends; what went wrong with
+    // them is said on stderr, the screen being gone.
+    rtm.standing.finish();
+    while let Ok(ev) = rx.try_recv() {
+        if let AppEvent::Log(LogLevel::Error | LogLevel::Warn, line) = ev
+            && line.starts_with("standing: ")
+        {
+            eprintln!("atrex-tui: {line}");
+        }
+    }
     for mid in rtm.jobs.values() {
         rtm.pool.cancel(*mid);
     }
@@ -594,7 +608,10 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             suite,
             hardware,
             update,
-        } => effects::record_standing(state, ws, &suite, &hardware, &update),
+        } => {
+            rtm.standing.record(&rtm.tx, ws, &suite, &hardware, *update);
+            None
+        }
         Effect::Cancel { mid } => effects::cancel(rtm, mid),
         Effect::ExternalEdit {
             op: _,

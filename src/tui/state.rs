@@ -371,11 +371,30 @@ impl AppState {
         self.standing.view = self.standing.store.view(&key, gpu);
     }
 
+    /// Whether a measurement counts here: made on this GPU (when one is up) and hardware
+    /// profile, as far as the session knows where it was made.
+    pub fn measured_here(&self, m: &crate::session::model::Measurement) -> bool {
+        let Some(made) = &m.made else {
+            return true;
+        };
+        let gpu_ok = match (&self.worker, &made.gpu) {
+            (WorkerState::Ready { gpu, .. }, Some(g)) => g == gpu,
+            _ => true,
+        };
+        let hw_ok = match (&self.hw, &made.hardware) {
+            (Some(h), Some(k)) => &h.key == k,
+            _ => true,
+        };
+        gpu_ok && hw_ok
+    }
+
     /// An operator's S_op as counted: a measurement of the session's incumbent in this session
-    /// supersedes the standing's record.
+    /// supersedes the standing's record, unless it was made on another GPU or profile (an
+    /// earlier run of a resumed session).
     pub fn figure(&self, op: &str) -> Figure {
         if let Some(r) = self.model.ops.get(op).and_then(|o| o.incumbent_rev())
             && matches!(r.measurement.status, MeasureStatus::Done(_))
+            && self.measured_here(&r.measurement)
         {
             return Figure::Live(r.verdict().score().unwrap_or(0.0));
         }

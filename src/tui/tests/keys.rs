@@ -87,6 +87,20 @@ fn accept_keeps_the_gpu_a_revision_was_measured_on() {
         suite: "tui-fixture".into(),
         suite_version: "1".into(),
     };
+    // Accepted in the earlier run, v3's H100 figure does not count in this H200 run's header.
+    let accepted = SessionEvent::Decision {
+        op: "rms_norm".into(),
+        rev: 3,
+        decision: Decision::Accepted,
+        by: DecidedBy::Human,
+    };
+    let s = fixture_state([vec![earlier.clone()], full(tuner_v3()), vec![accepted]].concat());
+    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(3));
+    assert!(
+        !matches!(s.figure("rms_norm"), crate::tui::state::Figure::Live(_)),
+        "{:?}",
+        s.figure("rms_norm")
+    );
     for (other_gpu, events) in [
         (true, [vec![earlier.clone()], full(tuner_v3())].concat()),
         (false, full(tuner_v3())),

@@ -146,26 +146,18 @@ pub(crate) fn standing_job_done(state: &mut AppState, op: &str, rev: u32) -> Vec
 }
 
 /// An accepted revision becomes the operator's record; a measurement of it that does not count
-/// here — quick, or made on another GPU in an earlier run of a resumed session (the record says
-/// so and is stale) — is followed by a full one in the background, which replaces the record
-/// when it ends.
+/// here — quick, or made on another GPU or profile in an earlier run of a resumed session (the
+/// record says so and is stale: it names the new incumbent rather than leave the previous
+/// one's figure standing for it) — is followed by a full one in the background, which replaces
+/// the record when it ends.
 pub(crate) fn standing_after_accept(state: &mut AppState, op: &str, rev: u32) -> Vec<Effect> {
     let mut fx = record_revision(state, op, rev);
-    let gpu = bench(state).map(|b| b.gpu);
     let again = state
         .model
         .ops
         .get(op)
         .and_then(|o| o.rev(rev))
-        .is_some_and(|r| {
-            let elsewhere = r
-                .measurement
-                .made
-                .as_ref()
-                .and_then(|m| m.gpu.as_deref())
-                .is_some_and(|g| Some(g) != gpu.as_deref());
-            r.measurement.mode != "full" || elsewhere
-        });
+        .is_some_and(|r| r.measurement.mode != "full" || !state.measured_here(&r.measurement));
     if again && !fx.is_empty() && state.can_measure().is_ok() {
         fx.extend(remeasure(state, vec![op.to_string()]));
     }

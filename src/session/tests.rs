@@ -548,7 +548,7 @@ mod continuing {
         std::fs::write(&notes, "{\"title\": \"my notes\", \"items\": [1, 2, 3]}\n").unwrap();
         let binary = d.join("blob.bin");
         let bytes: Vec<u8> = (0..3_000_000u32)
-            .map(|i| (i * 2654435761u32 >> 24) as u8)
+            .map(|i| (i.wrapping_mul(2654435761u32) >> 24) as u8)
             .collect();
         std::fs::write(&binary, &bytes).unwrap();
         let empty = d.join("empty.jsonl");

@@ -112,7 +112,7 @@ pub fn nvrtc_status() -> Result<String, String> {
         .map(|p| p.display().to_string())
         .collect();
     Err(format!(
-        "not found: kernels cannot be compiled. Looked on the loader path (LD_LIBRARY_PATH, ldconfig), in {}, and in Python's nvidia-cuda-nvrtc wheels; install the CUDA toolkit or set CUDA_HOME",
+        "not found: kernels cannot be compiled. Looked on the loader path (LD_LIBRARY_PATH, ldconfig), in {}, and in NVIDIA's Python wheels (virtual environment, conda, user and system site); install the CUDA toolkit or set CUDA_HOME, or pip install nvidia-cuda-nvrtc nvidia-cuda-runtime",
         if roots.is_empty() {
             "CUDA_HOME, /usr/local/cuda*, /opt/cuda (none exist)".to_string()
         } else {

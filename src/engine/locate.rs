@@ -30,8 +30,61 @@ pub fn cuda_roots() -> Vec<PathBuf> {
         out.extend(versioned);
     }
     out.push(PathBuf::from("/opt/cuda"));
+    // After the toolkits: NVIDIA's Python wheels (`pip install nvidia-cuda-nvrtc
+    // nvidia-cuda-runtime`, and for --sass nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm), laid
+    // out as small toolkit roots (lib/, include/, bin/) in a virtual environment, conda, the
+    // user's site or the system's.
+    out.extend(wheel_roots(&python_lib_dirs()));
     out.retain(|p| p.is_dir());
     out.dedup();
+    out
+}
+
+/// Where Python keeps packages: `lib/` folders whose `python3*/site-packages` (or
+/// `dist-packages`) may hold NVIDIA's wheels.
+fn python_lib_dirs() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
+            v.push(PathBuf::from(p).join("lib"));
+        }
+    }
+    if let Some(h) = std::env::var_os("HOME").filter(|p| !p.is_empty()) {
+        v.push(PathBuf::from(h).join(".local/lib"));
+    }
+    v.push(PathBuf::from("/usr/local/lib"));
+    v.push(PathBuf::from("/usr/lib"));
+    v
+}
+
+/// The roots that NVIDIA's wheels make under these `lib/` folders: `nvidia/cu13` (CUDA 13's
+/// wheels share one tree), `nvidia/cuda_nvrtc` and `nvidia/cuda_runtime` (CUDA 12's, one
+/// package each: NVRTC's library in one, the headers in the other).
+pub fn wheel_roots(lib_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for base in lib_dirs {
+        let Ok(rd) = std::fs::read_dir(base) else {
+            continue;
+        };
+        let mut pythons: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("python3"))
+            .map(|e| e.path())
+            .collect();
+        // The newest Python first.
+        pythons.sort();
+        pythons.reverse();
+        for py in pythons {
+            for site in ["site-packages", "dist-packages"] {
+                for pkg in ["nvidia/cu13", "nvidia/cuda_nvrtc", "nvidia/cuda_runtime"] {
+                    let d = py.join(site).join(pkg);
+                    if d.is_dir() {
+                        out.push(d);
+                    }
+                }
+            }
+        }
+    }
     out
 }
 
@@ -48,25 +101,6 @@ pub fn library_dirs() -> Vec<PathBuf> {
             let d = root.join(sub);
             if has_lib(&d, "libnvrtc") {
                 out.push(d);
-            }
-        }
-    }
-    // Python wheels of NVRTC (nvidia-cuda-nvrtc) are a common place too.
-    for base in ["/usr/local/lib", "/usr/lib"] {
-        if let Ok(rd) = std::fs::read_dir(base) {
-            for e in rd.filter_map(|e| e.ok()) {
-                let n = e.file_name();
-                let n = n.to_string_lossy();
-                if n.starts_with("python3") {
-                    for site in ["dist-packages", "site-packages"] {
-                        for pkg in ["nvidia/cuda_nvrtc/lib", "nvidia/cu13/lib"] {
-                            let d = e.path().join(site).join(pkg);
-                            if has_lib(&d, "libnvrtc") {
-                                out.push(d);
-                            }
-                        }
-                    }
-                }
             }
         }
     }
@@ -176,4 +210,40 @@ pub fn worker_ld_library_path() -> String {
         }
     }
     parts.join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVIDIA's wheels are found in every Python of a `lib/` folder, newest first, in both
+    /// layouts (CUDA 13's one tree, CUDA 12's package per library); other packages are not.
+    #[test]
+    fn wheel_roots_are_found_in_both_layouts() {
+        let d = crate::testing::tempdir("wheels");
+        let lib = d.join("venv/lib");
+        for p in [
+            "python3.12/site-packages/nvidia/cu13/lib",
+            "python3.11/site-packages/nvidia/cuda_nvrtc/lib",
+            "python3.11/site-packages/nvidia/cuda_runtime/include",
+            "python3.11/site-packages/nvidia/cublas/lib",
+            "python2.7/site-packages/nvidia/cu13/lib",
+        ] {
+            std::fs::create_dir_all(lib.join(p)).unwrap();
+        }
+        let roots = wheel_roots(&[lib.clone(), d.join("absent")]);
+        let rel: Vec<String> = roots
+            .iter()
+            .map(|r| r.strip_prefix(&lib).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            rel,
+            [
+                "python3.12/site-packages/nvidia/cu13",
+                "python3.11/site-packages/nvidia/cuda_nvrtc",
+                "python3.11/site-packages/nvidia/cuda_runtime",
+            ]
+        );
+        std::fs::remove_dir_all(&d).ok();
+    }
 }

@@ -16,7 +16,7 @@ impl Compiler {
     pub fn new(arch: &str) -> GResult<Compiler> {
         let Some(nvrtc_version) = crate::engine::locate::nvrtc_version() else {
             return Err(gerr(
-                "libnvrtc not found: install the CUDA toolkit, or set CUDA_HOME to it",
+                "libnvrtc not found: install the CUDA toolkit (or set CUDA_HOME to it), or NVIDIA's Python wheels: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime",
             ));
         };
         Ok(Compiler {

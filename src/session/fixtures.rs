@@ -135,6 +135,19 @@ pub fn measured(op: &str, rev: u32, mid: u64, shapes: &[(u32, f64)]) -> Vec<Sess
     v
 }
 
+/// The same events with every measurement in full mode (5 seeds) instead of quick.
+pub fn in_full(events: Vec<SessionEvent>) -> Vec<SessionEvent> {
+    events
+        .into_iter()
+        .map(|mut e| {
+            if let SessionEvent::MeasureStart { mode, .. } = &mut e {
+                *mode = "full".into();
+            }
+            e
+        })
+        .collect()
+}
+
 /// Wraps events into records with increasing seq and fixed times.
 pub fn records(events: Vec<SessionEvent>) -> Vec<Record> {
     events

@@ -621,7 +621,7 @@ fn the_shipped_standing_gives_the_baselines_s_agg() {
 #[test]
 fn an_accepted_revision_is_recorded_by_the_headless_sink() {
     use crate::agent::driver::Sink;
-    use crate::session::fixtures::{fixture_suite, measured, revision};
+    use crate::session::fixtures::{fixture_suite, in_full, measured, revision};
     use crate::session::{Author, DecidedBy, Decision, Model, Recording, SessionEvent};
     let d = tempdir("keeper");
     let suite = fixture_suite();
@@ -651,10 +651,7 @@ fn an_accepted_revision_is_recorded_by_the_headless_sink() {
     ));
     let shapes: Vec<(u32, f64)> = p.shapes.iter().map(|s| (s.id, 0.4)).collect();
     // The agent accepts after a full measurement (a quick one only says it is promising).
-    for mut ev in measured("rms_norm", 1, 1, &shapes) {
-        if let SessionEvent::MeasureStart { mode, .. } = &mut ev {
-            *mode = "full".into();
-        }
+    for ev in in_full(measured("rms_norm", 1, 1, &shapes)) {
         sink.record(ev);
     }
     assert!(

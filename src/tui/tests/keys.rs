@@ -66,17 +66,7 @@ fn accept_makes_the_incumbent_and_is_recorded() {
 /// recorded as it is.
 #[test]
 fn accept_keeps_the_gpu_a_revision_was_measured_on() {
-    let full = |events: Vec<SessionEvent>| -> Vec<SessionEvent> {
-        events
-            .into_iter()
-            .map(|mut e| {
-                if let SessionEvent::MeasureStart { mode, .. } = &mut e {
-                    *mode = "full".into();
-                }
-                e
-            })
-            .collect()
-    };
+    let full = crate::session::fixtures::in_full;
     let earlier = SessionEvent::RunStart {
         tool_version: "0.1.0".into(),
         resumed: true,

@@ -92,13 +92,10 @@ fn print_progress(ev: &JobEvent) {
             done,
             total,
             ..
-        }) if stage != "done" => {
-            eprint!(
-                "\r{stage} shape {} ({}/{total})      ",
-                shape.map(|s| s.to_string()).unwrap_or_default(),
-                done + 1
-            );
-        }
+        }) if stage != "done" => match shape {
+            Some(s) => eprint!("\r{stage} shape {s} ({}/{total})      ", done + 1),
+            None => eprint!("\r{stage}…      "),
+        },
         JobEvent::Worker(Event::Output { shape, text, .. }) => {
             eprint!("\r{:60}\r", "");
             let origin = shape.map(|s| format!("shape {s}")).unwrap_or_default();

@@ -184,6 +184,39 @@ fn ptxas_note(l: &str) -> Option<&str> {
     }
 }
 
+/// How often a compiling worker says it is alive.
+pub(super) const COMPILE_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs `f` (an NVRTC compile: a large unrolled kernel, or a busy machine, can take longer than
+/// the client's watchdog allows between events) while a thread sends a `progress` event with
+/// stage `compile` and no shape every `every`, so a long compile is not taken for a hung kernel.
+/// The thread stops as soon as `f` returns; nothing is sent after that.
+pub(super) fn with_heartbeat<T>(
+    out: &Out,
+    id: u64,
+    every: std::time::Duration,
+    f: impl FnOnce() -> T,
+) -> T {
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(every)
+            {
+                out.send(&Event::Progress {
+                    id,
+                    stage: "compile".into(),
+                    shape: None,
+                    done: 0,
+                    total: 1,
+                });
+            }
+        });
+        let r = f();
+        drop(stop);
+        r
+    })
+}
+
 /// The plan of a source and the defines in use (the plan's own, overridden by the source's).
 pub(super) fn plan_and_defines(
     src: &Source,
@@ -248,8 +281,9 @@ pub(super) fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option
             return (v, Some(m));
         }
     };
-    let c = match compiler.compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
-    {
+    let c = match with_heartbeat(out, id, COMPILE_HEARTBEAT, || {
+        compiler.compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
+    }) {
         Ok(c) => c,
         Err(e) => return (Verdict::Error, Some(e.msg)),
     };
@@ -301,6 +335,56 @@ mod tests {
                 .unwrap();
             assert!(out.ok && !out.cubin.is_empty(), "{arch}: {}", out.log);
         }
+    }
+
+    /// A compile longer than the heartbeat's period is announced while it runs, and the
+    /// announcements stop when it returns.
+    #[test]
+    fn a_long_compile_sends_progress_until_it_returns() {
+        #[derive(Clone, Default)]
+        struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = Out::new(buf.clone());
+        let every = std::time::Duration::from_millis(40);
+        let r = with_heartbeat(&out, 9, every, || {
+            std::thread::sleep(std::time::Duration::from_millis(210));
+            7
+        });
+        assert_eq!(r, 7);
+        let lines = |b: &Buf| String::from_utf8(b.0.lock().unwrap().clone()).unwrap();
+        let sent = lines(&buf);
+        let n = sent.lines().count();
+        assert!(
+            (3..=6).contains(&n),
+            "{n} heartbeats in 210 ms every 40 ms: {sent}"
+        );
+        for l in sent.lines() {
+            match serde_json::from_str::<Event>(l).unwrap() {
+                Event::Progress {
+                    id, stage, shape, ..
+                } => assert_eq!((id, stage.as_str(), shape), (9, "compile", None)),
+                e => panic!("{e:?}"),
+            }
+        }
+        std::thread::sleep(every * 3);
+        assert_eq!(
+            lines(&buf).lines().count(),
+            n,
+            "a heartbeat after the compile"
+        );
+        // A quick compile sends nothing.
+        let quiet = Buf::default();
+        with_heartbeat(&Out::new(quiet.clone()), 1, every, || ());
+        assert_eq!(lines(&quiet), "");
     }
 
     #[test]

@@ -6,16 +6,16 @@ architectures = ["hopper", "ampere", "ada", "blackwell"]
 families = ["scan-conv"]
 bottlenecks = ["memory", "balanced"]
 category = "algorithm"
-expected_gain = "2.7x over the token recurrence on sequences of 128 tokens and more: 64-token chunks whose state passes are matrix products (Δ = U − W·S, O = Qg·S + Aqk·Δ, S ← e^G·S + K̃ᵀ·Δ on mma.sync TF32), after a launch that prepares every chunk in parallel"
-pitfalls = ["exp(G_i − G_j) only where i ≥ j: above the diagonal the difference is positive and can overflow, and inf · 0 is NaN", "padding tokens of the last chunk need β = 0, γ = 0 and zero-filled q, k and v (cp.async with source size 0), or a stale NaN reaches the state", "the state must stay fp32 across chunks: keep it in the accumulators of the update product and give the other products a TF32-rounded copy in shared memory", "the final state's error is the update product's rounding: K̃ = kfac·k rounded to TF32 times Δ rounded to TF32 put elements at 1.4e-5 against atol 1e-5 (they passed on rtol); raw bf16 k is exact in TF32, so kfac goes on Δ and only Δ is rounded (max 7e-6)", "the pool copy belongs where its latency hides: first in the prep it stalled every prep block (28 vs 37 µs on 512 tokens without it); in the scan, eight loads per thread before the stores, while chunk 0 arrives"]
+expected_gain = "3.1x over the token recurrence on sequences of 128 tokens and more: 64-token chunks whose state passes are matrix products (Δ = U − W·S, O = Qg·S + Aqk·Δ, S ← e^G·S + K̃ᵀ·Δ on mma.sync TF32), after a launch that prepares every chunk in parallel"
+pitfalls = ["exp(G_i − G_j) only where i ≥ j: above the diagonal the difference is positive and can overflow, and inf · 0 is NaN", "padding tokens of the last chunk need β = 0, γ = 0 and zero-filled q, k and v (cp.async with source size 0), or a stale NaN reaches the state", "the state must stay fp32 across chunks: keep it in the accumulators of the update product and give the other products a TF32-rounded copy in shared memory", "the final state's error is the update product's rounding: K̃ = kfac·k rounded to TF32 times Δ rounded to TF32 put elements at 1.4e-5 against atol 1e-5 (they passed on rtol); raw bf16 k is exact in TF32, so kfac goes on Δ and only Δ is rounded (max 6.2e-6)", "the pool copy belongs where its latency hides: first in the prep it stalled every prep block (28 vs 37 µs on 512 tokens without it); in the scan, eight loads per thread before the stores, while chunk 0 arrives"]
 [measured]
-s_op = 0.0563
+s_op = 0.0647
 baseline_s_op = 0.0154
 gpu = "NVIDIA H200"
 date = "2026-12-02"
 mode = "full"
 */
-// Measured (NVIDIA H200, 2026-12-02, `bench --full`, 17/17 shapes pass strict on 5 seeds, final_state max |err| 7.3e-6, out within one bf16 rounding): S_op 0.056 (0.0563) against the baseline's 0.0154 and the token recurrence's 0.0209 (tpl-gated-delta-rule-update-prefetch, which this template replaces and keeps as its path for T ≤ CMIN); 3.7x the baseline (docs/measurements/bench-best-gated_delta_rule_update.json). Per shape: 512 tokens 206 → 65 µs, 1033 tokens 404 → 129 µs, 8192 tokens 3.11 → 0.78 ms; T = 1 unchanged (the recurrence). Profile (shape 7, 8192 tokens, 32 heads): prep 355 µs (4096 blocks, SM 45 %, DRAM 26 %: 313 MB of W, U and Aqk written; top stall mio_throttle, the substitution's shared-memory reads of A), scan 437 µs = 3.4 µs per chunk (128 blocks of 8 warps, tensor pipe 24 %, stalls wait / long_scoreboard / mio_throttle: each chunk's products wait on the previous chunk's state). On 512 tokens the prep takes 28 µs and the scan 34 µs. Also measured (quick): SK 2 (two accumulator chains per product) +1 %; two columns of [W | U] per thread in the substitution, one read of A for both, 0.048 against 0.062 (254 registers, and NVRTC took 9.9 s); CMIN 0 (T = 1 through the chunks) 0.0396 / 0.0100 / 0.0204 against the recurrence's 0.137 / 0.039 / 0.076 on shapes 0, 8, 9. What is left: the prep's forward substitution (2016 FFMA per column of [W | U]) as a blocked inverse on the tensor cores, and more independent warps per SM in the scan.
+// Measured (NVIDIA H200, 2026-12-02, `bench --full`, 17/17 shapes pass strict on 5 seeds, final_state max |err| 6.2e-6, out within one bf16 rounding): S_op 0.065 (0.0647) against the baseline's 0.0154 and the token recurrence's 0.0209 (tpl-gated-delta-rule-update-prefetch, which this template replaces and keeps as its path for T ≤ CMIN); 4.2x the baseline (docs/measurements/bench-best-gated_delta_rule_update.json). Per shape: 128 tokens 60.6 → 29.4 µs, 512 tokens 206 → 58 µs, 1033 tokens 404 → 111 µs, 8192 tokens 3.11 → 0.65 ms; T = 1 unchanged (the recurrence). Profile (shape 7, 8192 tokens, 32 heads): prep 269 µs (4096 blocks, SM 43 %, DRAM 30 %: 246 MB of W, U and Aqk written, tensor pipe 15 %; top stall mio_throttle), scan 389 µs = 3.0 µs per chunk (128 blocks of 8 warps, tensor pipe 26 %, stalls wait / long_scoreboard: each chunk's products wait on the previous chunk's state). On 512 tokens the prep takes 24 µs and the scan 32 µs. Steps (8192 tokens, prep + scan under the profiler): the first version 528 + 585 µs; fragment-order W and Aqk with 8-byte fragment loads and the factors of q and k off the operands, 444 + 479; both products that read S in one phase, two barriers a chunk; v by cp.async and the pool copy moved to the scan, 355 + 437 (0.0563 in full); the substitution in 16-row blocks, the off-diagonal part on the tensor cores (2016 → 480 FMA per column), and W in bf16 (88 → 72 KB per chunk and block), 269 + 389 (0.0647). Skipping 32 of the 88 KB a chunk loads took 14 % off the scan: the loads are not its limit. Also measured (quick): SK 2 (two accumulator chains per product) +1 %; two columns of [W | U] per thread in the plain substitution, one read of A for both, 0.048 against 0.062 (254 registers, and NVRTC took 9.9 s); CMIN 0 (T = 1 through the chunks) 0.0396 / 0.0100 / 0.0204 against the recurrence's 0.137 / 0.039 / 0.076 on shapes 0, 8, 9. What is left: more independent warps per SM in the scan (a chunk is 3.0 µs against about 0.8 µs of tensor work), or the prep fused into it by warp specialisation.
 /* atrex:plan
 # T <= CMIN: the token recurrence (pool copy, then a block per head and value slice).
 [[launch]]
@@ -43,7 +43,7 @@ kernel = "gdr_chunk_prep"
 when = "T > CMIN"
 grid = ["B * Hv", "ceil(T / 64)"]
 block = [256]
-smem = "71680"
+smem = "87040"
 args = ["work", "A_log", "a", "dt_bias", "q", "k", "v", "b", "T:i32", "Hv:i32", "Hq:i32", "K:i32",
         "V:i32", "scale:f32", "softplus_beta:f32", "softplus_threshold:f32", "use_qk_l2norm:i32"]
 
@@ -52,7 +52,7 @@ kernel = "gdr_chunk_scan"
 when = "T > CMIN"
 grid = ["B * Hv", "V // 32"]
 block = [256]
-smem = "223264"
+smem = "190496"
 args = ["out", "final_state", "work", "q", "k", "initial_state", "initial_state_indices",
         "B:i32", "S:i32", "T:i32", "Hv:i32", "Hq:i32", "K:i32", "V:i32"]
 
@@ -331,8 +331,9 @@ extern "C" __global__ void __launch_bounds__(NT) gdr_update(
 //   S ← e^(G_last)·S + K̃ᵀ·Δ,  K̃_j = e^(G_last − G_j)·k̂_j.
 // Launch "prep" (a block per head and chunk, every chunk at once): W, U, Aqk and the per-token
 // factors into scratch. The dot products come from the raw bf16 q and k on the tensor cores
-// (exact in TF32, fp32 accumulation), scaled by the norms afterwards; (I + A) is solved by
-// forward substitution in fp32, one thread per column of [W | U]. Launch "scan" (a block per
+// (exact in TF32, fp32 accumulation), scaled by the norms afterwards; (I + A) is solved one
+// thread per column of [W | U], in blocks of 16 rows: the part below the diagonal blocks on the
+// tensor cores, each 16 × 16 diagonal block by substitution in fp32. Launch "scan" (a block per
 // head and 32 value columns): the chunks in order, three products per chunk on the tensor cores
 // (mma.sync m16n8k8 TF32, fp32 accumulation) with the state kept exactly in fp32 accumulators
 // across chunks; the next chunk's W, U, Aqk, q and k arrive by cp.async while this one runs.
@@ -352,9 +353,11 @@ extern "C" __global__ void __launch_bounds__(NT) gdr_update(
 #define HP 136                // bf16 pitch of 128-wide rows
 #define UP 36                 // fp32 pitch of the block's 32 columns of U
 #define SP 68                 // fp32 pitch of the prep's A (read as broadcast float4)
-// Scratch per (batch·head, chunk), in floats: W [CH][KD] and Aqk [CH][CH] (TF32-rounded, in
-// A-fragment order: 16 × 8 tiles, row tiles outer, each tile 32 threads × 4 values), U [CH][128]
-// (fp32, row-major), qfac [CH], kfac [CH], e^(G_last), 3 unused.
+#define XP 264                // fp32 pitch of the prep's solved rows (256 columns)
+// Scratch per (batch·head, chunk), in floats: W [CH][KD] (bf16, in the first half of its space)
+// and Aqk [CH][CH] (TF32-rounded), both in A-fragment order (16 × 8 tiles, row tiles outer, each
+// tile 32 threads × 4 values); U [CH][128] (fp32, row-major), qfac [CH], kfac [CH], e^(G_last),
+// 3 unused. W's precision barely reaches the result (Δ = U − W·S with W·S small beside U).
 #define W_OFF 0
 #define U_OFF (CH * KD)
 #define AQ_OFF (2 * CH * KD)
@@ -392,7 +395,11 @@ __device__ __forceinline__ void cp16(void* smem, const void* gmem, bool valid) {
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 __device__ __forceinline__ void cp_wait0() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
-#define PREP_SMEM (3 * CH * HP * 2 + CH * SP * 4 + 8 * CH * 4)
+// q, k, v (bf16), A, the per-token scalars; then the substitution's 48 solved rows and the
+// correction of one block, over q, k, v and beyond.
+#define PREP_RAW (3 * CH * HP * 2)
+#define PREP_X ((48 + 16) * XP * 4)
+#define PREP_SMEM ((PREP_X > PREP_RAW ? PREP_X : PREP_RAW) + CH * SP * 4 + 8 * CH * 4)
 
 extern "C" __global__ void __launch_bounds__(256) gdr_chunk_prep(
     float* __restrict__ work, const float* __restrict__ A_log, const __nv_bfloat16* __restrict__ a,
@@ -405,7 +412,8 @@ extern "C" __global__ void __launch_bounds__(256) gdr_chunk_prep(
     __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem4);  // [CH][HP] raw q
     __nv_bfloat16* ks = qs + CH * HP;                              // [CH][HP] raw k
     __nv_bfloat16* vs = ks + CH * HP;                              // [CH][HP] raw v of head m
-    float* As = reinterpret_cast<float*>(vs + CH * HP);            // [CH][SP] A (strictly lower)
+    float* As = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(smem4) +
+                                         (PREP_X > PREP_RAW ? PREP_X : PREP_RAW));  // [CH][SP] A
     float* gam = As + CH * SP;                                     // [CH] γ
     float* bet = gam + CH;                                         // [CH] β
     float* rnq = bet + CH;                                         // [CH] 1 / max(‖q‖, 1e-6)
@@ -535,8 +543,10 @@ extern "C" __global__ void __launch_bounds__(256) gdr_chunk_prep(
     }
     __syncthreads();
 
-    // (I + A)·X = R by forward substitution, one column of [W | U] per thread:
-    // R = β·e^G·k̂ for W (columns 0..127), β·v for U (128..255).
+    // (I + A)·X = R, one column of [W | U] per thread (R = β·e^G·k̂ for W, columns 0..127; β·v
+    // for U, 128..255), in blocks of 16 rows: block I first takes A[I][<I]·X[<I] off its rows on
+    // the tensor cores (each warp for its own 32 columns, TF32, through shared memory), then
+    // solves its 16 × 16 diagonal block by substitution in fp32 registers.
     float* dst = work + ((long long)blockIdx.x * NC + c) * PER;
     {
         const int col = tid;
@@ -548,24 +558,66 @@ extern "C" __global__ void __launch_bounds__(256) gdr_chunk_prep(
 #pragma unroll
             for (int i = 0; i < CH; ++i) x[i] = bet[i] * __bfloat162float(vs[i * HP + col - KD]);
         }
+        __syncthreads();  // q, k and v are read: their space holds X's first 48 rows now
+        float* Xs = reinterpret_cast<float*>(qs);  // [48][XP] solved rows, fp32
+        float* Cs = Xs + 48 * XP;                  // [16][XP] this block's correction
 #pragma unroll
-        for (int i = 1; i < CH; ++i) {
-            float s0 = x[i], s1 = 0.f;
+        for (int I = 0; I < CH / 16; ++I) {
+            if (I > 0) {
+                float cacc[4][4];
 #pragma unroll
-            for (int jq = 0; jq < (i + 3) / 4; ++jq) {
-                const float4 a4 = *reinterpret_cast<const float4*>(As + i * SP + 4 * jq);
-                s0 = fmaf(-a4.x, x[4 * jq], s0);
-                if (4 * jq + 1 < i) s1 = fmaf(-a4.y, x[4 * jq + 1], s1);
-                if (4 * jq + 2 < i) s0 = fmaf(-a4.z, x[4 * jq + 2], s0);
-                if (4 * jq + 3 < i) s1 = fmaf(-a4.w, x[4 * jq + 3], s1);
+                for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) cacc[nt][e] = 0.f;
+#pragma unroll
+                for (int s8 = 0; s8 < 2 * I; ++s8) {
+                    const float* ar = As + (16 * I + g8) * SP + 8 * s8 + t4;
+                    const unsigned a0 = tf32_bits(ar[0]), a1 = tf32_bits(ar[8 * SP]);
+                    const unsigned a2 = tf32_bits(ar[4]), a3 = tf32_bits(ar[8 * SP + 4]);
+#pragma unroll
+                    for (int nt = 0; nt < 4; ++nt) {
+                        const float* xb = Xs + (8 * s8 + t4) * XP + 32 * warp + 8 * nt + g8;
+                        mma_tf32(cacc[nt], a0, a1, a2, a3, tf32_bits(xb[0]), tf32_bits(xb[4 * XP]));
+                    }
+                }
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h)
+                        *reinterpret_cast<float2*>(Cs + (g8 + 8 * h) * XP + 32 * warp + 8 * nt + 2 * t4) =
+                            make_float2(cacc[nt][2 * h], cacc[nt][2 * h + 1]);
+                __syncwarp();
+#pragma unroll
+                for (int r = 0; r < 16; ++r) x[16 * I + r] -= Cs[r * XP + col];
+                __syncwarp();  // Cs is rewritten by the next block
             }
-            x[i] = s0 + s1;
+#pragma unroll
+            for (int r = 1; r < 16; ++r) {
+                const int i = 16 * I + r;
+                float s0 = x[i], s1 = 0.f;
+#pragma unroll
+                for (int jq = 0; jq < (r + 3) / 4; ++jq) {
+                    const float4 a4 = *reinterpret_cast<const float4*>(As + i * SP + 16 * I + 4 * jq);
+                    s0 = fmaf(-a4.x, x[16 * I + 4 * jq], s0);
+                    if (4 * jq + 1 < r) s1 = fmaf(-a4.y, x[16 * I + 4 * jq + 1], s1);
+                    if (4 * jq + 2 < r) s0 = fmaf(-a4.z, x[16 * I + 4 * jq + 2], s0);
+                    if (4 * jq + 3 < r) s1 = fmaf(-a4.w, x[16 * I + 4 * jq + 3], s1);
+                }
+                x[i] = s0 + s1;
+            }
+            if (I < CH / 16 - 1) {
+#pragma unroll
+                for (int r = 0; r < 16; ++r) Xs[(16 * I + r) * XP + col] = x[16 * I + r];
+                __syncwarp();  // the warp's mma reads its own columns only
+            }
         }
         if (col < KD) {
 #pragma unroll
-            for (int i = 0; i < CH; ++i)  // A-fragment order, as Aqk
-                dst[W_OFF + ((i >> 4) * (KD / 8) + (col >> 3)) * 128 + ((i & 7) * 4 + ((col & 7) >> 1)) * 4 +
-                    ((i >> 3) & 1) + 2 * (col & 1)] = tf32_round(x[i]);
+            for (int i = 0; i < CH; ++i)  // bf16, A-fragment order, as Aqk
+                reinterpret_cast<__nv_bfloat16*>(dst + W_OFF)[((i >> 4) * (KD / 8) + (col >> 3)) * 128 +
+                                                              ((i & 7) * 4 + ((col & 7) >> 1)) * 4 +
+                                                              ((i >> 3) & 1) + 2 * (col & 1)] =
+                    __float2bfloat16_rn(x[i]);
         } else {
 #pragma unroll
             for (int i = 0; i < CH; ++i) dst[U_OFF + i * 128 + (col - KD)] = x[i];
@@ -582,7 +634,7 @@ extern "C" __global__ void __launch_bounds__(256) gdr_chunk_prep(
 // Shared memory of the scan: two stages of a chunk's operands, then Sᵀ, Δᵀ and (kfac·Δ)ᵀ
 // (TF32-rounded).
 #define ST_W 0
-#define ST_AQ (ST_W + CH * KD * 4)
+#define ST_AQ (ST_W + CH * KD * 2)
 #define ST_U (ST_AQ + CH * CH * 4)
 #define ST_Q (ST_U + CH * UP * 4)
 #define ST_K (ST_Q + CH * HP * 2)
@@ -606,7 +658,7 @@ __device__ __forceinline__ void scan_load(unsigned char* stg, const float* __res
     __nv_bfloat16* ks = reinterpret_cast<__nv_bfloat16*>(stg + ST_K);
     float* F = reinterpret_cast<float*>(stg + ST_F);
 #pragma unroll
-    for (int u = 0; u < 8; ++u) cp16(W + (tid + 256 * u) * 4, src + W_OFF + (tid + 256 * u) * 4, true);
+    for (int u = 0; u < 4; ++u) cp16(W + (tid + 256 * u) * 4, src + W_OFF + (tid + 256 * u) * 4, true);
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
         const int i = tid + 256 * u, row = i >> 3, c4 = i & 7;
@@ -734,24 +786,24 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdr_chunk_scan(
             float acc2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
             float aq2[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #endif
-            const float* Wl = W + mt * (KD / 8) * 128 + lane * 4;
+            const __nv_bfloat16* Wl = reinterpret_cast<const __nv_bfloat16*>(W) + mt * (KD / 8) * 128 + lane * 4;
             const __nv_bfloat16* ql = qs + r0 * HP + 2 * t4;
             const float* Sl = ST + (16 * nh + g8) * FP + 2 * t4;
 #pragma unroll
             for (int s8 = 0; s8 < KD / 8; ++s8) {
-                const float4 wa = *reinterpret_cast<const float4*>(Wl + s8 * 128);
+                const uint2 wa = *reinterpret_cast<const uint2*>(Wl + s8 * 128);
                 const unsigned q0 = ld_u32(ql + 8 * s8), q1 = ld_u32(ql + 8 * HP + 8 * s8);
 #pragma unroll
                 for (int nt = 0; nt < 2; ++nt) {
                     const float2 sb = ld_f2(Sl + 8 * nt * FP + 8 * s8);
 #if SK == 2
                     if (s8 & 1) {
-                        mma_tf32(acc2[nt], U(wa.x), U(wa.y), U(wa.z), U(wa.w), U(sb.x), U(sb.y));
+                        mma_tf32(acc2[nt], bf_lo(wa.x), bf_hi(wa.x), bf_lo(wa.y), bf_hi(wa.y), U(sb.x), U(sb.y));
                         mma_tf32(aq2[nt], bf_lo(q0), bf_lo(q1), bf_hi(q0), bf_hi(q1), U(sb.x), U(sb.y));
                         continue;
                     }
 #endif
-                    mma_tf32(acc[nt], U(wa.x), U(wa.y), U(wa.z), U(wa.w), U(sb.x), U(sb.y));
+                    mma_tf32(acc[nt], bf_lo(wa.x), bf_hi(wa.x), bf_lo(wa.y), bf_hi(wa.y), U(sb.x), U(sb.y));
                     mma_tf32(aq[nt], bf_lo(q0), bf_lo(q1), bf_hi(q0), bf_hi(q1), U(sb.x), U(sb.y));
                 }
             }
@@ -849,5 +901,5 @@ extern "C" __global__ void __launch_bounds__(256, 1) gdr_chunk_scan(
 #undef U
 
 static_assert(PER == 20612, "the plan's scratch size per chunk");
-static_assert(PREP_SMEM == 71680, "the plan's smem of gdr_chunk_prep");
-static_assert(SCAN_SMEM == 223264, "the plan's smem of gdr_chunk_scan");
+static_assert(PREP_SMEM == 87040, "the plan's smem of gdr_chunk_prep");
+static_assert(SCAN_SMEM == 190496, "the plan's smem of gdr_chunk_scan");

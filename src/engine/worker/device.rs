@@ -255,9 +255,8 @@ impl Gpu {
         };
         let dopts = plan::define_options(&defines);
         let file = "candidate.cu";
-        let compiler = &self.compiler;
-        let c = super::compile::with_heartbeat(out, id, super::compile::COMPILE_HEARTBEAT, || {
-            compiler.compile_cubin(&src.code, file, &dopts)
+        let c = with_heartbeat(out, id, COMPILE_HEARTBEAT, || {
+            self.compiler.compile_cubin(&src.code, file, &dopts)
         })?;
         let diagnostics = parse_nvrtc_log(&c.log, file);
         if !c.ok {

@@ -9,10 +9,10 @@ category = "algorithm"
 expected_gain = "tensor cores through wgmma (both GEMMs), a TMA warp that keeps Q bands and K/V pages in flight while two consumer warpgroups compute (taking turns at the tensor cores for head sizes of 128 and more), a softmax with no per-element branches or range checks, and persistent blocks taking work items from a queue, heaviest first, so that causal bands of unequal length balance across the SMs"
 pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "V as the N-major B operand: LBO is the distance between 64-column chunks, SBO between 8-key groups", "a single bf16 P fails the strict tolerance on short causal rows: fp16 P (V converted to fp16 by the producer) keeps it with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f) so the compiler cannot move the reads", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional, and let masked tiles multiply P = 0", "exp2f() adds a range check and two multiplies per element, and a mask test inside the element loop adds a branch per element: mask in a pass of its own on edge tiles only, call ex2.approx.ftz, fold the 1/sqrt(D) scale into the exponent's FMA — the softmax was half the consumers' instructions", "in a ping-pong turn order, fence P and O (asm with +r/+f) before the turn barrier, or the compiler moves exponentials past it", "the next tile's S issued with this tile's P·V needs its K a turn earlier: release K and V stages separately and issue V one tile behind K", "pages past the sequence: read past the tensor's end (zeros) instead of block 0", "every consumer must arrive on a stage's empty barriers even for a tile it skips, after waiting for it, or phases drift", "a static stride over causal work items leaves SMs idle (a long sequence's bands cost from 1 to NX tiles): take items from an atomic queue in decreasing cost and hand each to the consumers with its Q buffer", "overlapping the next tile's softmax with this tile's P·V needs a second set of P fragments: copy it back through an opaque mov (asm), or the compiler coalesces the copy, the softmax writes registers a pending wgmma reads, and ptxas serialises the wgmma (C7513)", "build each wgmma descriptor once per operand and add the k step's offset to its low word: rebuilding it per wgmma costs about six uniform-datapath instructions (compile --sass counts them)", "setmaxnreg: what the producer's .dec gives back must cover what the consumers' .inc take within the block's launch allocation (384 threads x 168 = 64512: 128 x 56 + 256 x 224 fits, 128 x 64 + 256 x 224 does not), or .inc waits forever", "K/V tiles reused across the query heads of one KV head need those items on one block, one after the other: hand them out as one queue entry, but keep entries small against the work per SM and the last items single, or the SMs unbalance"]
 [measured]
-s_op = 0.4417
+s_op = 0.4463
 baseline_s_op = 0.091
 gpu = "NVIDIA H200"
-date = "2026-12-01"
+date = "2026-12-02"
 mode = "full"
 */
 /* atrex:plan
@@ -98,14 +98,50 @@ strides = ["D * 2", "Hq * D * 2"]
 box = ["16", "1", "64"]
 swizzle = "32B"
 
+# VPRE on sequences of more than 32 128-row bands (4096 tokens): V converted to fp16 once, by a first launch,
+# into scratch (v16, the cache pool's layout), and the main kernel's V tiles come from there,
+# instead of every work item converting its tiles again in shared memory. Elsewhere v16 is a
+# token buffer that nothing reads.
+[[tensor_map]]
+name = "tm_w128"
+tensor = "v16"
+dtype = "fp16"
+dims = ["D", "Hk", "if(if(VPRE == 1, if(ceil(max(seq_lens) / 128) > 32, 1, 0), 0) == 1, NB * bs, 16)"]
+strides = ["D * 2", "Hk * D * 2"]
+box = ["64", "1", "16"]
+swizzle = "128B"
+l2_promotion = "256B"
+
+[[tensor_map]]
+name = "tm_w32"
+tensor = "v16"
+dtype = "fp16"
+dims = ["D", "Hk", "if(if(VPRE == 1, if(ceil(max(seq_lens) / 128) > 32, 1, 0), 0) == 1, NB * bs, 16)"]
+strides = ["D * 2", "Hk * D * 2"]
+box = ["16", "1", "16"]
+swizzle = "32B"
+l2_promotion = "256B"
+
+[[scratch]]
+name = "v16"
+dtype = "fp16"
+size = "if(if(VPRE == 1, if(ceil(max(seq_lens) / 128) > 32, 1, 0), 0) == 1, NB * bs, 16) * Hk * D"
+
+[[launch]]
+kernel = "v_to_fp16"
+when = "if(VPRE == 1, if(ceil(max(seq_lens) / 128) > 32, 1, 0), 0)"
+grid = ["min(1056, ceil(NB * bs * Hk * D / 2048))"]
+block = ["256"]
+args = ["v_cache", "v16", "NB * bs * Hk * D / 8:i64"]
+
 [[launch]]
 kernel = "unified_attention_wgmma"
 grid = ["min(132, ceil(max(seq_lens) / 128) * Hq * n)"]  # persistent: one block per SM (132 on the H200)
 block = ["384"]
 smem = "1280 + if(D > 128, 1, 3) * 256 * (16 * ceil(D / 16)) + 4 * STAGES * if(D > 128, 64, 128) * (16 * ceil(D / 16))"
 args = ["out", "tm_q128", "tm_k128", "tm_v128", "tm_q32", "tm_k32", "tm_v32", "tm_o128", "tm_o32",
-        "cu_seqlens_q", "seqused_k", "block_table", "Hq:i32", "Hk:i32", "D:i32", "bs:i32",
-        "MB:i32", "NB:i32", "ceil(max(seq_lens) / 128):i32", "n:i32", "next_item"]
+        "tm_w128", "tm_w32", "cu_seqlens_q", "seqused_k", "block_table", "Hq:i32", "Hk:i32", "D:i32", "bs:i32",
+        "MB:i32", "NB:i32", "ceil(max(seq_lens) / 128):i32", "n:i32", "next_item", "if(VPRE == 1, if(ceil(max(seq_lens) / 128) > 32, 1, 0), 0):i32"]
 
 [[scratch]]
 name = "next_item"   # the work queue: blocks take items in order (heaviest first) as they free up
@@ -118,6 +154,7 @@ STAGES = [2]
 PINGPONG = [1, 0]
 OVL = [1, 0]
 QG = [2, 4, 0]       # grouped queue entries per block at least (0: group all query heads of a KV head)
+VPRE = [1, 0]        # V converted to fp16 by a first launch on sequences of more than 32 bands
 */
 // unified_attention on Hopper: FlashAttention-3-style warp specialisation over the paged KV cache.
 //
@@ -161,8 +198,8 @@ QG = [2, 4, 0]       # grouped queue entries per block at least (0: group all qu
 // (tokens per page) must be 16. The grid is min(132, work items): 132 SMs on the H200 and H100
 // SXM; on another GPU the kernel stays correct, with more or fewer items per block.
 //
-// Measured (NVIDIA H200, 2026-12-01, `bench --full`, 25/25 shapes pass strict on 5 seeds):
-// S_op 0.442 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
+// Measured (NVIDIA H200, 2026-12-02, `measure --full` v7, 25/25 shapes pass strict on 5 seeds):
+// S_op 0.446 against the baseline's 0.091 (docs/measurements/bench-best-unified_attention.json;
 // the path from the baseline: sessions/unified-attention-wgmma.jsonl). Steps, quick mode unless
 // marked full: the work queue 0.273 (full); the TMA warp decoupled from the V conversion and
 // taking items ahead, long shapes +10-20 % (shape 20 0.352 → 0.399); this tile's P·V issued with
@@ -200,6 +237,15 @@ QG = [2, 4, 0]       # grouped queue entries per block at least (0: group all qu
 // 9 0.593, 12 0.572, 11 0.616). Profile of shape 0 (`profile --source`): tensor pipe 45 %,
 // DRAM 36 %, the consumers waiting for their wgmma (5.9 % of samples) and for the next Q
 // band (3.9 %); latency-bound, one block of 384 threads per SM.
+// Then (2026-12-02, full, v7): V converted to fp16 once by a first launch (VPRE) on sequences
+// of more than 32 bands, instead of in shared memory by every item that reads the tile: shape 20
+// 0.541 -> 0.564, 24 0.479 -> 0.511, 22 0.354 -> 0.368, 6 0.390 -> 0.400; S_op **0.446**. On
+// shorter sequences the extra launch costs more than it saves (quick, VPRE for more than two
+// bands: 4 0.301 -> 0.267, 21 0.421 -> 0.407, 7 0.194 -> 0.175). Measured and not kept (quick):
+// the epilogue through stmatrix (a quarter of the shared-memory stores) and, on top, the staging
+// deferred into the next item's first turn under its GEMMs: flat (shape 0 0.443 / 0.444 against
+// 0.446); L2 promotion on the Q maps: flat. Profile of shape 0: 6 % of the samples are the
+// consumers' first waits for Q and K (cold start), the epilogue is not on the critical path.
 // Limiter (profiles, ncu stall sampling per instruction, `profile --source`): on shape 12
 // (1882 batched sequences; T_SOL is the memory time of 4.9 GB of Q and O) the cost was per item —
 // the diagonal tile's softmax (40 % of the consumers' samples before the mask fix), the
@@ -406,7 +452,7 @@ __device__ __forceinline__ void attention_body(
     const TensorMap* tm_v_tail, const TensorMap* tm_o, const TensorMap* tm_o_tail,
     const int* __restrict__ cu_seqlens_q, const int* __restrict__ kv_info,
     const int* __restrict__ block_table, int Hq, int Hk, int D, int MB, int NB, int NX, int nseq,
-    int* __restrict__ next_item, int G) {
+    int* __restrict__ next_item, int G, int vpre) {
     constexpr int DP = DM + DT;          // padded head size
     constexpr int NCM = DM / 64;         // 128-byte-swizzled chunks
     constexpr int NCP = NCM + (DT ? 1 : 0);  // copies per box row (chunks + tail)
@@ -645,9 +691,10 @@ __device__ __forceinline__ void attention_body(
                 mbar_arrive(v_load(s));
             }
         } else {
-            // V to fp16 in place (warps 1-3), then visible to the tensor cores.
+            // V to fp16 in place (warps 1-3), then visible to the tensor cores; nothing to do
+            // when the first launch has converted it (the consumers wait for the copy itself).
             const int ct = pt - 32;
-            for (int T = 0;; ++T) {
+            for (int T = 0; !vpre; ++T) {
                 const int s = T % STAGES;
                 mbar_wait(v_load(s), (T / STAGES) & 1);
                 if (T >= *reinterpret_cast<volatile int*>(&s_stop)) break;
@@ -891,7 +938,7 @@ __device__ __forceinline__ void attention_body(
         }
         for (int j = 0; j + 1 < it.ntiles; ++j, ++T) {
             const int s = T % STAGES, s1 = (T + 1) % STAGES;
-            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            mbar_wait(vpre ? v_load(s) : v_ready(s), (T / STAGES) & 1);
             turn_begin();
             mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
             issue_qk(sc, s1, sQb);
@@ -925,7 +972,7 @@ __device__ __forceinline__ void attention_body(
             u32 pf[BN / 16][4];
             float a_, b_;
             softmax_to_p(j, pf, true, a_, b_);
-            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            mbar_wait(vpre ? v_load(s) : v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);
             mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
@@ -948,7 +995,7 @@ __device__ __forceinline__ void attention_body(
             float a_, b_;
             softmax_to_p(it.ntiles - 1, pf, true, a_, b_);
 #endif
-            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            mbar_wait(vpre ? v_load(s) : v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);
             mbar_wait(q_full(nqb), ((I + 1) / QB) & 1);
@@ -1044,19 +1091,40 @@ __device__ __forceinline__ void attention_body(
     }
 }
 
+// The first launch (VPRE): the V cache pool from bf16 to fp16, 8 elements per thread and step,
+// rounded exactly as the in-place conversion rounds (exact for |v| in [6e-5, 65504]).
+extern "C" __global__ void __launch_bounds__(256) v_to_fp16(const uint4* __restrict__ v,
+                                                            uint4* __restrict__ w, long long n8) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n8;
+         i += (long long)gridDim.x * blockDim.x) {
+        uint4 x = __ldg(v + i);
+        u32* e = reinterpret_cast<u32*>(&x);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&e[k]));
+            e[k] = pack_half2(f.x, f.y);
+        }
+        w[i] = x;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1) unified_attention_wgmma(
     __nv_bfloat16* __restrict__ out, const __grid_constant__ TensorMap tm_q128,
     const __grid_constant__ TensorMap tm_k128, const __grid_constant__ TensorMap tm_v128,
     const __grid_constant__ TensorMap tm_q32, const __grid_constant__ TensorMap tm_k32,
     const __grid_constant__ TensorMap tm_v32, const __grid_constant__ TensorMap tm_o128,
-    const __grid_constant__ TensorMap tm_o32, const int* __restrict__ cu_seqlens_q,
+    const __grid_constant__ TensorMap tm_o32, const __grid_constant__ TensorMap tm_w128,
+    const __grid_constant__ TensorMap tm_w32, const int* __restrict__ cu_seqlens_q,
     const int* __restrict__ seqused_k, const int* __restrict__ block_table, int Hq, int Hk, int D,
-    int bs, int MB, int NB, int NX, int nseq, int* __restrict__ next_item) {
+    int bs, int MB, int NB, int NX, int nseq, int* __restrict__ next_item, int vpre) {
+    // V's tiles: fp16 from the first launch's copy, or bf16 from the cache (converted per tile).
+    const TensorMap* tv128 = vpre ? &tm_w128 : &tm_v128;
+    const TensorMap* tv32 = vpre ? &tm_w32 : &tm_v32;
     if (bs != 16) __trap();  // one TMA box is one 16-token page
     if (D % 8 != 0) __trap();  // the epilogue writes whole groups of 8 columns
     switch ((D + 15) / 16 * 16) {
-        case 64: attention_body<64, 0, 128, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
-        case 80: attention_body<64, 16, 128, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
+        case 64: attention_body<64, 0, 128, true, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1, vpre); break;
+        case 80: attention_body<64, 16, 128, true, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1, vpre); break;
         case 128:
             // Batched short sequences (every item within the two K/V stages) with GQA: grouped
             // queue entries, G = the largest divisor of the GQA ratio leaving at least QG
@@ -1067,13 +1135,13 @@ extern "C" __global__ void __launch_bounds__(384, 1) unified_attention_wgmma(
                 for (int d = Hq / Hk; d >= 2 && G == 1 && rest > 0; --d)
                     if ((Hq / Hk) % d == 0 && rest / d >= QG * (int)gridDim.x) G = d;
                 if (G > 1) {
-                    attention_body<128, 0, 128, true, true>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, G);
+                    attention_body<128, 0, 128, true, true>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, G, vpre);
                     break;
                 }
             }
-            attention_body<128, 0, 128, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
-        case 192: attention_body<192, 0, 64, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
-        case 256: attention_body<256, 0, 64, true, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1); break;
+            attention_body<128, 0, 128, true, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1, vpre); break;
+        case 192: attention_body<192, 0, 64, true, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1, vpre); break;
+        case 256: attention_body<256, 0, 64, true, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, seqused_k, block_table, Hq, Hk, D, MB, NB, NX, nseq, next_item, 1, vpre); break;
         default: __trap();  // head sizes of the suite: 64, 72, 80, 128, 192, 256
     }
 }

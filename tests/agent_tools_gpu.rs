@@ -147,7 +147,11 @@ fn one_iteration_with_tools_compiles_runs_profiles_and_proposes_on_rms_norm() {
     eprintln!("{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     // With --json the stop reason is in the document on stdout, not on stderr.
-    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}\nstdout: {stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr: {stderr}\nstdout: {stdout}"
+    );
     let d: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(d["tools"], true, "{d}");
     assert_eq!(d["stop_reason"], "max iterations (1) reached", "{d}");

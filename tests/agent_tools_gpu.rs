@@ -99,9 +99,11 @@ fn serve(replies: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn one_iteration_with_tools_compiles_runs_profiles_and_proposes_on_rms_norm() {
+    // The agent starts from the standing's incumbent (the shipped best kernel,
+    // rms_norm_warp_per_row.cu): the candidate must differ from it, or `propose` is answered
+    // "no change" and the model is asked for a fifth reply the script does not have.
     let candidate =
-        std::fs::read_to_string(root().join("knowledge/templates/rms_norm_warp_per_row.cu"))
-            .unwrap();
+        std::fs::read_to_string(root().join("knowledge/templates/rms_norm_regcache.cu")).unwrap();
     let script = vec![
         tool_reply(1, "compile", &json!({"source": candidate})),
         tool_reply(
@@ -114,7 +116,7 @@ fn one_iteration_with_tools_compiles_runs_profiles_and_proposes_on_rms_norm() {
             4,
             "propose",
             &json!({
-                "hypothesis": "one warp per row keeps every lane busy on these short rows",
+                "hypothesis": "the row cached in registers is read from memory once",
                 "category": "template",
                 "source": candidate,
             }),
@@ -200,6 +202,15 @@ fn one_iteration_with_tools_compiles_runs_profiles_and_proposes_on_rms_norm() {
         eprintln!("NOTE: the profile tool could not profile here: {r}");
     }
     assert_eq!(calls[3]["ok"], true);
+    let rev0 = events
+        .iter()
+        .find(|e| e["kind"] == "revision" && e["rev"] == 0)
+        .expect("the starting revision");
+    assert_ne!(
+        rev0["source"].as_str().unwrap().trim(),
+        candidate.trim(),
+        "the scripted candidate is the incumbent the agent started from"
+    );
     let rev = events
         .iter()
         .find(|e| e["kind"] == "revision" && e["rev"] == 1)

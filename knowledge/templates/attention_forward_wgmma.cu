@@ -9,10 +9,10 @@ category = "algorithm"
 expected_gain = "tensor cores through wgmma (both GEMMs) with a TMA warp keeping Q bands and K/V tiles in flight while two consumer warpgroups compute, each turn issuing this tile's P·V with the next tile's Q·Kᵀ, O written back by TMA stores, persistent blocks taking (sequence, head, band) items from a queue"
 pitfalls = ["wgmma descriptors must match the tensor map's swizzle (128-byte: SBO 1024; 32-byte: SBO 256) and tiles must start 1024-byte aligned", "head size 72: a 64-column 128-byte-swizzled part and a 16-column 32-byte-swizzled tail (padding to 128 would waste 44 % of the work; a 32-byte swizzle throughout halves wgmma's shared-memory rate)", "a single bf16 P loses ~8 bits of each probability: fp16 P (V converted to fp16 by the producer) keeps the strict tolerance with one P·V", "read accumulators only after wgmma.wait_group and fence them (an empty asm with +f)", "a wgmma inside a branch is serialised by ptxas (C7518/C7520): peel the first and last tiles so every wgmma in the loop is unconditional", "keys past a sequence belong to the next one in the packed layout: mask them on the last tile (a compare and select per score)"]
 [measured]
-s_op = 0.3318
+s_op = 0.3979
 baseline_s_op = 0.124
 gpu = "NVIDIA H200"
-date = "2026-12-01"
+date = "2026-12-02"
 mode = "full"
 */
 /* atrex:plan
@@ -98,14 +98,50 @@ strides = ["D * 2", "H * D * 2"]
 box = ["16", "1", "64"]
 swizzle = "32B"
 
+# VPRE on sequences of more than VBANDS 128-row bands: V converted to fp16 once, by a first
+# launch, into scratch (v16, V's layout), and the main kernel's V tiles come from there instead
+# of every band converting all of its head's tiles again in shared memory. Elsewhere v16 is a
+# 128-row buffer that nothing reads.
+[[tensor_map]]
+name = "tm_w128"
+tensor = "v16"
+dtype = "fp16"
+dims = ["D", "H", "if(if(VPRE == 1, if(ceil(max(seq_lens) / 128) > VBANDS, 1, 0), 0) == 1, T, 128)"]
+strides = ["D * 2", "H * D * 2"]
+box = ["64", "1", "128"]
+swizzle = "128B"
+l2_promotion = "256B"
+
+[[tensor_map]]
+name = "tm_w32"
+tensor = "v16"
+dtype = "fp16"
+dims = ["D", "H", "if(if(VPRE == 1, if(ceil(max(seq_lens) / 128) > VBANDS, 1, 0), 0) == 1, T, 128)"]
+strides = ["D * 2", "H * D * 2"]
+box = ["16", "1", "128"]
+swizzle = "32B"
+l2_promotion = "256B"
+
+[[scratch]]
+name = "v16"
+dtype = "fp16"
+size = "if(if(VPRE == 1, if(ceil(max(seq_lens) / 128) > VBANDS, 1, 0), 0) == 1, T, 128) * H * D"
+
+[[launch]]
+kernel = "v_to_fp16"
+when = "if(VPRE == 1, if(ceil(max(seq_lens) / 128) > VBANDS, 1, 0), 0)"
+grid = ["min(1056, ceil(T * H * D / 2048))"]
+block = ["256"]
+args = ["v", "v16", "T * H * D / 8:i64"]
+
 [[launch]]
 kernel = "attention_forward_wgmma"
 grid = ["min(132, ceil(max(seq_lens) / 128) * H * n)"]  # persistent: one block per SM (132 on the H200)
 block = ["384"]
 smem = "1280 + 3 * 256 * (16 * ceil(D / 16)) + 4 * STAGES * 128 * (16 * ceil(D / 16))"
 args = ["out", "tm_q128", "tm_k128", "tm_v128", "tm_q32", "tm_k32", "tm_v32", "tm_o128", "tm_o32",
-        "cu_seqlens_q", "cu_seqlens_k", "H:i32", "D:i32", "ceil(max(seq_lens) / 128):i32", "n:i32",
-        "next_item"]
+        "tm_w128", "tm_w32", "cu_seqlens_q", "cu_seqlens_k", "H:i32", "D:i32",
+        "ceil(max(seq_lens) / 128):i32", "n:i32", "next_item", "if(VPRE == 1, if(ceil(max(seq_lens) / 128) > VBANDS, 1, 0), 0):i32"]
 
 [[scratch]]
 name = "next_item"   # the work queue: blocks take items in order as they free up
@@ -115,8 +151,11 @@ zero = true
 
 [tune]
 STAGES = [2]
-PINGPONG = [1, 0]
+PINGPONG = [2, 1, 0]  # the consumers take turns at the tensor cores: 2 at every head size, 1 from 128
 OVL = [1, 0]
+VPRE = [1, 0]        # V converted to fp16 by a first launch on sequences of more than VBANDS bands
+VBANDS = [8, 0, 16, 32]
+HMAJOR = [1, 0]      # work items head by head (1) or band by band across the heads (0)
 */
 // attention_forward on Hopper: FlashAttention-3-style warp specialisation over packed varlen
 // sequences, no mask (bidirectional attention). The kernel body is tpl-unified-attention-wgmma's
@@ -141,8 +180,8 @@ OVL = [1, 0]
 // warpgroup's 64 rows all belong to the sequence (4-byte stores otherwise). fp16 P keeps the
 // strict tolerance with one P·V; V in fp16 is exact for |v| in [6e-5, 65504] (N(0,1) here).
 //
-// Measured (NVIDIA H200, 2026-12-01, `bench --full`, 21/21 shapes pass strict on 5 seeds):
-// S_op 0.332 against the baseline's 0.124 (docs/measurements/bench-best-attention_forward.json;
+// Measured (NVIDIA H200, 2026-12-02, `measure --full` v4, 21/21 shapes pass strict on 5 seeds):
+// S_op 0.398 against the baseline's 0.124 (docs/measurements/bench-best-attention_forward.json;
 // sessions/attention-forward-wgmma.jsonl). The previous template (one block per band, no merged
 // turn, 4-byte stores of O, the same lean softmax) measured 0.245 full; this kernel on ten
 // shapes in quick mode 0.332 against its 0.244 (head size 72: shape 3 0.235 → 0.324, 18 0.269 →
@@ -153,7 +192,24 @@ OVL = [1, 0]
 // tokens, 0.287 → 0.342; 7 0.307 → 0.339), the 4k-25k-token ones lost 1-6 % (18 0.387 → 0.363,
 // 4 0.372 → 0.347); S_op rose because the median shapes are the long ones. OVL = 0 is the
 // previous order.
-// Profile of the largest shape (10, head size 128): tensor pipe 60 %, the consumers' top wait
+// Then (2026-12-02, v4, full 0.332 → 0.398, every shape but the launch-bound ones +8-25 %):
+// (1) VPRE: V converted to fp16 once by a first launch (v_to_fp16, into scratch v16) on
+// sequences of more than VBANDS = 8 bands, instead of by the producer's warps in shared memory
+// for every band — here every band reads all of its head's V tiles, so each tile was converted
+// NX times; quick, with VPRE everywhere: shape 5 0.353 → 0.415, 16 0.338 → 0.382, but shape 0
+// (6 bands) 0.120 → 0.108 (the extra launch), hence the threshold. (2) The consumers' turn order
+// at every head size (PINGPONG = 2; it had measured slower at 72/80 in unified_attention and
+// still does there: shape 5 0.352 → 0.335): with VPRE, quick 0.335 → 0.391 (shape 6 0.349 →
+// 0.430, 18 0.363 → 0.445). (3) HMAJOR: work items head by head instead of band by band across
+// the heads. The profile of shape 5 (17296 tokens, 16 heads) showed 6.2 GB read from DRAM for
+// 80 MB of K and V (L2 hit 74 %): 132 blocks on 8 bands of every head stream all 16 heads' K/V
+// (80 MB, more than L2) at once; head by head they share one head's 5 MB. Quick 0.391 → 0.397:
+// head size 128 0.55 → 0.63 (shapes 9, 10), the 50k-65k-token shapes 0.391 → 0.415. The same
+// order for unified_attention's long causal sequences (chunks of 32-128 bands head by head)
+// measured flat (±1 %): its causal bands read only a prefix of K/V.
+// Profile of shape 5 with VPRE (before HMAJOR): tensor pipe 53 %, memory 78 % (L2),
+// memory-bound by the redundant K/V traffic HMAJOR removes. Earlier profile of the largest
+// shape (10, head size 128): tensor pipe 60 %, the consumers' top wait
 // their own wgmma (WARPGROUP.DEPBAR), latency-bound. Measured and not kept: part of the
 // exponentials on the FMA pipe (a degree-3 polynomial for 2^x on one or two of every eight
 // column groups at head size 72): ptxas serialised the wgmma for want of registers (C7511),
@@ -171,8 +227,11 @@ typedef unsigned long long u64;
 #ifndef STAGES
 #define STAGES 2
 #endif
+#ifndef HMAJOR
+#define HMAJOR 1
+#endif
 #ifndef PINGPONG
-#define PINGPONG 1
+#define PINGPONG 2
 #endif
 #ifndef OVL
 #define OVL 1
@@ -342,7 +401,7 @@ __device__ __forceinline__ void attention_body(
     const TensorMap* tm_v_tail, const TensorMap* tm_o, const TensorMap* tm_o_tail,
     const int* __restrict__ cu_seqlens_q, const int* __restrict__ kv_info,
     const int* __restrict__ block_table, int Hq, int Hk, int D, int MB, int NB, int NX, int nseq,
-    int* __restrict__ next_item) {
+    int* __restrict__ next_item, int vpre) {
     constexpr int DP = DM + DT;          // padded head size
     constexpr int NCM = DM / 64;         // 128-byte-swizzled chunks
     constexpr int NCP = NCM + (DT ? 1 : 0);  // copies per box row (chunks + tail)
@@ -357,7 +416,7 @@ __device__ __forceinline__ void attention_body(
     constexpr u32 QBYTES = BQ * DP * 2;
     // The consumers take turns at the tensor cores (ping-pong) for head sizes of 128 and more; at
     // 72/80 the turn order measured slower (the softmax is short against the GEMMs there).
-    constexpr bool PP = PINGPONG && DP >= 128;
+    constexpr bool PP = PINGPONG == 2 || (PINGPONG && DP >= 128);  // 2: at every head size
 
     extern __shared__ unsigned char smem_raw[];
     const u32 raw = smem_u32(smem_raw);
@@ -393,8 +452,12 @@ __device__ __forceinline__ void attention_body(
         Item it;
         it.seq = item / (NX * Hq);
         const int within = item % (NX * Hq);
-        const int x = within / Hq;
-        it.h = within % Hq;
+        // HMAJOR (bidirectional: every band of a head costs the same): the bands of one head one
+        // after the other, so that the blocks at work share one head's K and V in L2 instead of
+        // streaming every head's at once.
+        const bool hmajor = HMAJOR && !PAGED;
+        const int x = hmajor ? within % NX : within / Hq;
+        it.h = hmajor ? within / NX : within % Hq;
         it.q0 = cu_seqlens_q[it.seq];
         it.q_len = cu_seqlens_q[it.seq + 1] - it.q0;
         it.kv_base = PAGED ? 0 : kv_info[it.seq];
@@ -529,9 +592,10 @@ __device__ __forceinline__ void attention_body(
                 mbar_arrive(v_load(s));
             }
         } else {
-            // V to fp16 in place (warps 1-3), then visible to the tensor cores.
+            // V to fp16 in place (warps 1-3), then visible to the tensor cores; nothing to do
+            // when the first launch has converted it (the consumers wait for the copy itself).
             const int ct = pt - 32;
-            for (int T = 0;; ++T) {
+            for (int T = 0; !vpre; ++T) {
                 const int s = T % STAGES;
                 mbar_wait(v_load(s), (T / STAGES) & 1);
                 if (T >= *reinterpret_cast<volatile int*>(&s_stop)) break;
@@ -771,7 +835,7 @@ __device__ __forceinline__ void attention_body(
         }
         for (int j = 0; j + 1 < it.ntiles; ++j, ++T) {
             const int s = T % STAGES, s1 = (T + 1) % STAGES;
-            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            mbar_wait(vpre ? v_load(s) : v_ready(s), (T / STAGES) & 1);
             turn_begin();
             mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
             issue_qk(sc, s1, sQb);
@@ -805,7 +869,7 @@ __device__ __forceinline__ void attention_body(
             u32 pf[BN / 16][4];
             float a_, b_;
             softmax_to_p(j, pf, true, a_, b_);
-            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            mbar_wait(vpre ? v_load(s) : v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);
             mbar_wait(k_full(s1), ((T + 1) / STAGES) & 1);
@@ -828,7 +892,7 @@ __device__ __forceinline__ void attention_body(
             float a_, b_;
             softmax_to_p(it.ntiles - 1, pf, true, a_, b_);
 #endif
-            mbar_wait(v_ready(s), (T / STAGES) & 1);
+            mbar_wait(vpre ? v_load(s) : v_ready(s), (T / STAGES) & 1);
             turn_begin();
             pv_phase(s, pf);
             mbar_wait(q_full(nqb), ((I + 1) / QB) & 1);
@@ -924,20 +988,41 @@ __device__ __forceinline__ void attention_body(
     }
 }
 
+// V from bf16 to fp16 (the same rounding as the in-place conversion), 8 elements per thread
+// and step.
+extern "C" __global__ void __launch_bounds__(256) v_to_fp16(const uint4* __restrict__ v,
+                                                            uint4* __restrict__ w, long long n8) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n8;
+         i += (long long)gridDim.x * blockDim.x) {
+        uint4 x = __ldg(v + i);
+        u32* e = reinterpret_cast<u32*>(&x);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            float2 f = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&e[k]));
+            e[k] = pack_half2(f.x, f.y);
+        }
+        w[i] = x;
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(384, 1) attention_forward_wgmma(
     __nv_bfloat16* __restrict__ out, const __grid_constant__ TensorMap tm_q128,
     const __grid_constant__ TensorMap tm_k128, const __grid_constant__ TensorMap tm_v128,
     const __grid_constant__ TensorMap tm_q32, const __grid_constant__ TensorMap tm_k32,
     const __grid_constant__ TensorMap tm_v32, const __grid_constant__ TensorMap tm_o128,
-    const __grid_constant__ TensorMap tm_o32, const int* __restrict__ cu_seqlens_q,
+    const __grid_constant__ TensorMap tm_o32, const __grid_constant__ TensorMap tm_w128,
+    const __grid_constant__ TensorMap tm_w32, const int* __restrict__ cu_seqlens_q,
     const int* __restrict__ cu_seqlens_k, int H, int D, int NX, int nseq,
-    int* __restrict__ next_item) {
+    int* __restrict__ next_item, int vpre) {
     if (D % 8 != 0) __trap();  // the epilogue writes whole groups of 8 columns
+    // V's tiles: fp16 from the first launch's copy, or bf16 from v (converted per tile).
+    const TensorMap* tv128 = vpre ? &tm_w128 : &tm_v128;
+    const TensorMap* tv32 = vpre ? &tm_w32 : &tm_v32;
     // Packed K/V (no block table): one box per 128-key tile; Hq = Hk = H.
     switch ((D + 15) / 16 * 16) {
-        case 64: attention_body<64, 0, 128, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k, H, H, D, 0, 0, NX, nseq, next_item); break;
-        case 80: attention_body<64, 16, 128, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k, H, H, D, 0, 0, NX, nseq, next_item); break;
-        case 128: attention_body<128, 0, 128, false>(out, &tm_q128, &tm_k128, &tm_v128, &tm_q32, &tm_k32, &tm_v32, &tm_o128, &tm_o32, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k, H, H, D, 0, 0, NX, nseq, next_item); break;
+        case 64: attention_body<64, 0, 128, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k, H, H, D, 0, 0, NX, nseq, next_item, vpre); break;
+        case 80: attention_body<64, 16, 128, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k, H, H, D, 0, 0, NX, nseq, next_item, vpre); break;
+        case 128: attention_body<128, 0, 128, false>(out, &tm_q128, &tm_k128, tv128, &tm_q32, &tm_k32, tv32, &tm_o128, &tm_o32, cu_seqlens_q, cu_seqlens_k, cu_seqlens_k, H, H, D, 0, 0, NX, nseq, next_item, vpre); break;
         default: __trap();  // head sizes of the suite: 72 and 128 (64 and 80 compile too)
     }
 }

@@ -240,13 +240,13 @@ fn what_cannot_be_exported_is_refused_with_the_reason() {
         &[
             "rms_norm",
             "--define",
-            "ROWS=3",
+            "ROWZ=3",
             "--out",
             out.to_str().unwrap(),
         ],
     );
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("not among its tune values"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("`ROWZ` is not a tunable parameter"));
 }
 
 #[test]

@@ -310,7 +310,7 @@ impl Search {
     }
 }
 
-fn toml_value(v: &Value) -> String {
+pub(crate) fn toml_value(v: &Value) -> String {
     match v {
         Value::Str(s) => format!("\"{s}\""),
         Value::Float(f) => format!("{f:?}"),

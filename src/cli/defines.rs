@@ -1,7 +1,9 @@
 //! `--define KEY=VALUE`: run a kernel with other values of its tunable parameters without
-//! editing the file. The launch plan's `[defines]` table is rewritten (as the tuner does), so
-//! the plan checks each value against the parameter's `[tune]` list, and what is measured or
-//! recorded is exactly the kernel that ran.
+//! editing the file. The launch plan's `[defines]` table is rewritten (as the tuner does), and
+//! a value outside the parameter's `[tune]` list is added to that list first (the plan accepts
+//! a define only among its tune values), so what is measured or recorded is exactly the kernel
+//! that ran, and that kernel says what was tried. The name must be one of the plan's: an
+//! unknown name is most likely a typo.
 
 use crate::engine::protocol::Source;
 use crate::suite::expr::Value;
@@ -51,10 +53,67 @@ pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
         }
         defines.insert(k, v);
     }
+    for (k, v) in &defines {
+        if plan
+            .tune
+            .get(k)
+            .is_some_and(|vals| !vals.iter().any(|a| a.num_eq(v)))
+        {
+            src.code = extend_tune(&src.code, k, v).map_err(|e| format!("{}: {e}", src.name))?;
+        }
+    }
     src.code = crate::agent::tuner::set_defines(&src.code, &defines)
         .map_err(|e| format!("{} with {}: {e}", src.name, args.join(" ")))?;
     src.name = format!("{} ({})", src.name, args.join(", "));
     Ok(src)
+}
+
+/// The source with `value` appended to the `[tune]` list of `key` (a one-line list, as the
+/// plans write them; a comment after it stays).
+fn extend_tune(code: &str, key: &str, value: &Value) -> Result<String, String> {
+    let start = code
+        .find(crate::engine::plan::PLAN_START)
+        .ok_or("no launch plan in the source")?;
+    let mut in_tune = false;
+    let mut offset = 0;
+    for full in code.split_inclusive('\n') {
+        let at = offset;
+        offset += full.len();
+        let line = full.trim_end_matches(['\n', '\r']);
+        if at < start {
+            continue;
+        }
+        let t = line.trim();
+        if t == "*/" || t.ends_with("*/") {
+            break;
+        }
+        if t.starts_with('[') {
+            in_tune = t == "[tune]";
+            continue;
+        }
+        let Some((k, rest)) = t.split_once('=') else {
+            continue;
+        };
+        if !in_tune || k.trim() != key {
+            continue;
+        }
+        let open = line.find('[').filter(|&i| i > line.find('=').unwrap_or(0));
+        let close = open.and_then(|o| line[o..].find(']').map(|c| o + c));
+        let (Some(_), Some(close)) = (open, close) else {
+            return Err(format!(
+                "`{key}` = {}: its [tune] list is not on one line; add {value} to it to try it",
+                rest.trim()
+            ));
+        };
+        let v = crate::agent::tuner::toml_value(value);
+        let new_line = format!("{}, {v}{}", &line[..close], &line[close..]);
+        return Ok(format!(
+            "{}{new_line}{}",
+            &code[..at],
+            &code[at + line.len()..]
+        ));
+    }
+    Err(format!("`{key}` has no list under [tune]"))
 }
 
 /// The kernel a command works on (the file given, else the baseline) with `--define`s applied.
@@ -112,10 +171,18 @@ mod tests {
                 .join("\n")
         };
         assert_eq!(strip(&k.code), strip(&base.code));
-        let e = candidate(&suite, p, None, &["WARPS=6".into()]).unwrap_err();
+        // A value outside the tune list joins the list, so the plan (and the record) says it.
+        let k = candidate(&suite, p, None, &["WARPS=6".into()]).unwrap();
+        let plan = crate::engine::plan::parse(&k.code).unwrap();
+        assert_eq!(plan.defines["WARPS"], Value::Int(6));
         assert!(
-            e.contains("WARPS=6") && e.contains("unified_attention baseline"),
-            "{e}"
+            plan.tune["WARPS"].contains(&Value::Int(6)) && plan.tune["WARPS"].len() >= 2,
+            "{:?}",
+            plan.tune["WARPS"]
+        );
+        assert_eq!(
+            plan.tune["BKV"],
+            crate::engine::plan::parse(&base.code).unwrap().tune["BKV"]
         );
         let e = candidate(&suite, p, None, &["NOPE=1".into()]).unwrap_err();
         assert!(
@@ -123,5 +190,38 @@ mod tests {
                 && e.contains("(its [tune]: BKV, PV_SPLIT, WARPS)"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_value_outside_the_tune_list_joins_it_and_the_line_keeps_its_comment() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/knowledge/templates/unified_attention_wgmma.cu"
+        );
+        let src = Source {
+            name: "ua".into(),
+            code: std::fs::read_to_string(path).unwrap(),
+            defines: BTreeMap::new(),
+        };
+        let before = crate::engine::plan::parse(&src.code).unwrap();
+        let out = apply(src.clone(), &["VPRE=2".into(), "OVL=0".into()]).unwrap();
+        let plan = crate::engine::plan::parse(&out.code).unwrap();
+        let mut want = before.tune["VPRE"].clone();
+        want.push(Value::Int(2));
+        assert_eq!(plan.tune["VPRE"], want);
+        assert_eq!(plan.defines["VPRE"], Value::Int(2));
+        // OVL = 0 was in the list: the list is as it was.
+        assert_eq!(plan.tune["OVL"], before.tune["OVL"]);
+        let line = out.code.lines().find(|l| l.starts_with("VPRE =")).unwrap();
+        assert!(
+            line.contains(", 2]") && line.contains("# V converted"),
+            "{line}"
+        );
+        // Only the plan changed: the code after it is the file's.
+        let body = |c: &str| {
+            let plan = c.find(crate::engine::plan::PLAN_START).unwrap();
+            c[plan + c[plan..].find("*/").unwrap()..].to_string()
+        };
+        assert_eq!(body(&out.code), body(&src.code));
     }
 }

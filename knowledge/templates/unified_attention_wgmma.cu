@@ -246,6 +246,11 @@ VPRE = [1, 0]        # V converted to fp16 by a first launch on sequences of mor
 // deferred into the next item's first turn under its GEMMs: flat (shape 0 0.443 / 0.444 against
 // 0.446); L2 promotion on the Q maps: flat. Profile of shape 0: 6 % of the samples are the
 // consumers' first waits for Q and K (cold start), the epilogue is not on the critical path.
+// Re-checked (2026-12-02, quick, shapes 0 1 2 16 21, two runs each): the defaults stay best —
+// PINGPONG 0 shape 0 0.446 (0.447 with it), OVL 0 0.443, QG 4 0.437; STAGES 3 at head sizes
+// 72/80 (shapes 5 6 22) flat; the turn order at 72/80 (as attention_forward now uses it) slower
+// (shape 5 0.352 -> 0.335, 22 0.375 -> 0.357); the work items head by head in chunks of 32-128
+// bands (attention_forward's L2 fix) flat: causal bands read only a prefix of K/V.
 // Limiter (profiles, ncu stall sampling per instruction, `profile --source`): on shape 12
 // (1882 batched sequences; T_SOL is the memory time of 4.9 GB of Q and O) the cost was per item —
 // the diagonal tile's softmax (40 % of the consumers' samples before the mask fix), the

@@ -310,7 +310,62 @@ impl Search {
     }
 }
 
-pub(crate) fn toml_value(v: &Value) -> String {
+/// Where the launch plan's body is in `source`: after its opening marker, up to its `*/`.
+fn plan_body(source: &str) -> Result<(usize, usize), String> {
+    let start = source
+        .find(plan::PLAN_START)
+        .ok_or("no launch plan in the source")?;
+    let body_start = start + plan::PLAN_START.len();
+    let end = body_start
+        + source[body_start..]
+            .find("*/")
+            .ok_or("the launch plan is not closed")?;
+    Ok((body_start, end))
+}
+
+/// The source with `value` appended to the `[tune]` list of `key` (a one-line list, as the
+/// plans write them; a comment after it stays; nothing else changes).
+pub fn extend_tune(source: &str, key: &str, value: &Value) -> Result<String, String> {
+    let (body_start, end) = plan_body(source)?;
+    let mut lines: Vec<String> = source[body_start..end]
+        .split('\n')
+        .map(str::to_string)
+        .collect();
+    let mut in_tune = false;
+    for l in lines.iter_mut() {
+        let t = l.trim();
+        if t.starts_with('[') {
+            in_tune = t == "[tune]";
+            continue;
+        }
+        let Some((k, rest)) = t.split_once('=') else {
+            continue;
+        };
+        if !in_tune || k.trim() != key {
+            continue;
+        }
+        let eq = l.find('=').unwrap_or(0);
+        let close = l[eq..]
+            .find('[')
+            .and_then(|o| l[eq + o..].find(']').map(|c| eq + o + c));
+        let Some(close) = close else {
+            return Err(format!(
+                "`{key}` = {}: its [tune] list is not on one line; add {value} to it to try it",
+                rest.trim()
+            ));
+        };
+        l.insert_str(close, &format!(", {}", toml_value(value)));
+        return Ok(format!(
+            "{}{}{}",
+            &source[..body_start],
+            lines.join("\n"),
+            &source[end..]
+        ));
+    }
+    Err(format!("`{key}` has no list under [tune]"))
+}
+
+fn toml_value(v: &Value) -> String {
     match v {
         Value::Str(s) => format!("\"{s}\""),
         Value::Float(f) => format!("{f:?}"),
@@ -321,14 +376,7 @@ pub(crate) fn toml_value(v: &Value) -> String {
 /// Sets the `[defines]` table of a kernel's launch plan (keeping every other line), and checks
 /// the result with the plan parser.
 pub fn set_defines(source: &str, defines: &BTreeMap<String, Value>) -> Result<String, String> {
-    let start = source
-        .find(plan::PLAN_START)
-        .ok_or("no launch plan in the source")?;
-    let body_start = start + plan::PLAN_START.len();
-    let end = body_start
-        + source[body_start..]
-            .find("*/")
-            .ok_or("the launch plan is not closed")?;
+    let (body_start, end) = plan_body(source)?;
     let body = &source[body_start..end];
     let mut lines: Vec<String> = body.lines().map(|s| s.to_string()).collect();
     let header = lines.iter().position(|l| l.trim() == "[defines]");

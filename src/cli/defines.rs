@@ -59,61 +59,14 @@ pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
             .get(k)
             .is_some_and(|vals| !vals.iter().any(|a| a.num_eq(v)))
         {
-            src.code = extend_tune(&src.code, k, v).map_err(|e| format!("{}: {e}", src.name))?;
+            src.code = crate::agent::tuner::extend_tune(&src.code, k, v)
+                .map_err(|e| format!("{}: {e}", src.name))?;
         }
     }
     src.code = crate::agent::tuner::set_defines(&src.code, &defines)
         .map_err(|e| format!("{} with {}: {e}", src.name, args.join(" ")))?;
     src.name = format!("{} ({})", src.name, args.join(", "));
     Ok(src)
-}
-
-/// The source with `value` appended to the `[tune]` list of `key` (a one-line list, as the
-/// plans write them; a comment after it stays).
-fn extend_tune(code: &str, key: &str, value: &Value) -> Result<String, String> {
-    let start = code
-        .find(crate::engine::plan::PLAN_START)
-        .ok_or("no launch plan in the source")?;
-    let mut in_tune = false;
-    let mut offset = 0;
-    for full in code.split_inclusive('\n') {
-        let at = offset;
-        offset += full.len();
-        let line = full.trim_end_matches(['\n', '\r']);
-        if at < start {
-            continue;
-        }
-        let t = line.trim();
-        if t == "*/" || t.ends_with("*/") {
-            break;
-        }
-        if t.starts_with('[') {
-            in_tune = t == "[tune]";
-            continue;
-        }
-        let Some((k, rest)) = t.split_once('=') else {
-            continue;
-        };
-        if !in_tune || k.trim() != key {
-            continue;
-        }
-        let open = line.find('[').filter(|&i| i > line.find('=').unwrap_or(0));
-        let close = open.and_then(|o| line[o..].find(']').map(|c| o + c));
-        let (Some(_), Some(close)) = (open, close) else {
-            return Err(format!(
-                "`{key}` = {}: its [tune] list is not on one line; add {value} to it to try it",
-                rest.trim()
-            ));
-        };
-        let v = crate::agent::tuner::toml_value(value);
-        let new_line = format!("{}, {v}{}", &line[..close], &line[close..]);
-        return Ok(format!(
-            "{}{new_line}{}",
-            &code[..at],
-            &code[at + line.len()..]
-        ));
-    }
-    Err(format!("`{key}` has no list under [tune]"))
 }
 
 /// The kernel a command works on (the file given, else the baseline) with `--define`s applied.

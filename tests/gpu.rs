@@ -580,6 +580,7 @@ fn hostile_kernels_are_caught() {
     let m = doc["shapes"][0]["message"].as_str().unwrap();
     assert!(m.contains("input `x` was modified during timing"), "{m}");
     report.push_str(&format!("input modified when timed: {m}\n"));
+    save("hostile.txt", &report);
     // A host file through #include: refused on its line, nothing of the file shown.
     let (code, doc) = bench_k("hostile_include_host_file.cu", "--quick", &[5]);
     assert_eq!(code, 1);
@@ -608,6 +609,90 @@ fn hostile_kernels_are_caught() {
     ));
     eprint!("{report}");
     save("hostile.txt", &report);
+}
+
+/// The second round of hostile kernels against the timing protocol, each caught in quick and
+/// full mode with its verdict and the defence named in the message; the honest baseline on the
+/// same shape passes with every timed sample checked in full mode and a quarter in quick mode.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn timing_protocol_hostile_kernels_are_caught() {
+    let mut report = String::new();
+    let cases = [
+        (
+            "hostile_input_checksum_fixup.cu",
+            "input `x` was modified during timing",
+        ),
+        (
+            "hostile_checked_sample_only.cu",
+            "output of a timed run differs from the check",
+        ),
+        (
+            "hostile_scaled_when_timed.cu",
+            "outside the strict tolerance",
+        ),
+    ];
+    for (kernel, want) in cases {
+        for mode in ["--quick", "--full"] {
+            // One shape: the kernels' launch counters are global, so a second shape's check
+            // would catch them before its timing does.
+            let (code, doc) = bench_k(kernel, mode, &[5]);
+            let shapes = doc["shapes"].as_array().expect("shapes");
+            assert_eq!(code, 1, "{kernel} {mode}: {doc}");
+            assert_eq!(doc["verdict"], "incorrect", "{kernel} {mode}: {doc}");
+            for s in shapes {
+                assert_eq!(s["verdict"], "incorrect", "{kernel} {mode}: {s}");
+                let m = s["message"].as_str().unwrap_or("");
+                assert!(m.contains(want), "{kernel} {mode}: {m}");
+                assert_eq!(s["strict_ok"], false, "{kernel} {mode}: {s}");
+            }
+            report.push_str(&format!(
+                "{kernel} {mode}: {}\n",
+                shapes[0]["message"].as_str().unwrap_or("")
+            ));
+            save("hostile_timing.txt", &report);
+        }
+    }
+    for mode in ["--quick", "--full"] {
+        let (code, doc) = bench(&[
+            "rms_norm", mode, "--device", "0", "--shape", "5", "--shape", "27",
+        ]);
+        assert_eq!(code, 0, "{doc}");
+        for s in doc["shapes"].as_array().unwrap() {
+            let t = &s["timing"];
+            let (n, checked) = (t["n"].as_u64().unwrap(), t["checked"].as_u64().unwrap());
+            if mode == "--full" {
+                assert_eq!(checked, n, "every timed sample checked: {s}");
+            } else {
+                assert!(checked * 4 >= n && checked >= 1, "a quarter checked: {s}");
+            }
+            report.push_str(&format!(
+                "baseline {mode} shape {}: {n} samples, {checked} checked, S {:.4}\n",
+                s["shape"],
+                s["s"].as_f64().unwrap_or(0.0)
+            ));
+        }
+    }
+    // Host files through the compiler, hidden from a line-based scan: a raw string, digit
+    // separators, an include inside a macro's arguments. Refused before NVRTC sees them.
+    for kernel in [
+        "hostile_include_raw_string.cu",
+        "hostile_include_digit_separator.cu",
+        "hostile_include_macro_argument.cu",
+    ] {
+        let (code, doc) = bench_k(kernel, "--quick", &[5]);
+        assert_eq!(code, 1, "{kernel}: {doc}");
+        assert_eq!(doc["verdict"], "compile error", "{kernel}: {doc}");
+        let text = serde_json::to_string(&doc).unwrap();
+        assert!(text.contains("include refused"), "{kernel}: {text}");
+        assert!(!text.contains("root:"), "{kernel}: {text}");
+        report.push_str(&format!(
+            "{kernel}: {}\n",
+            doc["compile"][0]["diagnostics"][0]["msg"]
+        ));
+    }
+    eprint!("{report}");
+    save("hostile_timing.txt", &report);
 }
 
 /// Timing-only jobs (the agent's A B B A runs) check their timed outputs too.

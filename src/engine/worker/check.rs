@@ -4,59 +4,6 @@
 use super::*;
 
 impl Gpu {
-    /// Elements of `cand` that fail both levels against `reference` (harness `timed_check`):
-    /// (count, first index).
-    pub(super) fn timed_check(
-        &mut self,
-        t: &TensorDesc,
-        reference: &DevBuf,
-        cand: &DevBuf,
-        tol: compare::Tol,
-        scratch: &DevBuf,
-    ) -> GResult<(u64, u64)> {
-        let code: u64 = match t.dtype.as_str() {
-            "bf16" => 0,
-            "fp16" => 1,
-            "fp32" | "tf32" => 2,
-            "fp64" => 3,
-            "fp8_e4m3" => 4,
-            "fp8_e4m3fnuz" => 5,
-            "int8" => 6,
-            "uint8" | "bool" => 7,
-            "int32" => 8,
-            "int64" => 9,
-            other => return Err(gerr(format!("no timed-run check for dtype {other}"))),
-        };
-        let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1) as u64;
-        let n = t.elements();
-        // count = 0, first = u64::MAX, on the harness's stream (ordered with the kernels).
-        unsafe {
-            cu::memset_d8_async(scratch.ptr, 0, 8, self.stream)?;
-            cu::memset_d8_async(scratch.ptr + 8, 0xFF, 8, self.stream)?;
-        }
-        let f = self.harness.function("timed_check")?;
-        let mut storage = [
-            reference.ptr,
-            cand.ptr,
-            n,
-            code,
-            es,
-            u64::from(t.compare == "exact"),
-            tol.atol.to_bits(),
-            tol.rtol.to_bits(),
-            scratch.ptr,
-        ];
-        let mut args: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|x| x as *mut u64 as *mut c_void)
-            .collect();
-        let grid = self.grid_for(n);
-        self.launch_raw(f, grid, 256, &mut args)?;
-        self.sync()?;
-        let mut h = [0u64; 2];
-        unsafe { cu::memcpy_dtoh_sync(&mut h, scratch.ptr) }?;
-        Ok((h[0], h[1]))
-    }
     /// Runs the candidate once on fresh inputs and returns every tensor (Event::Tensors, id 0).
     pub(super) fn dump_shape(
         &mut self,
@@ -139,7 +86,7 @@ impl Gpu {
             .iter()
             .map(|t| DevBuf::new(t.bytes() as usize))
             .collect::<GResult<_>>()?;
-        let hash_scratch = DevBuf::new(256)?;
+        let diff_scratch = DevBuf::new(256)?;
         let cand_scratch = self.scratch_for(cand, env)?;
         let ref_scratch = self.scratch_for(reference, env)?;
         let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
@@ -183,7 +130,7 @@ impl Gpu {
                 .iter()
                 .map(|b| self.download(b))
                 .collect::<GResult<_>>()?;
-            // Candidate, twice, with different poisons; inputs hashed around the first run.
+            // Candidate, twice, with different poisons; inputs compared with a pristine copy after the first run.
             let mut runs: Vec<Vec<Vec<u8>>> = Vec::new();
             for which in 0..2u8 {
                 regen(self)?;
@@ -191,7 +138,7 @@ impl Gpu {
                 if which == 0 {
                     for (t, b) in shape.inputs.iter().zip(&inputs) {
                         if !t.inplace {
-                            before.push((t.name.clone(), self.checksum(b, &hash_scratch)?));
+                            before.push((t.name.clone(), self.snapshot(b)?));
                         }
                     }
                 }
@@ -210,14 +157,13 @@ impl Gpu {
                 );
                 if which == 0 {
                     for (t, b) in shape.inputs.iter().zip(&inputs) {
-                        if let Some((_, h0)) = before.iter().find(|(n, _)| *n == t.name) {
-                            let h1 = self.checksum(b, &hash_scratch)?;
-                            if h1 != *h0 {
+                        if let Some((_, pristine)) = before.iter().find(|(n, _)| *n == t.name) {
+                            if let Some(d) = self.difference(b, pristine, &diff_scratch)? {
                                 strict_ok = false;
                                 bench_ok = false;
                                 message.get_or_insert(format!(
-                                    "modified input `{}`, which is not declared in-place (seed {seed})",
-                                    t.name
+                                    "modified input `{}`, which is not declared in-place (seed {seed}: {} words differ from the harness's copy, the first at byte {})",
+                                    t.name, d.words, d.first_byte
                                 ));
                             }
                         }

@@ -1,4 +1,4 @@
-//! Seeded input generation on the device, and the input checksums that catch modified inputs.
+//! Seeded input generation on the device.
 
 use super::*;
 
@@ -139,22 +139,6 @@ impl Gpu {
             self.enqueue(l, &env, &map)?;
         }
         Ok(())
-    }
-
-    pub(super) fn checksum(&mut self, buf: &DevBuf, scratch: &DevBuf) -> GResult<u64> {
-        unsafe { cu::memset_d8_async(scratch.ptr, 0, 8, self.stream) }?;
-        let f = self.harness.function("checksum")?;
-        let mut storage = [buf.ptr, buf.bytes as u64, scratch.ptr];
-        let mut args: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|x| x as *mut u64 as *mut c_void)
-            .collect();
-        let grid = self.grid_for((buf.bytes / 8) as u64);
-        self.launch_raw(f, grid, 256, &mut args)?;
-        self.sync()?;
-        let mut h = [0u64; 1];
-        unsafe { cu::memcpy_dtoh_sync(&mut h, scratch.ptr) }?;
-        Ok(h[0])
     }
 }
 

@@ -11,6 +11,7 @@ pub(super) fn run_job(
     cancel: &AtomicU64,
     printed: &mut Printed,
 ) -> GResult<(Verdict, Option<String>)> {
+    trace("job start");
     let cand = match g.prepare(out, id, "candidate", &job.candidate)? {
         Ok(l) => l,
         Err((v, msg)) => return Ok((v, Some(msg))),
@@ -101,6 +102,7 @@ pub(super) fn run_job(
             ));
         }
         let env = env_from_json(&shape.env);
+        trace(&format!("shape {} start", shape.id));
         let mut res = ShapeResult {
             shape: shape.id,
             verdict: Verdict::Pass,
@@ -163,6 +165,7 @@ pub(super) fn run_job(
         } else {
             res.verdict = Verdict::Unchecked;
         }
+        trace(&format!("shape {} checked", shape.id));
         if ok_to_time && matches!(job.kind, JobKind::Time | JobKind::All) {
             out.send(&Event::Progress {
                 id,
@@ -187,6 +190,10 @@ pub(super) fn run_job(
                 &cand,
                 reference.as_ref(),
                 custom.as_ref(),
+                Levels {
+                    strict: res.strict_ok,
+                    bench: res.bench_ok,
+                },
                 cancel,
                 id,
                 &beat,
@@ -198,8 +205,13 @@ pub(super) fn run_job(
                 Ok(Timed {
                     stats: Some(t),
                     broken: None,
+                    bench_lost,
                     ..
                 }) => {
+                    if let Some(why) = bench_lost {
+                        res.bench_ok = false;
+                        res.message = Some(why);
+                    }
                     let t_s = t.median_ms * 1e-3;
                     let s = crate::suite::roofline::speed_of_light_fraction(shape.sol_s, t_s);
                     if shape.sol_s > 0.0 && t_s < shape.sol_s {
@@ -249,6 +261,11 @@ pub(super) fn run_job(
                 .clone()
                 .map(|m| format!("shape {}: {m}", shape.id));
         }
+        trace(&format!(
+            "shape {} timed ({} samples)",
+            shape.id,
+            res.timing.as_ref().map(|t| t.n).unwrap_or(0)
+        ));
         printed.send(out, id, Some(shape.id));
         out.send(&Event::ShapeDone { id, result: res });
     }

@@ -4,8 +4,9 @@
 //!
 //! Files: `device` (memory, modules, context), `launch` (launch plans onto the stream: tensor
 //! maps, clusters, large shared memory), `compile` (NVRTC, the include rule,
-//! launch plans, compile-only without a GPU), `inputs` (generators, checksums), `check`
-//! (correctness over seeds, dumps, the check of timed runs), `timing` (cold-L2 timing),
+//! launch plans, compile-only without a GPU), `inputs` (generators), `pristine` (the
+//! input-unchanged test), `check` (correctness over seeds, dumps), `timed_check` (the check of
+//! timed outputs on the device), `timing` (cold-L2 timing),
 //! `calibrate`, `job` (one job end to end); this file holds the main loop, the event writer
 //! (on the private protocol descriptor, see `engine::stdio`) and `profile-target`.
 //!
@@ -38,7 +39,9 @@ mod device;
 mod inputs;
 mod job;
 mod launch;
+mod pristine;
 mod sass;
+mod timed_check;
 mod timing;
 
 use compile::*;
@@ -47,6 +50,7 @@ pub use device::probe;
 use device::*;
 use inputs::*;
 use job::*;
+use timed_check::*;
 use timing::*;
 
 /// An error from the GPU. `sticky` errors leave the context unusable.
@@ -261,6 +265,7 @@ pub fn main(device: u32) -> i32 {
             if tx.send(Request::Shutdown).is_err() {}
         });
     }
+    trace("worker main loop");
     let mut gpu: Option<Gpu> = None;
     let mut init_error: Option<String> = None;
     let ensure = |gpu: &mut Option<Gpu>, init_error: &mut Option<String>| -> Result<(), String> {

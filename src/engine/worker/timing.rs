@@ -1,4 +1,17 @@
-//! Cold-L2 timing with rotating input sets, per-sample poisoning and the check of the timed runs.
+//! Cold-L2 timing with rotating input sets, per-sample poisoning, and the check of timed outputs.
+//!
+//! Invariants (what a kernel cannot game):
+//! - every sample runs on the same buffers after the same preparation, outside the event pair:
+//!   outputs poisoned with the same pattern, scratch reset, in-place inputs restored from the
+//!   harness's pristine copy, the L2 flushed; a checked sample is indistinguishable from another;
+//! - outputs are checked on the device against the reference's outputs on the same inputs,
+//!   after the sample's end event: every sample in full mode, a secret random subset in quick
+//!   mode (at least a quarter, at least one per batch), at the level the correctness check
+//!   reached (strict with its relative L2);
+//! - after every batch each input that is not in-place is compared byte for byte with its
+//!   pristine copy (no checksum a kernel could keep);
+//! - the stop rule needs a minimum of samples and batches and goes by the median
+//!   (`stats::StopRule`), so a kernel cannot end timing early with one slow sample.
 
 use super::*;
 
@@ -9,17 +22,75 @@ pub(super) struct Timed {
     pub(super) stats: Option<stats::TimingStats>,
     /// Why the timed runs cannot be trusted (inputs modified, outputs differ from the check).
     pub(super) broken: Option<String>,
+    /// A checked timed sample failed the benchmark's rule although the check passed it.
+    pub(super) bench_lost: Option<String>,
     pub(super) cancelled: bool,
 }
 
+/// The levels the correctness check reached: what every checked timed sample must meet.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Levels {
+    pub(super) strict: bool,
+    pub(super) bench: bool,
+}
+
+/// Samples in flight between two synchronisations.
+const BATCH: usize = 16;
+
+/// The timed samples of a batch whose outputs are checked: all of them in full mode; in quick
+/// mode `ceil(batch / 4)` distinct ones drawn at random (at least one).
+pub(super) fn checked_samples(batch: usize, full: bool, rng: &mut u64) -> Vec<bool> {
+    if full {
+        return vec![true; batch];
+    }
+    let mut pick = vec![false; batch];
+    let want = batch.div_ceil(4).max(1).min(batch);
+    let mut got = 0;
+    while got < want {
+        let i = (next_random(rng) % batch as u64) as usize;
+        if !pick[i] {
+            pick[i] = true;
+            got += 1;
+        }
+    }
+    pick
+}
+
+/// xorshift64*: the quick mode's choice of checked samples (seeded per shape from the
+/// process's random state, which no kernel sees).
+fn next_random(s: &mut u64) -> u64 {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    s.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish() | 1
+}
+
+/// One input set: its inputs, their pristine copies, the candidate's outputs and the
+/// reference's outputs on these inputs.
+struct Set {
+    inputs: Vec<DevBuf>,
+    pristine: Vec<DevBuf>,
+    outputs: Vec<DevBuf>,
+    refs: Vec<DevBuf>,
+    map: HashMap<String, sys::CUdeviceptr>,
+}
+
 impl Gpu {
-    /// Times one shape: cold L2 (flush before every sample), rotating input sets, adaptive count.
-    ///
-    /// Every sample runs on poisoned outputs (poisoned before the L2 flush, outside the event
-    /// pair), so a kernel that skips work whose output is already there is caught. After timing,
-    /// inputs that are not in-place must be unchanged, and (when the job carries the reference)
-    /// the outputs of each input set's last timed run must match the reference on that set at the
-    /// benchmark-compatible level; otherwise the shape is `incorrect`.
+    /// Times one shape: cold L2 (flush before every sample), rotating input sets, adaptive
+    /// count; checks timed outputs and inputs as the module doc says. `reference` (with the
+    /// `levels` the check reached) enables the output check.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn time_shape(
         &mut self,
@@ -29,147 +100,272 @@ impl Gpu {
         cand: &Loaded,
         reference: Option<&Loaded>,
         custom: Option<&Loaded>,
+        levels: Levels,
         cancel: &AtomicU64,
         id: u64,
         heartbeat: &dyn Fn(usize),
     ) -> GResult<Timed> {
-        let set_bytes: u64 = shape
-            .inputs
-            .iter()
-            .chain(&shape.outputs)
-            .map(|t| t.bytes())
-            .sum::<u64>()
-            .max(1);
+        let in_bytes: u64 = shape.inputs.iter().map(|t| t.bytes()).sum();
+        let out_bytes: u64 = shape.outputs.iter().map(|t| t.bytes()).sum();
+        let checking = reference.is_some();
+        let set_bytes = (2 * in_bytes + out_bytes * if checking { 2 } else { 1 }).max(1);
         let (free, _) = cu::mem_get_info()?;
         let budget = (free as u64 / 2).min(16 << 30);
         let want = (2 * self.info.l2_bytes).div_ceil(set_bytes).clamp(2, 8);
-        let sets = want.min((budget / set_bytes).max(1));
+        let nsets = want.min((budget / set_bytes).max(1)) as usize;
         // Timing inputs are fresh for every job too (derived from the job's fresh seeds).
         let seed0 = job.seeds.first().copied().unwrap_or(1) ^ 0x5EED_7153_0000_0000;
         let set_seed = |s: u64| seed0.wrapping_add((s + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let n_in = shape.inputs.len();
-        let hash_scratch = DevBuf::new(256)?;
-        let mut bufs: Vec<Vec<DevBuf>> = Vec::new();
-        let mut maps = Vec::new();
-        let mut hashes: Vec<Vec<(usize, u64)>> = Vec::new();
+        let diff_scratch = DevBuf::new(256)?;
         let scratch = self.scratch_for(cand, env)?;
-        for s in 0..sets {
-            let mut m = HashMap::new();
-            let ins: Vec<DevBuf> = shape
+        let ref_scratch = match reference {
+            Some(r) => self.scratch_for(r, env)?,
+            None => Vec::new(),
+        };
+        let mut sets: Vec<Set> = Vec::new();
+        for s in 0..nsets {
+            let inputs: Vec<DevBuf> = shape
                 .inputs
                 .iter()
                 .map(|t| DevBuf::new(t.bytes() as usize))
                 .collect::<GResult<_>>()?;
-            self.generate_all(&shape.inputs, &ins, env, set_seed(s), custom)?;
-            let mut h = Vec::new();
-            for (i, (t, b)) in shape.inputs.iter().zip(&ins).enumerate() {
-                m.insert(t.name.clone(), b.ptr);
-                if !t.inplace {
-                    h.push((i, self.checksum(b, &hash_scratch)?));
+            self.generate_all(&shape.inputs, &inputs, env, set_seed(s as u64), custom)?;
+            let pristine: Vec<DevBuf> = inputs
+                .iter()
+                .map(|b| self.snapshot(b))
+                .collect::<GResult<_>>()?;
+            let outputs: Vec<DevBuf> = shape
+                .outputs
+                .iter()
+                .map(|t| DevBuf::new(t.bytes() as usize))
+                .collect::<GResult<_>>()?;
+            let mut map = HashMap::new();
+            for (t, b) in shape.inputs.iter().zip(&inputs) {
+                map.insert(t.name.clone(), b.ptr);
+            }
+            let mut refs = Vec::new();
+            if let Some(r) = reference {
+                // The reference's outputs on this set, before any candidate run.
+                let mut m = map.clone();
+                for (n, _, _, b) in &ref_scratch {
+                    m.insert(n.clone(), b.ptr);
+                }
+                for t in &shape.outputs {
+                    let b = DevBuf::new(t.bytes() as usize)?;
+                    self.poison(&b, &t.dtype, 1)?;
+                    m.insert(t.name.clone(), b.ptr);
+                    refs.push(b);
+                }
+                self.reset_scratch(&ref_scratch)?;
+                self.enqueue(r, env, &m)?;
+                for ((t, b), p) in shape.inputs.iter().zip(&inputs).zip(&pristine) {
+                    if t.inplace {
+                        self.copy_into(b, p)?;
+                    }
                 }
             }
-            hashes.push(h);
-            let mut owned = ins;
-            for t in &shape.outputs {
-                let b = DevBuf::new(t.bytes() as usize)?;
-                m.insert(t.name.clone(), b.ptr);
-                owned.push(b);
+            for (t, b) in shape.outputs.iter().zip(&outputs) {
+                map.insert(t.name.clone(), b.ptr);
             }
             for (n, _, _, b) in &scratch {
-                m.insert(n.clone(), b.ptr);
+                map.insert(n.clone(), b.ptr);
             }
-            bufs.push(owned);
-            maps.push(m);
+            sets.push(Set {
+                inputs,
+                pristine,
+                outputs,
+                refs,
+                map,
+            });
         }
-        let rule = if job.mode == Mode::Quick {
-            StopRule::quick()
-        } else {
+        self.sync()?;
+        let full = job.mode != Mode::Quick;
+        let rule = if full {
             StopRule::full()
+        } else {
+            StopRule::quick()
         };
-        // Before each run: the set's outputs poisoned, the scratch reset.
-        let prime = |g: &Gpu, set: usize| -> GResult<()> {
-            for (t, b) in shape.outputs.iter().zip(&bufs[set][n_in..]) {
+        // Before each run: the set's outputs poisoned, the scratch reset, in-place inputs
+        // restored.
+        let prime = |g: &Gpu, set: &Set| -> GResult<()> {
+            for (t, b) in shape.outputs.iter().zip(&set.outputs) {
                 g.poison(b, &t.dtype, 0)?;
+            }
+            for ((t, b), p) in shape.inputs.iter().zip(&set.inputs).zip(&set.pristine) {
+                if t.inplace {
+                    g.copy_into(b, p)?;
+                }
             }
             g.reset_scratch(&scratch)
         };
-        // Warm-up: at least 3 runs and 10 ms.
+        // Warm-up: at least 3 runs and 10 ms (2 ms in quick mode).
+        let warm_ms = if full { 10.0 } else { 2.0 };
         let t0 = Instant::now();
         let mut k = 0usize;
-        while k < 3 || (t0.elapsed().as_secs_f64() < 0.01 && k < 100) {
-            prime(self, k % maps.len())?;
-            self.enqueue(cand, env, &maps[k % maps.len()])?;
+        while k < 3 || (t0.elapsed().as_secs_f64() * 1e3 < warm_ms && k < 100) {
+            prime(self, &sets[k % nsets])?;
+            self.enqueue(cand, env, &sets[k % nsets].map)?;
             self.sync()?;
             k += 1;
         }
-        const BATCH: usize = 16;
         let mut starts = Vec::new();
         let mut ends = Vec::new();
         for _ in 0..BATCH {
             starts.push(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?);
             ends.push(cu::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?);
         }
+        let n_out = shape.outputs.len();
+        let slots = DevBuf::new(BATCH * n_out.max(1) * SLOT_WORDS * 8)?;
+        let mut rng = random_seed();
         let mut samples: Vec<f64> = Vec::new();
+        let mut checked = 0usize;
+        let mut broken: Option<String> = None;
+        let mut bench_lost: Option<String> = None;
         let wall = Instant::now();
         let mut cancelled = false;
-        let has_inplace = shape.inputs.iter().any(|t| t.inplace);
-        // A set's inputs as they were generated (in-place inputs drift over repeated runs).
-        let regenerate = |g: &mut Gpu, set: usize| -> GResult<()> {
-            g.generate_all(
-                &shape.inputs,
-                &bufs[set][..n_in],
-                env,
-                set_seed(set as u64),
-                custom,
-            )
-        };
-        // One timed run, flush and all, of input set `set` (batch slot `i`).
-        let sample = |g: &mut Gpu, set: usize, i: usize| -> GResult<()> {
-            prime(g, set)?;
-            unsafe {
-                sys::cuMemsetD32Async(g.flush.ptr, i as u32, g.flush.bytes / 4, g.stream)
-                    .result()?;
-                cu::event::record(starts[i], g.stream)?;
-            }
-            g.enqueue(cand, env, &maps[set])?;
-            unsafe { cu::event::record(ends[i], g.stream) }?;
-            Ok(())
-        };
-        // Batches of about 50 ms of kernel time (1 to 16 samples), so that slow kernels still
-        // report progress well inside the watchdog.
-        let mut batch = BATCH;
+        let mut batches = 0usize;
         let result = (|| -> GResult<()> {
+            // Batches of about 50 ms of kernel time (1 to 16 samples, by the median so far), so
+            // that slow kernels still report progress well inside the watchdog.
             loop {
-                if let Some(last) = samples.last() {
-                    batch = ((50.0 / last.max(1e-3)) as usize).clamp(1, BATCH);
+                let batch = if samples.is_empty() {
+                    BATCH
+                } else {
+                    let mut s = samples.clone();
+                    s.sort_by(|a, b| a.total_cmp(b));
+                    ((50.0 / stats::percentile(&s, 50.0).max(1e-3)) as usize).clamp(1, BATCH)
+                };
+                let check = if checking {
+                    checked_samples(batch, full, &mut rng)
+                } else {
+                    vec![false; batch]
+                };
+                if checking {
+                    unsafe { cu::memset_d8_async(slots.ptr, 0, slots.bytes, self.stream) }?;
                 }
                 for i in 0..batch {
-                    sample(self, (samples.len() + i) % maps.len(), i)?;
+                    let set = &sets[(samples.len() + i) % nsets];
+                    prime(self, set)?;
+                    unsafe {
+                        sys::cuMemsetD32Async(
+                            self.flush.ptr,
+                            (samples.len() + i) as u32,
+                            self.flush.bytes / 4,
+                            self.stream,
+                        )
+                        .result()?;
+                        cu::event::record(starts[i], self.stream)?;
+                    }
+                    self.enqueue(cand, env, &set.map)?;
+                    unsafe { cu::event::record(ends[i], self.stream) }?;
+                    if check[i] {
+                        for (o, t) in shape.outputs.iter().enumerate() {
+                            let slot = slots.ptr + ((i * n_out + o) * SLOT_WORDS * 8) as u64;
+                            self.enqueue_timed_check(
+                                t,
+                                &set.refs[o],
+                                &set.outputs[o],
+                                job.tolerance,
+                                slot,
+                            )?;
+                        }
+                    }
                 }
                 self.sync()?;
+                let first = samples.len();
                 for i in 0..batch {
                     samples.push(unsafe { cu::event::elapsed(starts[i], ends[i]) }? as f64);
                 }
+                batches += 1;
+                let mut out_broken: Option<String> = None;
+                if checking {
+                    let mut words = vec![0u64; batch * n_out * SLOT_WORDS];
+                    unsafe { cu::memcpy_dtoh_sync(&mut words, slots.ptr) }?;
+                    for i in (0..batch).filter(|&i| check[i]) {
+                        checked += 1;
+                        let set_no = (first + i) % nsets;
+                        // The output buffer still holds this sample's output when no later
+                        // sample of the batch used the same set.
+                        let still_there = i + nsets >= batch;
+                        for (o, t) in shape.outputs.iter().enumerate() {
+                            let at = (i * n_out + o) * SLOT_WORDS;
+                            let r = SlotResult::from_words(&words[at..at + SLOT_WORDS]);
+                            let float = t.compare != "exact";
+                            let fails = if levels.strict {
+                                !r.strict_ok(float, job.tolerance)
+                            } else {
+                                r.bench_bad > 0 && !r.strict_ok(float, job.tolerance)
+                            };
+                            if fails && out_broken.is_none() {
+                                let values = match r.first_bad {
+                                    Some(idx) => self.values_at(
+                                        t,
+                                        &sets[set_no].refs[o],
+                                        still_there.then_some(&sets[set_no].outputs[o]),
+                                        idx,
+                                    )?,
+                                    None => String::new(),
+                                };
+                                out_broken = Some(format!(
+                                    "output of a timed run differs from the check: `{}` on timed sample {} (input set {} of {nsets}): {} of {} elements outside the strict tolerance{}{values}, relative L2 error {:.3e} (limit {:.1e})",
+                                    t.name,
+                                    first + i + 1,
+                                    set_no + 1,
+                                    r.strict_bad,
+                                    t.elements(),
+                                    r.first_bad
+                                        .map(|f| format!(", the first at index {f}"))
+                                        .unwrap_or_default(),
+                                    r.rel_l2,
+                                    job.tolerance.rel_l2,
+                                ));
+                            }
+                            if levels.bench && r.bench_bad > 0 && bench_lost.is_none() {
+                                bench_lost = Some(format!(
+                                    "timed sample {}: {} elements of `{}` fail the benchmark's rule",
+                                    first + i + 1,
+                                    r.bench_bad,
+                                    t.name
+                                ));
+                            }
+                        }
+                    }
+                }
+                // Inputs that are not in-place are as generated, byte for byte. A modified input
+                // is the cause to name when outputs are wrong too.
+                'sets: for (s, set) in sets.iter().enumerate() {
+                    for (j, t) in shape.inputs.iter().enumerate() {
+                        if t.inplace {
+                            continue;
+                        }
+                        if let Some(d) =
+                            self.difference(&set.inputs[j], &set.pristine[j], &diff_scratch)?
+                        {
+                            broken.get_or_insert(format!(
+                                "input `{}` was modified during timing, and it is not declared in-place (input set {} of {nsets}: {} words differ from the harness's copy, the first at byte {})",
+                                t.name,
+                                s + 1,
+                                d.words,
+                                d.first_byte
+                            ));
+                            break 'sets;
+                        }
+                    }
+                }
+                if broken.is_none() {
+                    broken = out_broken;
+                }
                 heartbeat(samples.len());
-                if rule.done(&samples, wall.elapsed().as_secs_f64() * 1e3) {
-                    break;
+                if broken.is_some()
+                    || rule.done(&samples, batches, wall.elapsed().as_secs_f64() * 1e3)
+                {
+                    return Ok(());
                 }
                 if cancel.load(Ordering::SeqCst) == id {
                     cancelled = true;
                     return Ok(());
                 }
             }
-            // In-place inputs drift over repeated runs: one more timed run per set on freshly
-            // generated inputs, so that the run checked below is one on known inputs.
-            if has_inplace && reference.is_some() {
-                for set in 0..maps.len() {
-                    regenerate(self, set)?;
-                    sample(self, set, 0)?;
-                    self.sync()?;
-                    samples.push(unsafe { cu::event::elapsed(starts[0], ends[0]) }? as f64);
-                }
-            }
-            Ok(())
         })();
         for e in starts.iter().chain(&ends) {
             unsafe {
@@ -185,91 +381,87 @@ impl Gpu {
         }
         heartbeat(samples.len());
         let clock = self.nvml.as_ref().and_then(|n| n.sm_clock());
-        let stats = stats::summarize(&samples, job.mode == Mode::Quick, clock);
-        // Inputs that are not in-place are as generated.
-        for (set, h) in hashes.iter().enumerate() {
-            for (i, h0) in h {
-                if self.checksum(&bufs[set][*i], &hash_scratch)? != *h0 {
-                    return Ok(Timed {
-                        stats,
-                        broken: Some(format!(
-                            "input `{}` was modified during timing, and it is not declared in-place",
-                            shape.inputs[*i].name
-                        )),
-                        ..Default::default()
-                    });
-                }
-            }
-        }
-        // The last timed run of each set against the reference on the same inputs.
-        let Some(reference) = reference else {
-            return Ok(Timed {
-                stats,
-                ..Default::default()
-            });
-        };
-        let ref_scratch = self.scratch_for(reference, env)?;
-        let ref_outs: Vec<DevBuf> = shape
-            .outputs
-            .iter()
-            .map(|t| DevBuf::new(t.bytes() as usize))
-            .collect::<GResult<_>>()?;
-        for set in 0..maps.len() {
-            if has_inplace {
-                regenerate(self, set)?;
-            }
-            let mut m = maps[set].clone();
-            for (n, _, _, b) in &ref_scratch {
-                m.insert(n.clone(), b.ptr);
-            }
-            for (t, b) in shape.outputs.iter().zip(&ref_outs) {
-                self.poison(b, &t.dtype, 1)?;
-                m.insert(t.name.clone(), b.ptr);
-            }
-            self.reset_scratch(&ref_scratch)?;
-            self.enqueue(reference, env, &m)?;
-            for (i, t) in shape.outputs.iter().enumerate() {
-                let (bad, first) = self.timed_check(
-                    t,
-                    &ref_outs[i],
-                    &bufs[set][n_in + i],
-                    job.tolerance,
-                    &hash_scratch,
-                )?;
-                if bad > 0 {
-                    let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1);
-                    let bytes_at = |b: &DevBuf| -> GResult<Vec<u8>> {
-                        let mut v = vec![0u8; es];
-                        unsafe { cu::memcpy_dtoh_sync(&mut v, b.ptr + first * es as u64) }?;
-                        Ok(v)
-                    };
-                    let timed = bytes_at(&bufs[set][n_in + i])?;
-                    let r = compare::decode(&t.dtype, &bytes_at(&ref_outs[i])?);
-                    let x = compare::decode(&t.dtype, &timed);
-                    let poisoned = timed == compare::poison(&t.dtype, 0);
-                    return Ok(Timed {
-                        stats,
-                        broken: Some(format!(
-                            "output of a timed run differs from the check: `{}` on timing input set {} of {}: {bad} of {} elements differ from the reference, the first at index {first} (reference {r}, timed run {x}{})",
-                            t.name,
-                            set + 1,
-                            maps.len(),
-                            t.elements(),
-                            if poisoned {
-                                ", the poison: never written"
-                            } else {
-                                ""
-                            }
-                        )),
-                        ..Default::default()
-                    });
-                }
-            }
-            heartbeat(samples.len());
+        let mut stats = stats::summarize(&samples, !full, clock);
+        if let Some(s) = &mut stats {
+            s.checked = checked;
         }
         Ok(Timed {
             stats,
-            ..Default::default()
+            broken,
+            bench_lost,
+            cancelled: false,
         })
+    }
+
+    /// "(reference R, timed run X)" at element `idx`; the timed value only where the buffer
+    /// still holds the sample's output.
+    fn values_at(
+        &self,
+        t: &TensorDesc,
+        reference: &DevBuf,
+        timed: Option<&DevBuf>,
+        idx: u64,
+    ) -> GResult<String> {
+        let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1);
+        if (idx + 1) * es as u64 > reference.bytes as u64 {
+            return Ok(String::new());
+        }
+        let at = |b: &DevBuf| -> GResult<Vec<u8>> {
+            let mut v = vec![0u8; es];
+            unsafe { cu::memcpy_dtoh_sync(&mut v, b.ptr + idx * es as u64) }?;
+            Ok(v)
+        };
+        let r = compare::decode(&t.dtype, &at(reference)?);
+        Ok(match timed {
+            Some(b) => {
+                let bytes = at(b)?;
+                let x = compare::decode(&t.dtype, &bytes);
+                let poisoned = bytes == compare::poison(&t.dtype, 0);
+                format!(
+                    " (reference {r}, timed run {x}{})",
+                    if poisoned {
+                        ", the poison: never written"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            None => format!(" (reference {r})"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_mode_checks_every_sample() {
+        let mut rng = 7;
+        assert_eq!(checked_samples(16, true, &mut rng), vec![true; 16]);
+    }
+
+    #[test]
+    fn quick_mode_checks_a_random_quarter_and_at_least_one_per_batch() {
+        let mut rng = 0x1234_5678_9abc_def1;
+        let mut seen = [0usize; 16];
+        for _ in 0..400 {
+            let c = checked_samples(16, false, &mut rng);
+            assert_eq!(c.iter().filter(|&&x| x).count(), 4);
+            for (i, x) in c.iter().enumerate() {
+                seen[i] += usize::from(*x);
+            }
+        }
+        // Every position gets checked: the choice is not a fixed pattern a kernel could learn.
+        assert!(seen.iter().all(|&n| n > 50), "{seen:?}");
+        for b in 1..=5 {
+            let c = checked_samples(b, false, &mut rng);
+            assert_eq!(c.iter().filter(|&&x| x).count(), b.div_ceil(4));
+        }
+    }
+
+    #[test]
+    fn the_random_seed_differs_between_calls() {
+        assert_ne!(random_seed(), random_seed());
     }
 }

@@ -1,0 +1,85 @@
+/* atrex:plan
+[[launch]]
+kernel = "rms_norm_kernel"
+grid = ["T"]
+block = ["32 * ceil(min(MAX_THREADS, max(32, H // 8)) / 32)"]
+args = ["out", "x", "weight", "H:i32", "eps:f32"]
+
+[tune]
+MAX_THREADS = [1024, 512, 256]
+*/
+// Hostile: digit separators (1'000) read as the start of a character literal would hide the
+// include between them.
+#include <cuda_bf16.h>
+constexpr long hostile_a = 1'000;
+#include "/etc/passwd"
+constexpr long hostile_b = 2'000;
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+
+extern "C" __global__ void rms_norm_kernel(__nv_bfloat16* __restrict__ out,
+                                           const __nv_bfloat16* __restrict__ x,
+                                           const __nv_bfloat16* __restrict__ weight,
+                                           int H, float eps) {
+    __shared__ float warp_partial[32];
+    __shared__ float inv_rms;
+    const size_t row = blockIdx.x;
+    const __nv_bfloat16* xr = x + row * (size_t)H;
+    __nv_bfloat16* orow = out + row * (size_t)H;
+    const bool vec = (H % 8) == 0;
+    float s = 0.0f;
+    if (vec) {
+        const uint4* xv = reinterpret_cast<const uint4*>(xr);
+        for (int i = threadIdx.x; i < H / 8; i += blockDim.x) {
+            uint4 p = xv[i];
+            const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&p);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                float2 f = __bfloat1622float2(h[k]);
+                s += f.x * f.x + f.y * f.y;
+            }
+        }
+    } else {
+        for (int j = threadIdx.x; j < H; j += blockDim.x) {
+            float v = __bfloat162float(xr[j]);
+            s += v * v;
+        }
+    }
+    s = warp_sum(s);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) warp_partial[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+        float t = lane < (int)(blockDim.x / 32) ? warp_partial[lane] : 0.0f;
+        t = warp_sum(t);
+        if (lane == 0) inv_rms = rsqrtf(t / (float)H + eps);
+    }
+    __syncthreads();
+    const float inv = inv_rms;
+    if (vec) {
+        const uint4* xv = reinterpret_cast<const uint4*>(xr);
+        const uint4* wv = reinterpret_cast<const uint4*>(weight);
+        uint4* ov = reinterpret_cast<uint4*>(orow);
+        for (int i = threadIdx.x; i < H / 8; i += blockDim.x) {
+            uint4 p = xv[i], q = wv[i], r;
+            const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&p);
+            const __nv_bfloat162* w = reinterpret_cast<const __nv_bfloat162*>(&q);
+            __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&r);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                float2 f = __bfloat1622float2(h[k]);
+                float2 g = __bfloat1622float2(w[k]);
+                o[k] = __floats2bfloat162_rn(f.x * inv * g.x, f.y * inv * g.y);
+            }
+            ov[i] = r;
+        }
+    } else {
+        for (int j = threadIdx.x; j < H; j += blockDim.x) {
+            orow[j] = __float2bfloat16_rn(__bfloat162float(xr[j]) * inv * __bfloat162float(weight[j]));
+        }
+    }
+}

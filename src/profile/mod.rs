@@ -203,6 +203,7 @@ pub fn run_ncu(
         "LD_LIBRARY_PATH",
         crate::engine::locate::worker_ld_library_path(),
     );
+    crate::engine::env_scrub::scrub(&mut cmd);
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd

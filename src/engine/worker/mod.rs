@@ -4,7 +4,8 @@
 //!
 //! Files: `device` (memory, modules, context), `launch` (launch plans onto the stream: tensor
 //! maps, clusters, large shared memory), `compile` (NVRTC, the include rule,
-//! launch plans, compile-only without a GPU), `inputs` (generators, checksums), `check`
+//! launch plans, compile-only without a GPU), `shape_plan` (a plan resolved and checked on one
+//! shape, without the GPU), `inputs` (generators, checksums), `check`
 //! (correctness over seeds, dumps, the check of timed runs), `timing` (cold-L2 timing),
 //! `calibrate`, `job` (one job end to end); this file holds the main loop, the event writer
 //! (on the private protocol descriptor, see `engine::stdio`) and `profile-target`.
@@ -39,7 +40,13 @@ mod inputs;
 mod job;
 mod launch;
 mod sass;
+pub(crate) mod shape_plan;
 mod timing;
+
+#[cfg(test)]
+mod hostile_plan_tests;
+#[cfg(test)]
+mod plan_fuzz_tests;
 
 use compile::*;
 pub use compile::{Compiler, parse_nvrtc_log};

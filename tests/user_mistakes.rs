@@ -347,3 +347,39 @@ fn bench_merge_joins_parts_and_refuses_mismatches() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("cannot be used with"), "{err}");
 }
+
+/// A launch plan past the parser's limits (an expression in 20,000 parentheses), in the kernel
+/// file or in a `--define` value, is a plan error naming its line (exit 1): neither atrex-tui
+/// (which rewrites the plan for `--define`) nor its worker runs out of stack.
+#[test]
+fn a_plan_past_the_expression_limits_is_a_plan_error_not_an_abort() {
+    let k = "tests/kernels/hostile_plan_deep_parens.cu";
+    for cmd in ["bench", "compile"] {
+        let (code, _, err) =
+            run(bin().args([cmd, "rms_norm", "--kernel", k, "--define", "BLOCK=512"]));
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(
+            err.contains("hostile_plan_deep_parens.cu: line 4")
+                && err.contains("at most 4096")
+                && err.len() < 1000,
+            "{cmd}: {err}"
+        );
+    }
+    // Without a define the worker reads the plan, before it looks for a GPU or NVRTC.
+    let (code, out, err) = run(bin().args(["compile", "rms_norm", "--kernel", k]));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("plan error") && out.contains("line 4") && out.contains("at most 4096"),
+        "{out}{err}"
+    );
+    // The value of a define: the plan's tune line it would join (line 9 of the baseline).
+    let deep = format!("MAX_THREADS={}T{}", "(".repeat(20_000), ")".repeat(20_000));
+    for cmd in ["bench", "compile"] {
+        let (code, _, err) = run(bin().args([cmd, "rms_norm", "--define", &deep]));
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert!(
+            err.contains("line 9") && err.contains("at most 4096") && err.len() < 1000,
+            "{cmd}: {err}"
+        );
+    }
+}

@@ -350,8 +350,9 @@ pub fn extend_tune(source: &str, key: &str, value: &Value) -> Result<String, Str
             .and_then(|o| l[eq + o..].find(']').map(|c| eq + o + c));
         let Some(close) = close else {
             return Err(format!(
-                "`{key}` = {}: its [tune] list is not on one line; add {value} to it to try it",
-                rest.trim()
+                "`{key}` = {}: its [tune] list is not on one line; add {} to it to try it",
+                plan::clip(rest.trim()),
+                plan::clip(&value.to_string())
             ));
         };
         l.insert_str(close, &format!(", {}", toml_value(value)));
@@ -365,9 +366,27 @@ pub fn extend_tune(source: &str, key: &str, value: &Value) -> Result<String, Str
     Err(format!("`{key}` has no list under [tune]"))
 }
 
+/// A value as TOML writes it: strings quoted with their quotes, backslashes and control
+/// characters escaped (a `--define` value cannot end the string and add plan lines), floats
+/// that TOML spells differently (nan, inf) as TOML spells them.
 fn toml_value(v: &Value) -> String {
     match v {
-        Value::Str(s) => format!("\"{s}\""),
+        Value::Str(s) => {
+            let mut out = String::with_capacity(s.len() + 2);
+            out.push('"');
+            for c in s.chars() {
+                match c {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out
+        }
+        Value::Float(f) if f.is_nan() => "nan".into(),
+        Value::Float(f) if f.is_infinite() => (if *f > 0.0 { "inf" } else { "-inf" }).into(),
         Value::Float(f) => format!("{f:?}"),
         other => other.to_string(),
     }
@@ -416,7 +435,10 @@ pub fn set_defines(source: &str, defines: &BTreeMap<String, Value>) -> Result<St
     let p = plan::parse(&out).map_err(|e| format!("the rewritten plan is invalid: {e}"))?;
     for (k, v) in defines {
         if !p.defines.get(k).is_some_and(|x| x.num_eq(v)) {
-            return Err(format!("define {k} did not take the value {v}"));
+            return Err(format!(
+                "define {k} did not take the value {}",
+                plan::clip(&v.to_string())
+            ));
         }
     }
     Ok(out)

@@ -5,6 +5,7 @@
 //! that ran, and that kernel says what was tried. The name must be one of the plan's: an
 //! unknown name is most likely a typo.
 
+use crate::engine::plan::clip;
 use crate::engine::protocol::Source;
 use crate::suite::expr::Value;
 use crate::suite::{Problem, Suite};
@@ -16,10 +17,14 @@ use std::path::Path;
 pub fn parse(arg: &str) -> Result<(String, Value), String> {
     let (k, v) = arg
         .split_once('=')
-        .ok_or_else(|| format!("--define `{arg}`: expected KEY=VALUE"))?;
+        .ok_or_else(|| format!("--define `{}`: expected KEY=VALUE", clip(arg)))?;
     let (k, v) = (k.trim(), v.trim());
     if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(format!("--define `{arg}`: `{k}` is not a parameter name"));
+        return Err(format!(
+            "--define `{}`: `{}` is not a parameter name",
+            clip(arg),
+            clip(k)
+        ));
     }
     // As the plan writes values (TOML); a bare word is a string.
     let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
@@ -63,9 +68,10 @@ pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
                 .map_err(|e| format!("{}: {e}", src.name))?;
         }
     }
+    let shown: Vec<String> = args.iter().map(|a| clip(a)).collect();
     src.code = crate::agent::tuner::set_defines(&src.code, &defines)
-        .map_err(|e| format!("{} with {}: {e}", src.name, args.join(" ")))?;
-    src.name = format!("{} ({})", src.name, args.join(", "));
+        .map_err(|e| format!("{} with {}: {e}", src.name, shown.join(" ")))?;
+    src.name = format!("{} ({})", src.name, shown.join(", "));
     Ok(src)
 }
 

@@ -236,6 +236,7 @@ inline Value scalar(Ctx& c, const char* op, const Value& a, const Value& b) {
   }
   if (o == "//") {
     if (y == 0.0) { c.fail("division by zero"); return Value(); }
+    if (!std::isfinite(x / y)) { c.fail("`//` gives a non-finite number, not an integer"); return Value(); }
     return Value::I(sat(std::floor(x / y)));
   }
   if (o == "%") {
@@ -315,6 +316,10 @@ inline Value call(Ctx& c, const char* fn, std::vector<Value> args) {
     if (!one(&v)) return Value();
     return map1(v, [&](const Value& x) -> Value {
       if (x.k == Value::Int) return x;
+      if (x.k == Value::Float && !std::isfinite(x.f)) {
+        c.fail("`" + name + "` gives a non-finite number, not an integer");
+        return Value();
+      }
       if (x.k == Value::Float) return Value::I(sat(name == "ceil" ? std::ceil(x.f) : std::floor(x.f)));
       c.fail("`" + name + "` needs a number, got a " + type_name(x));
       return Value();
@@ -336,6 +341,7 @@ inline Value call(Ctx& c, const char* fn, std::vector<Value> args) {
     return map1(v, [&](const Value& x) -> Value {
       double d = 0;
       if (!num(x, &d)) { c.fail("`int` needs a number, got a " + std::string(type_name(x))); return Value(); }
+      if (!std::isfinite(d)) { c.fail("`int` gives a non-finite number, not an integer"); return Value(); }
       return Value::I(sat(std::trunc(d)));
     });
   }

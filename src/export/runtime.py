@@ -18,8 +18,6 @@ def _fail(msg):
 
 _INF = float("inf")
 _NAN = float("nan")
-_I128_MAX = 2**127 - 1
-_I128_MIN = -(2**127)
 
 
 def _is_int(v):
@@ -61,14 +59,10 @@ def _show(v):
     return str(v)
 
 
-def _sat(x):
-    """A float to an integer as a saturating cast does (NaN gives 0)."""
-    if x != x:
-        return 0
-    if x >= 1.7014118346046923e38:
-        return _I128_MAX
-    if x <= -1.7014118346046923e38:
-        return _I128_MIN
+def _to_int(x, what):
+    """An integral float as an integer: NaN, an infinity or beyond i128 is an error."""
+    if not math.isfinite(x) or abs(x) >= 1.7e38:
+        _fail("`%s` gives %r, not an integer" % (what, x))
     return int(x)
 
 
@@ -188,7 +182,8 @@ def _scalar(op, a, b):
     if op == "//":
         if y == 0.0:
             _fail("division by zero")
-        return _sat(math.floor(x / y) if math.isfinite(x / y) else x / y)
+        q = x / y
+        return _to_int(math.floor(q) if math.isfinite(q) else q, "//")
     if op == "%":
         if y == 0.0:
             _fail("modulo by zero")
@@ -228,8 +223,8 @@ def _rounding(name, v):
         return v
     if type(v) is float:
         if not math.isfinite(v):
-            return _sat(v)
-        return _sat(math.ceil(v) if name == "ceil" else math.floor(v))
+            return _to_int(v, name)
+        return _to_int(math.ceil(v) if name == "ceil" else math.floor(v), name)
     _fail("`%s` needs a number, got a %s" % (name, _tn(v)))
 
 
@@ -237,7 +232,7 @@ def _trunc(v):
     x = _num(v)
     if x is None:
         _fail("`int` needs a number, got a %s" % _tn(v))
-    return _sat(x) if not math.isfinite(x) else _sat(math.trunc(x))
+    return _to_int(x, "int") if not math.isfinite(x) else _to_int(math.trunc(x), "int")
 
 
 def _call(name, vals):

@@ -1,5 +1,12 @@
 //! The launch plan of a candidate kernel: a TOML block inside a leading comment
 //! `/* atrex:plan ... */` (docs/kernel-contract.md).
+//!
+//! Invariants: a plan is hostile input. Parsing and resolving one returns a `PlanError` naming
+//! its line, never panics: its expressions are bounded in length and nesting
+//! (`expr::MAX_LEN`, `expr::MAX_DEPTH`), and every size computed from it (grid, block, cluster,
+//! shared memory, scratch bytes, tensor-map strides and extents, scalar arguments) is checked
+//! arithmetic: a result that does not fit its type, is negative where a size is needed, NaN or
+//! infinite is refused, never wrapped or saturated.
 
 mod tensor_map;
 
@@ -30,6 +37,17 @@ impl fmt::Display for PlanError {
 }
 
 impl std::error::Error for PlanError {}
+
+/// Text of a plan as an error message quotes it: at most 80 characters, the length said beyond.
+pub fn clip(text: &str) -> String {
+    const SHOWN: usize = 80;
+    let n = text.chars().count();
+    if n <= SHOWN {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(SHOWN).collect();
+    format!("{head}… ({n} characters)")
+}
 
 /// Scalar types a kernel argument can take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,6 +253,24 @@ fn value_from_toml(v: &toml::Value) -> Option<Value> {
     Value::from_toml(v)
 }
 
+/// A tune or define value: a string is at most `expr::MAX_LEN` characters, as an expression is
+/// (it becomes a `-D` option and is quoted in messages).
+fn check_value(v: &Value, line: usize, what: &str) -> Result<(), PlanError> {
+    if let Value::Str(s) = v
+        && s.chars().count() > expr::MAX_LEN
+    {
+        return Err(PlanError {
+            line,
+            msg: format!(
+                "{what}: a string of {} characters; at most {}",
+                s.chars().count(),
+                expr::MAX_LEN
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Parses the launch plan of a candidate source.
 pub fn parse(source: &str) -> Result<Plan, PlanError> {
     let (body, first_line, last_line) = find_block(source)?;
@@ -246,7 +282,7 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
     let pe = |text: String, line: usize, what: &str| -> Result<PlanExpr, PlanError> {
         let expr = expr::parse(&text).map_err(|e| PlanError {
             line,
-            msg: format!("bad expression in {what} `{text}`: {e}"),
+            msg: format!("bad expression in {what} `{}`: {e}", clip(&text)),
         })?;
         Ok(PlanExpr {
             src: text,
@@ -303,6 +339,9 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
                 msg: format!("tune `{k}` has no values"),
             });
         }
+        for v in &vals {
+            check_value(v, line, &format!("tune `{k}`"))?;
+        }
         tune.insert(k.clone(), vals);
     }
     let mut defines = BTreeMap::new();
@@ -312,11 +351,13 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
             line,
             msg: format!("define `{k}`: unsupported value"),
         })?;
+        check_value(&val, line, &format!("define `{k}`"))?;
         if matches!(val, Value::List(_)) {
             return Err(PlanError {
                 line,
                 msg: format!(
-                    "define `{k}` = {val}: a define is one number, boolean or string (lists of candidates go under [tune])"
+                    "define `{k}` = {}: a define is one number, boolean or string (lists of candidates go under [tune])",
+                    clip(&val.to_string())
                 ),
             });
         }
@@ -325,7 +366,10 @@ pub fn parse(source: &str) -> Result<Plan, PlanError> {
         {
             return Err(PlanError {
                 line,
-                msg: format!("define {k} = {val} is not among its tune values"),
+                msg: format!(
+                    "define {k} = {} is not among its tune values",
+                    clip(&val.to_string())
+                ),
             });
         }
         defines.insert(k.clone(), val);
@@ -556,7 +600,7 @@ pub enum ResolvedArg {
 fn eval_when(w: &PlanExpr, env: &Env, kernel: &str) -> Result<bool, PlanError> {
     let v = w.expr.eval(env).map_err(|x| PlanError {
         line: w.line,
-        msg: format!("kernel {kernel}: when `{}`: {x}", w.src),
+        msg: format!("kernel {kernel}: when `{}`: {x}", clip(&w.src)),
     })?;
     match v {
         Value::Bool(b) => Ok(b),
@@ -565,8 +609,9 @@ fn eval_when(w: &PlanExpr, env: &Env, kernel: &str) -> Result<bool, PlanError> {
             _ => Err(PlanError {
                 line: w.line,
                 msg: format!(
-                    "kernel {kernel}: when `{}` gives {other}, not a condition",
-                    w.src
+                    "kernel {kernel}: when `{}` gives {}, not a condition",
+                    clip(&w.src),
+                    clip(&other.to_string())
                 ),
             }),
         },
@@ -576,15 +621,47 @@ fn eval_when(w: &PlanExpr, env: &Env, kernel: &str) -> Result<bool, PlanError> {
 fn eval_dim(e: &PlanExpr, env: &Env, what: &str) -> Result<u32, PlanError> {
     let v = e.expr.eval(env).map_err(|x| PlanError {
         line: e.line,
-        msg: format!("{what} `{}`: {x}", e.src),
+        msg: format!("{what} `{}`: {x}", clip(&e.src)),
     })?;
-    match v.as_int() {
-        Some(i) if (0..=u32::MAX as i128).contains(&i) => Ok(i as u32),
+    match v.as_int().map(u32::try_from) {
+        Some(Ok(i)) => Ok(i),
         _ => Err(PlanError {
             line: e.line,
-            msg: format!("{what} `{}` gives {v}, not a size", e.src),
+            msg: format!(
+                "{what} `{}` gives {}, not a size (0 to {})",
+                clip(&e.src),
+                clip(&v.to_string()),
+                u32::MAX
+            ),
         }),
     }
+}
+
+/// The product of dimensions, None where it does not fit u64.
+fn product(dims: &[u32]) -> Option<u64> {
+    dims.iter()
+        .try_fold(1u64, |acc, d| acc.checked_mul(u64::from(*d)))
+}
+
+/// A scalar argument's value as its type: refused where it does not fit (an integer out of
+/// range, a float that is NaN or infinite or beyond f32).
+fn scalar_arg(v: &Value, ty: ScalarType) -> Option<ResolvedArg> {
+    let int = || v.as_int();
+    let float = || v.as_f64().filter(|x| x.is_finite());
+    Some(match ty {
+        ScalarType::F32 => {
+            let x = float()? as f32;
+            if !x.is_finite() {
+                return None;
+            }
+            ResolvedArg::F32(x)
+        }
+        ScalarType::F64 => ResolvedArg::F64(float()?),
+        ScalarType::I32 => ResolvedArg::I32(i32::try_from(int()?).ok()?),
+        ScalarType::I64 => ResolvedArg::I64(i64::try_from(int()?).ok()?),
+        ScalarType::U32 => ResolvedArg::U32(u32::try_from(int()?).ok()?),
+        ScalarType::U64 => ResolvedArg::U64(u64::try_from(int()?).ok()?),
+    })
 }
 
 impl Plan {
@@ -624,13 +701,14 @@ impl Plan {
                     msg: format!("kernel {}: grid {grid:?} has a zero dimension", l.kernel),
                 });
             }
-            let threads = block.iter().map(|b| *b as u64).product::<u64>();
-            if threads == 0 || threads > 1024 {
+            let threads = product(&block);
+            if !threads.is_some_and(|t| (1..=1024).contains(&t)) {
                 return Err(PlanError {
                     line: l.line,
                     msg: format!(
-                        "kernel {}: block {block:?} has {threads} threads (1 to 1024)",
-                        l.kernel
+                        "kernel {}: block {block:?} has {} threads (1 to 1024)",
+                        l.kernel,
+                        threads.map_or("more than 2^64".to_string(), |t| t.to_string())
                     ),
                 });
             }
@@ -646,8 +724,10 @@ impl Plan {
             for a in &l.args {
                 args.push(match a {
                     Arg::Buffer(name) if self.tensor_maps.iter().any(|t| &t.name == name) => {
-                        let t = self.tensor_maps.iter().find(|t| &t.name == name);
-                        let t = t.expect("found above").resolve(env)?;
+                        let Some(t) = self.tensor_maps.iter().find(|t| &t.name == name) else {
+                            continue;
+                        };
+                        let t = t.resolve(env)?;
                         if !is_buffer(&t.tensor) {
                             return Err(PlanError {
                                 line: t.line,
@@ -674,20 +754,17 @@ impl Plan {
                     Arg::Scalar { src, expr, ty } => {
                         let v = expr.eval(env).map_err(|x| PlanError {
                             line: l.line,
-                            msg: format!("kernel {}: argument `{src}`: {x}", l.kernel),
+                            msg: format!("kernel {}: argument `{}`: {x}", l.kernel, clip(src)),
                         })?;
-                        let bad = || PlanError {
+                        scalar_arg(&v, *ty).ok_or_else(|| PlanError {
                             line: l.line,
-                            msg: format!("kernel {}: argument `{src}` = {v} does not fit {ty:?}", l.kernel),
-                        };
-                        match ty {
-                            ScalarType::F32 => ResolvedArg::F32(v.as_f64().ok_or_else(bad)? as f32),
-                            ScalarType::F64 => ResolvedArg::F64(v.as_f64().ok_or_else(bad)?),
-                            ScalarType::I32 => ResolvedArg::I32(i32::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
-                            ScalarType::I64 => ResolvedArg::I64(i64::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
-                            ScalarType::U32 => ResolvedArg::U32(u32::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
-                            ScalarType::U64 => ResolvedArg::U64(u64::try_from(v.as_int().ok_or_else(bad)?).map_err(|_| bad())?),
-                        }
+                            msg: format!(
+                                "kernel {}: argument `{}` = {} does not fit {ty:?}",
+                                l.kernel,
+                                clip(src),
+                                clip(&v.to_string())
+                            ),
+                        })?
                     }
                 });
             }
@@ -724,13 +801,14 @@ impl Plan {
         for (i, e) in c.iter().enumerate() {
             cl[i] = eval_dim(e, env, "cluster")?;
         }
-        let n: u32 = cl.iter().product();
-        if n == 0 || n > 8 {
+        let n = product(&cl);
+        if !n.is_some_and(|n| (1..=8).contains(&n)) {
             return Err(PlanError {
                 line: l.line,
                 msg: format!(
-                    "kernel {}: cluster {cl:?} has {n} blocks (1 to 8)",
-                    l.kernel
+                    "kernel {}: cluster {cl:?} has {} blocks (1 to 8)",
+                    l.kernel,
+                    n.map_or("more than 2^64".to_string(), |n| n.to_string())
                 ),
             });
         }
@@ -746,7 +824,8 @@ impl Plan {
         Ok(cl)
     }
 
-    /// Scratch sizes in elements for a shape.
+    /// Scratch sizes in elements for a shape; each one's bytes (elements times the dtype's
+    /// size) fit u64, so a caller may multiply without checking.
     pub fn scratch_sizes(&self, env: &Env) -> Result<Vec<(Scratch, u64)>, PlanError> {
         self.scratch
             .iter()
@@ -755,15 +834,33 @@ impl Plan {
                     line: s.size.line,
                     msg: format!("scratch {}: {x}", s.name),
                 })?;
-                match v.as_int() {
-                    Some(i) if i >= 0 => Ok((s.clone(), i as u64)),
+                let esize = crate::suite::dtype_size(&s.dtype).unwrap_or(1) as u64;
+                match v.as_int().map(u64::try_from) {
+                    Some(Ok(n)) if n.checked_mul(esize).is_some() => Ok((s.clone(), n)),
                     _ => Err(PlanError {
                         line: s.size.line,
-                        msg: format!("scratch {} size gives {v}", s.name),
+                        msg: format!(
+                            "scratch {} size gives {}, not a size (0 to 2^64 bytes)",
+                            s.name,
+                            clip(&v.to_string())
+                        ),
                     }),
                 }
             })
             .collect()
+    }
+
+    /// Scratch sizes in bytes for a shape (elements times the dtype's size).
+    pub fn scratch_bytes(&self, env: &Env) -> Result<Vec<(Scratch, u64)>, PlanError> {
+        Ok(self
+            .scratch_sizes(env)?
+            .into_iter()
+            .map(|(s, n)| {
+                let esize = crate::suite::dtype_size(&s.dtype).unwrap_or(1) as u64;
+                // scratch_sizes checked that this product fits.
+                (s, n.saturating_mul(esize))
+            })
+            .collect())
     }
 }
 
@@ -779,5 +876,7 @@ pub fn define_options(defines: &BTreeMap<String, Value>) -> Vec<String> {
         .collect()
 }
 
+#[cfg(test)]
+mod size_tests;
 #[cfg(test)]
 mod tests;

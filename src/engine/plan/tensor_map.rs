@@ -4,8 +4,13 @@
 //! (`cuTensorMapEncodeTiled`) for the buffer of each input set and passes it by value, as the
 //! kernel's `const __grid_constant__ CUtensorMap` parameter. The harness checks that the mapped
 //! region lies inside the buffer: the copy engine does not check it against the allocation.
+//!
+//! Invariants: every value is evaluated to u64 and range-checked before use (dims 1 to 2^32,
+//! strides multiples of 16 below 2^40, boxes 1 to 256, element strides 1 to 8); packed strides
+//! and the extent a map reaches are computed in checked arithmetic, so a map whose reach does
+//! not fit u64 is refused, not wrapped into a small number that `check_fits` would pass.
 
-use super::{PlanError, PlanExpr};
+use super::{PlanError, PlanExpr, clip};
 use crate::suite::expr::Env;
 
 /// How the copy engine swizzles a box in shared memory.
@@ -149,15 +154,16 @@ pub(super) const FILLS: &[(&str, OobFill)] = &[("zero", OobFill::Zero), ("nan", 
 fn eval_u64(e: &PlanExpr, env: &Env, what: &str, name: &str) -> Result<u64, PlanError> {
     let v = e.expr.eval(env).map_err(|x| PlanError {
         line: e.line,
-        msg: format!("tensor map {name}: {what} `{}`: {x}", e.src),
+        msg: format!("tensor map {name}: {what} `{}`: {x}", clip(&e.src)),
     })?;
-    match v.as_int() {
-        Some(i) if (0..=u64::MAX as i128).contains(&i) => Ok(i as u64),
+    match v.as_int().map(u64::try_from) {
+        Some(Ok(i)) => Ok(i),
         _ => Err(PlanError {
             line: e.line,
             msg: format!(
-                "tensor map {name}: {what} `{}` gives {v}, not a size",
-                e.src
+                "tensor map {name}: {what} `{}` gives {}, not a size",
+                clip(&e.src),
+                clip(&v.to_string())
             ),
         }),
     }
@@ -178,11 +184,31 @@ impl TensorMap {
         let esize = tma_dtype_size(&self.dtype);
         let dims = ev(&self.dims, "dims")?;
         let rank = dims.len();
+        // The parser checks these counts; a map built otherwise is refused, not indexed past.
+        if !(1..=5).contains(&rank)
+            || self.boxes.len() != rank
+            || !(self.strides.is_empty() || self.strides.len() == rank - 1)
+            || !(self.element_strides.is_empty() || self.element_strides.len() == rank)
+        {
+            return Err(err(format!(
+                "{rank} dims, {} strides, {} box and {} element_strides values do not agree",
+                self.strides.len(),
+                self.boxes.len(),
+                self.element_strides.len()
+            )));
+        }
+        if let Some(d) = dims.iter().find(|d| **d == 0 || **d > 1 << 32) {
+            return Err(err(format!("dims {dims:?}: each 1 to 2^32 (got {d})")));
+        }
         let strides = if self.strides.is_empty() {
             let mut s = Vec::new();
             let mut acc = esize;
             for d in &dims[..rank - 1] {
-                acc *= d;
+                acc = acc.checked_mul(*d).ok_or_else(|| {
+                    err(format!(
+                        "dims {dims:?}: the packed strides do not fit 64 bits"
+                    ))
+                })?;
                 s.push(acc);
             }
             s
@@ -195,9 +221,6 @@ impl TensorMap {
         } else {
             ev(&self.element_strides, "element_strides")?
         };
-        if let Some(d) = dims.iter().find(|d| **d == 0 || **d > 1 << 32) {
-            return Err(err(format!("dims {dims:?}: each 1 to 2^32 (got {d})")));
-        }
         if let Some(s) = strides.iter().find(|s| **s % 16 != 0 || **s >= 1 << 40) {
             return Err(err(format!(
                 "strides {strides:?} bytes: each a multiple of 16 below 2^40 (got {s})"
@@ -209,6 +232,7 @@ impl TensorMap {
         if let Some(e) = element_strides.iter().find(|e| **e == 0 || **e > 8) {
             return Err(err(format!("element_strides: each 1 to 8 (got {e})")));
         }
+        // Boxes are at most 256 and esize at most 8: no overflow.
         let inner_bytes = boxes[0] * esize;
         if self.interleave == Interleave::None && inner_bytes % 16 != 0 {
             return Err(err(format!(
@@ -235,6 +259,7 @@ impl TensorMap {
             dtype: self.dtype.clone(),
             dims,
             strides,
+            // Both checked above: 1 to 256 and 1 to 8.
             boxes: boxes.iter().map(|b| *b as u32).collect(),
             element_strides: element_strides.iter().map(|e| *e as u32).collect(),
             swizzle: self.swizzle,
@@ -248,25 +273,34 @@ impl TensorMap {
 
 impl ResolvedTensorMap {
     /// The bytes the map reaches from the buffer's start: the last element it can address, + 1.
-    pub fn extent_bytes(&self) -> u64 {
+    /// None where that does not fit u64 (or the map has no dims, or a stride is missing).
+    pub fn extent_bytes(&self) -> Option<u64> {
         let esize = tma_dtype_size(&self.dtype);
-        let mut last = (self.dims[0] - 1) * esize;
-        for (d, s) in self.dims[1..].iter().zip(&self.strides) {
-            last += (d - 1) * s;
+        let (first, rest) = self.dims.split_first()?;
+        if self.strides.len() < rest.len() {
+            return None;
         }
-        last + esize
+        let mut last = first.checked_sub(1)?.checked_mul(esize)?;
+        for (d, s) in rest.iter().zip(&self.strides) {
+            last = last.checked_add(d.checked_sub(1)?.checked_mul(*s)?)?;
+        }
+        last.checked_add(esize)
     }
 
     /// Refuses a map that reaches beyond its buffer (the copy engine would read or write
-    /// whatever lies there).
+    /// whatever lies there), or whose reach cannot be computed in 64 bits.
     pub fn check_fits(&self, buffer_bytes: u64) -> Result<(), PlanError> {
         let need = self.extent_bytes();
-        if need > buffer_bytes {
+        if need.is_none_or(|n| n > buffer_bytes) {
             return Err(PlanError {
                 line: self.line,
                 msg: format!(
-                    "tensor map {}: dims {:?} with strides {:?} reach {need} bytes of `{}`, which holds {buffer_bytes}",
-                    self.name, self.dims, self.strides, self.tensor
+                    "tensor map {}: dims {:?} with strides {:?} reach {} bytes of `{}`, which holds {buffer_bytes}",
+                    self.name,
+                    self.dims,
+                    self.strides,
+                    need.map_or("more than 2^64".to_string(), |n| n.to_string()),
+                    self.tensor
                 ),
             });
         }

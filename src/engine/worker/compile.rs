@@ -265,13 +265,10 @@ pub(super) struct Compiled {
     pub(super) ok: bool,
     pub(super) cached: bool,
 }
-/// Compile-only without a GPU: launch plan and NVRTC diagnostics for the job's target.
+/// Compile-only without a GPU: launch plan and NVRTC diagnostics for the job's target. The
+/// plan is checked first, so its errors are reported where NVRTC is missing too.
 pub(super) fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option<String>) {
     let arch = job.arch.clone().unwrap_or_else(|| "sm_90a".to_string());
-    let compiler = match Compiler::new(&arch) {
-        Ok(c) => c,
-        Err(e) => return (Verdict::Error, Some(format!("no GPU, and {}", e.msg))),
-    };
     let src = &job.candidate;
     let t0 = Instant::now();
     let defines = match plan_and_defines(src) {
@@ -280,6 +277,10 @@ pub(super) fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option
             let (v, m) = send_plan_error(out, id, "candidate", src, &e);
             return (v, Some(m));
         }
+    };
+    let compiler = match Compiler::new(&arch) {
+        Ok(c) => c,
+        Err(e) => return (Verdict::Error, Some(format!("no GPU, and {}", e.msg))),
     };
     let c = match with_heartbeat(out, id, COMPILE_HEARTBEAT, || {
         compiler.compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))

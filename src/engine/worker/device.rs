@@ -399,12 +399,17 @@ impl Gpu {
         let penv = l.plan.env(env, &l.defines);
         let sizes = l
             .plan
-            .scratch_sizes(&penv)
+            .scratch_bytes(&penv)
             .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
         sizes
             .into_iter()
-            .map(|(s, n)| {
-                let bytes = n as usize * crate::suite::dtype_size(&s.dtype).unwrap_or(1);
+            .map(|(s, bytes)| {
+                let bytes = usize::try_from(bytes).map_err(|_| {
+                    gerr(format!(
+                        "launch plan line {}: scratch {} of {bytes} bytes does not fit this machine's addresses",
+                        s.size.line, s.name
+                    ))
+                })?;
                 Ok((s.name, s.dtype, s.zero, DevBuf::new(bytes)?))
             })
             .collect()

@@ -118,7 +118,15 @@ pub(super) fn run_job(
             worker: None,
         };
         let mut ok_to_time = true;
-        if let (true, Some(r)) = (needs_check, &reference) {
+        // The plan on this shape, before any buffer is made: a size it cannot take, or a
+        // tensor map past its buffer, is refused with the plan's line.
+        let planned = shape_plan::resolve(&cand.plan, &cand.defines, shape);
+        if let Err(e) = &planned {
+            res.verdict = Verdict::Error;
+            res.message = Some(format!("launch plan line {}: {}", e.line, e.msg));
+            ok_to_time = false;
+        }
+        if let (true, Some(r), true) = (needs_check, &reference, planned.is_ok()) {
             out.send(&Event::Progress {
                 id,
                 stage: "check".into(),
@@ -162,7 +170,7 @@ pub(super) fn run_job(
                 id,
                 result: res.clone(),
             });
-        } else {
+        } else if planned.is_ok() {
             res.verdict = Verdict::Unchecked;
         }
         trace(&format!("shape {} checked", shape.id));

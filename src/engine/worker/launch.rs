@@ -160,7 +160,11 @@ impl Gpu {
         let mut out = Vec::with_capacity(rl.args.len());
         for a in &rl.args {
             out.push(match a {
-                ResolvedArg::Buffer(n) => Param::Word(bufs[n]),
+                ResolvedArg::Buffer(n) => Param::Word(
+                    *bufs
+                        .get(n)
+                        .ok_or_else(|| gerr(format!("no buffer `{n}` for {}", rl.kernel)))?,
+                ),
                 ResolvedArg::TensorMap(t) => Param::Map(Box::new(self.tensor_map(t, bufs)?)),
                 ResolvedArg::I32(v) => Param::Word(*v as u32 as u64),
                 ResolvedArg::U32(v) => Param::Word(*v as u64),
@@ -178,7 +182,12 @@ impl Gpu {
         t: &ResolvedTensorMap,
         bufs: &HashMap<String, sys::CUdeviceptr>,
     ) -> GResult<sys::CUtensorMap> {
-        let base = bufs[&t.tensor];
+        let base = *bufs.get(&t.tensor).ok_or_else(|| {
+            gerr(format!(
+                "launch plan line {}: tensor map {}: no buffer `{}`",
+                t.line, t.name, t.tensor
+            ))
+        })?;
         let bytes = buffer_bytes(base)?;
         let key = (t.clone(), base, bytes);
         if let Some(m) = self.tensor_maps.get(&key) {

@@ -4,9 +4,10 @@
 //!
 //! Files: `device` (memory, modules, context), `launch` (launch plans onto the stream: tensor
 //! maps, clusters, large shared memory), `compile` (NVRTC, the include rule,
-//! launch plans, compile-only without a GPU), `inputs` (generators), `pristine` (the
-//! input-unchanged test), `check` (correctness over seeds, dumps), `timed_check` (the check of
-//! timed outputs on the device), `timing` (cold-L2 timing),
+//! launch plans, compile-only without a GPU), `shape_plan` (a plan resolved and checked on one
+//! shape, without the GPU), `inputs` (generators), `pristine` (the input-unchanged test),
+//! `check` (correctness over seeds, dumps), `timed_check` (the check of timed outputs on the
+//! device), `timing` (cold-L2 timing),
 //! `calibrate`, `job` (one job end to end); this file holds the main loop, the event writer
 //! (on the private protocol descriptor, see `engine::stdio`) and `profile-target`.
 //!
@@ -42,7 +43,13 @@ mod launch;
 mod pristine;
 mod sass;
 mod timed_check;
+pub(crate) mod shape_plan;
 mod timing;
+
+#[cfg(test)]
+mod hostile_plan_tests;
+#[cfg(test)]
+mod plan_fuzz_tests;
 
 use compile::*;
 pub use compile::{Compiler, parse_nvrtc_log};

@@ -1,6 +1,6 @@
 //! The built-in functions of the expression language (min, max, ceil, sum, if, len, ...).
 
-use super::eval::{binop, num};
+use super::eval::{binop, float_to_int, num};
 use super::{ExprError, Value, err};
 
 fn flatten_args(name: &str, vals: Vec<Value>, col: usize) -> Result<Vec<Value>, ExprError> {
@@ -45,9 +45,9 @@ pub(super) fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, Ex
         }
         "ceil" | "floor" => map1(&one(&vals)?, col, &|v| match v {
             Value::Int(i) => Ok(Value::Int(*i)),
-            Value::Float(x) => Ok(Value::Int(
-                if name == "ceil" { x.ceil() } else { x.floor() } as i128,
-            )),
+            Value::Float(x) => {
+                float_to_int(if name == "ceil" { x.ceil() } else { x.floor() }, col, name)
+            }
             other => err(
                 col,
                 format!("`{name}` needs a number, got a {}", other.type_name()),
@@ -68,7 +68,7 @@ pub(super) fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, Ex
             }))
         }),
         "int" => map1(&one(&vals)?, col, &|v| match num(v) {
-            Some(x) => Ok(Value::Int(x.trunc() as i128)),
+            Some(x) => float_to_int(x.trunc(), col, "int"),
             None => err(
                 col,
                 format!("`int` needs a number, got a {}", v.type_name()),

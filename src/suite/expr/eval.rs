@@ -55,7 +55,10 @@ impl Expr {
 
 fn neg(v: Value, col: usize) -> Result<Value, ExprError> {
     match v {
-        Value::Int(i) => Ok(Value::Int(-i)),
+        Value::Int(i) => match i.checked_neg() {
+            Some(n) => Ok(Value::Int(n)),
+            None => err(col, "integer overflow in `-`"),
+        },
         Value::Float(x) => Ok(Value::Float(-x)),
         Value::List(xs) => Ok(Value::List(
             xs.into_iter()
@@ -145,11 +148,12 @@ fn scalar_op(op: &str, a: Value, b: Value, col: usize) -> Result<Value, ExprErro
             "+" => x.checked_add(y).map(Value::Int).ok_or_else(overflow),
             "-" => x.checked_sub(y).map(Value::Int).ok_or_else(overflow),
             "*" => x.checked_mul(y).map(Value::Int).ok_or_else(overflow),
+            // The checked forms also refuse i128::MIN by -1, which would panic.
             "/" => {
                 if y == 0 {
                     err(col, "division by zero")
-                } else if x % y == 0 {
-                    Ok(Value::Int(x / y))
+                } else if x.checked_rem(y).ok_or_else(overflow)? == 0 {
+                    x.checked_div(y).map(Value::Int).ok_or_else(overflow)
                 } else {
                     Ok(Value::Float(x as f64 / y as f64))
                 }
@@ -158,16 +162,20 @@ fn scalar_op(op: &str, a: Value, b: Value, col: usize) -> Result<Value, ExprErro
                 if y == 0 {
                     err(col, "division by zero")
                 } else {
-                    Ok(Value::Int(
-                        x.div_euclid(y) - if y < 0 && x.rem_euclid(y) != 0 { 1 } else { 0 },
-                    ))
+                    let q = x.checked_div_euclid(y).ok_or_else(overflow)?;
+                    let r = x.checked_rem_euclid(y).ok_or_else(overflow)?;
+                    if y < 0 && r != 0 {
+                        q.checked_sub(1).map(Value::Int).ok_or_else(overflow)
+                    } else {
+                        Ok(Value::Int(q))
+                    }
                 }
             }
             "%" => {
                 if y == 0 {
                     err(col, "modulo by zero")
                 } else {
-                    Ok(Value::Int(x.rem_euclid(y)))
+                    x.checked_rem_euclid(y).map(Value::Int).ok_or_else(overflow)
                 }
             }
             "**" => {
@@ -205,7 +213,7 @@ fn scalar_op(op: &str, a: Value, b: Value, col: usize) -> Result<Value, ExprErro
             if y == 0.0 {
                 return err(col, "division by zero");
             }
-            return Ok(Value::Int((x / y).floor() as i128));
+            return float_to_int((x / y).floor(), col, op);
         }
         "%" => {
             if y == 0.0 {
@@ -217,6 +225,16 @@ fn scalar_op(op: &str, a: Value, b: Value, col: usize) -> Result<Value, ExprErro
         _ => return err(col, format!("unknown operator `{op}`")),
     };
     Ok(Value::Float(r))
+}
+
+/// An integral float as an integer: an error where it is NaN, infinite or beyond i128.
+pub(super) fn float_to_int(x: f64, col: usize, what: &str) -> Result<Value, ExprError> {
+    // 2^127 is exactly representable; every finite float below it in magnitude fits i128.
+    if x.is_finite() && x.abs() < 1.7e38 {
+        Ok(Value::Int(x as i128))
+    } else {
+        err(col, format!("`{what}` gives {x}, not an integer"))
+    }
 }
 
 pub(super) fn num(v: &Value) -> Option<f64> {

@@ -3,6 +3,11 @@
 //! Integers are exact (i128), floats are f64, lists broadcast element-wise.
 //! See docs/problem-format.md for the grammar.
 //!
+//! Invariants: text that is too long or nested too deep is refused by `parse` (`MAX_LEN`,
+//! `MAX_DEPTH`), so evaluation recurses a bounded depth; integer arithmetic is checked (an
+//! overflow is an error, never a wrap or a panic), and a float that becomes an integer (`ceil`,
+//! `floor`, `int`, `//`) must be finite.
+//!
 //! Layout: `lex` (tokens), `parse` (the Expr tree), `value` (Value), `eval` (evaluation and
 //! operators), `builtins` (function calls).
 
@@ -14,7 +19,7 @@ mod parse;
 mod tests;
 mod value;
 
-pub use parse::{Expr, parse};
+pub use parse::{Expr, MAX_DEPTH, MAX_LEN, parse};
 pub use value::Value;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,18 @@
 //! The parser: tokens into an Expr tree (precedence climbing).
+//!
+//! Invariants: an expression is at most `MAX_LEN` characters; the parser's recursion (brackets,
+//! signs, exponents, call arguments, indices) never goes deeper than `MAX_DEPTH`, and neither does
+//! the tree it returns (operator chains count), so evaluating, cloning, comparing, printing or
+//! dropping an Expr recurses at most `MAX_DEPTH` deep. Past a limit the text is refused with an
+//! error, never parsed: a hostile expression cannot overflow the stack.
 
 use super::lex::{Tok, describe, lex};
 use super::{ExprError, Value, err};
+
+/// The longest expression, in characters.
+pub const MAX_LEN: usize = 4096;
+/// The deepest nesting of an expression: brackets, signs, exponents, calls and operators.
+pub const MAX_DEPTH: usize = 64;
 
 /// A parsed expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +30,8 @@ struct Parser {
     toks: Vec<(Tok, usize)>,
     pos: usize,
     end: usize,
+    /// Current recursion depth of `unary`, through which every nested construct passes.
+    depth: usize,
 }
 
 impl Parser {
@@ -78,7 +91,21 @@ impl Parser {
         Ok(lhs)
     }
 
+    /// An operand; counts the nesting (every recursion of the parser passes here).
     fn unary(&mut self) -> Result<Expr, ExprError> {
+        if self.depth >= MAX_DEPTH {
+            return err(
+                self.col(),
+                format!("nested more than {MAX_DEPTH} levels deep"),
+            );
+        }
+        self.depth += 1;
+        let r = self.unary_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn unary_inner(&mut self) -> Result<Expr, ExprError> {
         if let Some(Tok::Op("-")) = self.peek() {
             let col = self.col();
             self.pos += 1;
@@ -182,8 +209,37 @@ impl Parser {
     }
 }
 
-/// Parses an expression.
+/// Depth of an Expr tree (a leaf is 1), counted without recursion; stops counting past `limit`.
+fn tree_depth(e: &Expr, limit: usize) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(e, 1usize)];
+    while let Some((e, d)) = stack.pop() {
+        deepest = deepest.max(d);
+        if d > limit {
+            break;
+        }
+        match e {
+            Expr::Lit(_) | Expr::Var(..) => {}
+            Expr::Neg(a, _) => stack.push((a, d + 1)),
+            Expr::Bin(_, a, b, _) | Expr::Index(a, b, _) => {
+                stack.push((a, d + 1));
+                stack.push((b, d + 1));
+            }
+            Expr::Call(_, xs, _) | Expr::List(xs) => stack.extend(xs.iter().map(|x| (x, d + 1))),
+        }
+    }
+    deepest
+}
+
+/// Parses an expression (at most `MAX_LEN` characters, nested at most `MAX_DEPTH` deep).
 pub fn parse(src: &str) -> Result<Expr, ExprError> {
+    let chars = src.chars().count();
+    if chars > MAX_LEN {
+        return err(
+            0,
+            format!("the expression has {chars} characters; at most {MAX_LEN}"),
+        );
+    }
     let toks = lex(src)?;
     if toks.is_empty() {
         return err(0, "empty expression");
@@ -192,6 +248,7 @@ pub fn parse(src: &str) -> Result<Expr, ExprError> {
         toks,
         pos: 0,
         end: src.len(),
+        depth: 0,
     };
     let e = p.expr()?;
     if p.pos < p.toks.len() {
@@ -199,6 +256,12 @@ pub fn parse(src: &str) -> Result<Expr, ExprError> {
         return err(
             col,
             format!("unexpected {} after the expression", describe(&t)),
+        );
+    }
+    if tree_depth(&e, MAX_DEPTH) > MAX_DEPTH {
+        return err(
+            0,
+            format!("operators nested more than {MAX_DEPTH} levels deep"),
         );
     }
     Ok(e)

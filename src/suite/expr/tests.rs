@@ -79,3 +79,67 @@ fn errors_name_the_column() {
     assert!(e.msg.contains("division by zero"));
     assert!(parse("").is_err());
 }
+
+fn ev_err(s: &str) -> ExprError {
+    let mut env = Env::new();
+    env.insert("T".into(), Value::Int(7));
+    eval_str(s, &env).unwrap_err()
+}
+
+#[test]
+fn nesting_and_length_are_limited() {
+    let parens = |n: usize| format!("{}T{}", "(".repeat(n), ")".repeat(n));
+    assert_eq!(ev(&parens(MAX_DEPTH - 1)), Value::Int(7));
+    assert!(
+        ev_err(&parens(MAX_DEPTH))
+            .msg
+            .contains("nested more than 64")
+    );
+    // Far past the limit (a recursive parser would overflow its stack): refused by length.
+    let e = ev_err(&parens(20_000));
+    assert!(e.msg.contains("40001 characters; at most 4096"), "{e}");
+    // Each kind of nesting counts: signs, exponents, calls, lists, indices, operator chains.
+    for deep in [
+        "-".repeat(100) + "T",
+        vec!["2"; 100].join(" ** "),
+        "ceil(".repeat(100) + "T" + &")".repeat(100),
+        "[".repeat(100) + "T" + &"]".repeat(100),
+        "[1]".to_string() + &"[0]".repeat(100),
+        vec!["T"; 100].join(" + "),
+        vec!["T"; 100].join(" * "),
+    ] {
+        let e = ev_err(&deep);
+        assert!(e.msg.contains("more than 64 levels"), "{deep}: {e}");
+    }
+    assert_eq!(ev(&vec!["1"; 64].join(" + ")), Value::Int(64));
+    assert_eq!(ev(&("-".repeat(62) + "T")), Value::Int(7));
+    let long = format!("T{}", " ".repeat(MAX_LEN - 1));
+    assert_eq!(ev(&long), Value::Int(7));
+    assert!(ev_err(&format!("{long} ")).msg.contains("at most 4096"));
+}
+
+#[test]
+fn integer_overflow_and_non_finite_integers_are_errors() {
+    let min = "(-(2 ** 126) * 2)";
+    for (src, why) in [
+        (format!("-{min}"), "overflow in `-`"),
+        (format!("{min} // -1"), "overflow in `//`"),
+        (format!("{min} % -1"), "overflow in `%`"),
+        (format!("{min} / -1"), "overflow in `/`"),
+        ("2 ** 127".to_string(), "overflow in `**`"),
+        ("ceil(sqrt(-1))".to_string(), "`ceil` gives NaN"),
+        ("floor(exp(1000))".to_string(), "`floor` gives inf"),
+        ("int(-exp(1000))".to_string(), "`int` gives -inf"),
+        ("int(1e39)".to_string(), "not an integer"),
+        ("sqrt(-1) // 1".to_string(), "`//` gives NaN"),
+    ] {
+        let e = ev_err(&src);
+        assert!(e.msg.contains(why), "{src}: {e}");
+    }
+    assert_eq!(
+        ev(&format!("{min} // 1")),
+        Value::Int(i128::MIN),
+        "the extreme itself is a value"
+    );
+    assert_eq!(ev("int(-2.5)"), Value::Int(-2));
+}

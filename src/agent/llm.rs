@@ -2,7 +2,9 @@
 //! `eventsource-stream`): OpenAI-compatible chat completions (OpenAI, vLLM, SGLang, llama.cpp's
 //! server, Ollama) and the Anthropic Messages API.
 //! Retries with backoff on 429, 5xx, dropped connections and timeouts; clear errors for 401,
-//! 404 and unknown models. Keys are sent in headers only and never appear in errors.
+//! 404 and unknown models. Keys are sent in headers only and never appear in errors. A refusal
+//! is "tools refused" only when its body says the model or server has no tool calling
+//! (`tool_refusal`); any other names its status and quotes a bounded excerpt of the body.
 //! A completion may offer tools (`complete_tools`): the calls the model makes are assembled
 //! from the stream (`tools::stream`), and a stream cut in the middle of one is retried.
 
@@ -122,9 +124,18 @@ impl LlmClient {
     }
 
     fn body(&self, system: &str, messages: &[Message]) -> Value {
+        // An empty assistant reply is sent back with a placeholder (both protocols refuse an
+        // empty assistant message before the last one).
         let msgs: Vec<Value> = messages
             .iter()
-            .map(|m| json!({"role": m.role, "content": m.content}))
+            .map(|m| {
+                let content = if m.role == "assistant" && m.content.trim().is_empty() {
+                    wire::EMPTY_TURN
+                } else {
+                    m.content.as_str()
+                };
+                json!({"role": m.role, "content": content})
+            })
             .collect();
         match self.endpoint.kind {
             BackendKind::Anthropic => json!({
@@ -267,8 +278,9 @@ impl LlmClient {
             let model = &self.endpoint.model;
             let lower = body.to_lowercase();
             return Err(match status {
-                // vLLM without a tool parser, Ollama models without tools, …
-                400 | 422 if tools && lower.contains("tool") => {
+                // vLLM without a tool parser, Ollama models without tools, … (a body that
+                // only mentions tools is refused below, with its status and an excerpt).
+                400 | 422 if tools && super::tool_refusal::says_no_tools(&body) => {
                     Attempt::ToolsRefused(format!("{url} ({status}): {}", excerpt(&body)))
                 }
                 429 => Attempt::Retry(format!("{url}: rate limited (429)"), retry_after),

@@ -14,6 +14,7 @@ pub mod llm;
 pub mod patch;
 pub mod reply;
 pub mod setup;
+pub mod tool_refusal;
 pub mod tools;
 pub mod tuner;
 

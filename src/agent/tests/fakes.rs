@@ -36,6 +36,8 @@ pub(super) struct FakeMeasurer {
 pub(super) const WORKER_LOST: &str = "// WORKER-LOST";
 /// A source whose profile finds no profiler.
 pub(super) const NO_NCU: &str = "// NO-NCU";
+/// A source whose jobs fail with a worker message of about 5 MB (multi-byte characters too).
+pub(super) const HUGE_ERROR: &str = "// HUGE-ERROR";
 
 fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
     let sol_ms = 0.01;
@@ -162,6 +164,12 @@ impl Measurer for FakeMeasurer {
             .into_iter()
             .collect(),
         };
+        if source.contains(HUGE_ERROR) {
+            return Outcome::failed(format!(
+                "the worker exited: {}",
+                "é log line\n".repeat(420_000)
+            ));
+        }
         if source.contains(WORKER_LOST) {
             return Outcome::failed("the worker exited (signal 9) and was restarted".into());
         }

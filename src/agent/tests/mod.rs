@@ -1,9 +1,11 @@
 //! The loop against fake measurements and a real HTTP server on loopback: the shared
 //! fixtures (kernel sources, the suite, a driver over the fakes); one submodule per concern
-//! (tool_loops and tool_budgets: iterations with tools, scripted by tool_sse).
+//! (tool_loops and tool_budgets: iterations with tools, scripted by tool_sse; boundary: what
+//! crosses between the model and the tools).
 
 mod auto_loop;
 mod backends;
+mod boundary;
 mod fakes;
 mod gates;
 mod llm_streams;
@@ -26,7 +28,8 @@ use crate::engine::stats::TimingStats;
 use crate::session::{Author, SessionEvent};
 use crate::suite::{Suite, SuiteSource};
 use fakes::{
-    FakeMeasurer, MemSink, NO_NCU, Resp, WORKER_LOST, anthropic_sse, client, openai_sse, serve,
+    FakeMeasurer, HUGE_ERROR, MemSink, NO_NCU, Resp, WORKER_LOST, anthropic_sse, client,
+    openai_sse, serve,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -145,8 +145,12 @@ pub fn raw_summary(input: &str) -> String {
     one_line(&input.replace(['\n', '\r'], " "), 80)
 }
 
-/// Checks a tool call against the tools and the operator's shapes.
+/// Checks a tool call against the tools and the operator's shapes; names and arguments over
+/// their bounds (`bound::refusal`) are refused before anything is parsed.
 pub fn parse(u: &ToolUse, shapes: &[u32]) -> Result<Call, String> {
+    if let Some(e) = super::bound::refusal(u) {
+        return Err(e);
+    }
     if !TOOL_NAMES.contains(&u.name.as_str()) {
         return Err(format!(
             "unknown tool `{}` (the tools: {})",

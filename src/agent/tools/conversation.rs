@@ -11,11 +11,18 @@
 //!   that reply is still carried out; then the iteration ends.
 //! - A reply without a tool call gets a nudge (twice at most); a reply in the single-reply
 //!   format (hypothesis, category, code block) counts as a `propose`.
+//! - An empty reply (no tool call, no text but white space) is a reply without a tool call:
+//!   its tokens count, it uses a nudge (one that says the reply was empty), and the iteration
+//!   that ends on one says so. The requests that follow stay valid in both protocols: `wire`
+//!   gives the empty turn a placeholder text.
+//! - Every result reaches the conversation through `carry_out`, which cuts it to its bound
+//!   (`bound::result`) and the record's summary to one line; a call refused for its size goes
+//!   back to the model with its arguments replaced by a note (`bound::echoed`).
 //! - The engineer's stop ends the iteration before the next call or request.
 
 use super::args::{self, Call, Code};
 use super::wire::{ToolResult, Turn};
-use super::{Executed, Host, ToolRecord, ToolSettings, prompt, schema};
+use super::{Executed, Host, ToolRecord, ToolSettings, bound, prompt, schema};
 use crate::agent::context::Context;
 use crate::agent::driver::{Proposal, ProposeError};
 use crate::agent::llm::{Delta, LlmClient, LlmError};
@@ -59,6 +66,7 @@ pub async fn iterate<H: Host>(
     };
     let mut turns = vec![Turn::User(format!("{}\n{}", ctx.user, prompt::START))];
     let mut nudges = 0;
+    let mut empty_replies = 0;
     let mut last_turn = false;
     loop {
         if turns.len() > 1 && it.host.stop_requested() {
@@ -86,9 +94,20 @@ pub async fn iterate<H: Host>(
         }
         let tokens_spent = it.limits.tokens_spent(&it.spent);
         if c.tool_calls.is_empty() {
+            let empty = c.text.trim().is_empty();
+            if empty {
+                empty_replies += 1;
+            }
             // A reply in the single-reply format is a proposal too.
             let mut error = None;
-            if let Ok(r) = reply::parse(&c.text) {
+            if c.text.len() > bound::MAX_ARGS {
+                let why = format!(
+                    "refused: the reply is {} bytes, more than the limit of {} for a proposal",
+                    c.text.len(),
+                    bound::MAX_ARGS
+                );
+                error = Some(it.carry_out(Err(why), "reply", "").await.1.text);
+            } else if let Ok(r) = reply::parse(&c.text) {
                 let code = match r.change {
                     Change::Full(s) => Code::Source(s),
                     Change::Patch(d) => Code::Diff(d),
@@ -111,13 +130,18 @@ pub async fn iterate<H: Host>(
                 )));
             }
             if last_turn || nudges >= MAX_NUDGES {
-                return Err(
-                    it.no_proposal("the model ended its turn without calling propose".into())
-                );
+                return Err(it.no_proposal(if empty {
+                    format!(
+                        "the model's last reply was empty (no text and no tool call; {empty_replies} empty replies in this iteration)"
+                    )
+                } else {
+                    "the model ended its turn without calling propose".into()
+                }));
             }
             nudges += 1;
             let mut text = match error {
                 Some(e) => format!("Your proposal could not be used: {e}\n{}", prompt::NUDGE),
+                None if empty => prompt::EMPTY.to_string(),
                 None => prompt::NUDGE.to_string(),
             };
             it.append_news(&mut text);
@@ -130,7 +154,7 @@ pub async fn iterate<H: Host>(
         }
         turns.push(Turn::Assistant {
             text: c.text.clone(),
-            calls: c.tool_calls.clone(),
+            calls: bound::echoed(&c.tool_calls),
         });
         let mut results = Vec::new();
         for u in &c.tool_calls {
@@ -200,7 +224,8 @@ impl<H: Host> Iteration<'_, H> {
     }
 
     /// Carries out one call (or answers a refused one), records it; the proposal when it was
-    /// an accepted `propose`.
+    /// an accepted `propose`. Every result passes here: its text is cut to the tool's bound,
+    /// its summary to one line, the name to `bound::MAX_NAME` bytes.
     async fn carry_out(
         &mut self,
         call: Result<Call, String>,
@@ -211,18 +236,23 @@ impl<H: Host> Iteration<'_, H> {
         let t0 = Instant::now();
         let (name, args_line) = match &call {
             Ok(c) => (c.name().to_string(), c.summary()),
-            Err(_) => (name.to_string(), args::raw_summary(input)),
+            Err(_) => (
+                bound::prefix(name, bound::MAX_NAME - '…'.len_utf8()),
+                args::raw_summary(input),
+            ),
         };
         self.host.started(&name, &args_line);
         let refusal = match &call {
             Ok(c) => self.limits.refusal(&self.spent, c),
             Err(e) => Some(e.clone()),
         };
-        let done = match (call, refusal) {
+        let mut done = match (call, refusal) {
             (_, Some(why)) => Executed::failed(why.clone(), why),
             (Ok(c), None) => self.host.execute(&c).await,
             (Err(_), None) => unreachable!("an error is a refusal"),
         };
+        done.text = bound::result(&name, &done.text);
+        done.summary = args::one_line(&done.summary, bound::MAX_SUMMARY);
         if done.proposal.is_none() {
             self.spent.calls += 1;
         }

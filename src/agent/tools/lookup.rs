@@ -2,13 +2,13 @@
 //! templates of the operator first) and one document read whole, by id.
 
 use super::Executed;
-use crate::agent::context::bounded;
 use crate::agent::knowledge::{self, Doc};
 use std::fmt::Write;
 
 /// How many documents a lookup lists.
 pub const LOOKUP_HITS: usize = 8;
-/// The most of a document `read` gives (templates are whole up to this).
+/// The most of a document `read` gives, in bytes (templates are whole up to this; the
+/// conversation cuts there: `bound::limit`).
 pub const MAX_DOC: usize = 14_000;
 
 fn words(s: &str) -> Vec<String> {
@@ -137,8 +137,5 @@ pub fn read(docs: &[Doc], id: &str) -> Executed {
     if !m.pitfalls.is_empty() {
         let _ = write!(s, "\nPitfalls: {}", m.pitfalls.join("; "));
     }
-    Executed::ok(
-        bounded(&s, MAX_DOC),
-        format!("{} ({}, {} bytes)", m.id, m.kind, d.body.len()),
-    )
+    Executed::ok(s, format!("{} ({}, {} bytes)", m.id, m.kind, d.body.len()))
 }

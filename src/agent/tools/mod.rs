@@ -5,12 +5,14 @@
 //! is shown as it happens and recorded (`tool_call` events), within per-iteration budgets of
 //! tool calls, GPU seconds and tokens.
 //!
-//! `schema` the definitions, `args` checking a call's arguments, `dispatch` carrying a call
-//! out, `render` and `lookup` what the tools report, `budget` the budgets, `wire` the
-//! conversation in each protocol, `stream` tool calls assembled from a streamed reply,
-//! `prompt` what the model is told, `conversation` the loop of one iteration.
+//! `schema` the definitions, `bound` the bounds of results, arguments and records, `args`
+//! checking a call's arguments, `dispatch` carrying a call out, `render` and `lookup` what the
+//! tools report, `budget` the budgets, `wire` the conversation in each protocol, `stream` tool
+//! calls assembled from a streamed reply, `prompt` what the model is told, `conversation` the
+//! loop of one iteration.
 
 pub mod args;
+pub mod bound;
 pub mod budget;
 pub mod conversation;
 pub mod dispatch;
@@ -51,9 +53,10 @@ pub struct Executed {
     /// False when the tool could not do its work (bad arguments, a refusal, the worker or the
     /// profiler failed). A kernel that fails to compile or its check is a result: true.
     pub ok: bool,
-    /// For the model (bounded).
+    /// For the model (cut to its bound where every result reaches the conversation:
+    /// `conversation`, `bound::result`).
     pub text: String,
-    /// One line for the session and the agent pane.
+    /// One line for the session and the agent pane (cut to `bound::MAX_SUMMARY` there too).
     pub summary: String,
     /// GPU seconds used.
     pub gpu_s: f64,

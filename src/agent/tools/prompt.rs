@@ -1,5 +1,5 @@
 //! What the model is told in an iteration with tools: how to work, the budgets, the nudge
-//! after a reply without a tool call, the last turn, and the engineer's notes.
+//! after a reply without a tool call (or an empty one), the last turn, and the engineer's notes.
 
 use super::budget::ToolSettings;
 
@@ -29,6 +29,11 @@ pub const START: &str = "Use the tools as you need, then call `propose`.";
 /// After a reply that called no tool.
 pub const NUDGE: &str = "Continue with the tools, and end the iteration by calling `propose` \
                          with your revision (hypothesis, category, and source or diff).";
+
+/// After an empty reply (no text, no tool call).
+pub const EMPTY: &str = "Your reply was empty: it had no text and no tool call. Call a tool, or \
+                         end the iteration by calling `propose` with your revision (hypothesis, \
+                         category, and source or diff).";
 
 /// When the tool calls are spent.
 pub const LAST_TURN: &str = "The tool-call budget is spent: this is your last turn. Call \

@@ -1,5 +1,6 @@
-//! What a tool reports: the model's text (compact, bounded) and a one-line summary for the
-//! session and the agent pane, from a job's outcome or a deep profile.
+//! What a tool reports: the model's text (compact; cut to its bound by the conversation, see
+//! `bound`) and a one-line summary for the session and the agent pane, from a job's outcome or
+//! a deep profile.
 
 use super::Executed;
 use crate::agent::ProfileNote;
@@ -10,9 +11,8 @@ use crate::suite::Problem;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-/// The most a tool result gives the model.
-pub const MAX_RESULT: usize = 6000;
-/// The most of what a kernel printed in a `run` result.
+/// The most of what a kernel printed in a `run` result (the whole result is bounded where it
+/// reaches the conversation: `bound`).
 const MAX_OUTPUT: usize = 1500;
 
 /// The candidate's compile event, when the job got that far.
@@ -93,14 +93,14 @@ pub fn compile(o: &Outcome, source: &str) -> Executed {
             b if b.is_empty() => "ok".to_string(),
             b => format!("ok · {b}"),
         };
-        Executed::ok(bounded(&s, MAX_RESULT), summary)
+        Executed::ok(s, summary)
     } else {
         // The tool worked; the kernel does not compile.
         let summary = format!(
             "compile error · {}",
             diag.unwrap_or_else(|| "no diagnostics".into())
         );
-        Executed::ok(bounded(&s, MAX_RESULT), summary)
+        Executed::ok(s, summary)
     }
 }
 
@@ -166,7 +166,7 @@ pub fn run(o: &Outcome, p: &Problem, mode: Mode, source: &str) -> Executed {
         let _ = writeln!(s, "run ({mode_name}): compile error");
         let diag = diagnostics(&mut s, ev, source);
         return Executed::ok(
-            bounded(&s, MAX_RESULT),
+            s,
             format!(
                 "compile error · {}",
                 diag.unwrap_or_else(|| "no diagnostics".into())
@@ -257,7 +257,7 @@ pub fn run(o: &Outcome, p: &Problem, mode: Mode, source: &str) -> Executed {
         }
     };
     // A kernel that fails its check is a result of the tool, not a failure of it.
-    Executed::ok(bounded(&s, MAX_RESULT), summary)
+    Executed::ok(s, summary)
 }
 
 /// `profile`: the main kernel's figures and the findings.
@@ -293,7 +293,7 @@ pub fn profile(p: &crate::profile::Profile) -> Executed {
     } else {
         format!("{main} · findings: {}", note.rules.join(", "))
     };
-    Executed::ok(bounded(&s, MAX_RESULT), summary)
+    Executed::ok(s, summary)
 }
 
 #[cfg(test)]

@@ -1,11 +1,19 @@
 //! The conversation of an iteration with tools, and its request bodies in each protocol:
 //! OpenAI-compatible chat completions (`tools`, assistant `tool_calls`, `tool` messages) and
 //! the Anthropic Messages API (`tools`, `tool_use` and `tool_result` content blocks).
+//!
+//! Invariant: every assistant message of a body is valid in its protocol whatever the model
+//! replied: one without a tool call and without text (or only white space) carries
+//! [`EMPTY_TURN`] as its text (OpenAI refuses `"content": null` without `tool_calls`,
+//! Anthropic an empty or blank text block); one with tool calls and no text carries only them.
 
 use super::ToolUse;
 use super::schema::ToolDef;
 use crate::agent::config::BackendKind;
 use serde_json::{Value, json};
+
+/// The text of an assistant turn that had none and called no tool.
+pub const EMPTY_TURN: &str = "(empty reply)";
 
 /// One turn of the conversation.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,7 +101,7 @@ fn anthropic_messages(turns: &[Turn]) -> Vec<Value> {
                 let mut blocks = Vec::new();
                 if !text.trim().is_empty() || calls.is_empty() {
                     let text = if text.trim().is_empty() {
-                        "(no text)"
+                        EMPTY_TURN
                     } else {
                         text
                     };
@@ -128,10 +136,12 @@ fn openai_messages(turns: &[Turn]) -> Vec<Value> {
         match t {
             Turn::User(text) => out.push(json!({"role": "user", "content": text})),
             Turn::Assistant { text, calls } => {
-                let mut m = json!({
-                    "role": "assistant",
-                    "content": if text.is_empty() { Value::Null } else { json!(text) },
-                });
+                let content = match (text.trim().is_empty(), calls.is_empty()) {
+                    (false, _) => json!(text),
+                    (true, false) => Value::Null,
+                    (true, true) => json!(EMPTY_TURN),
+                };
+                let mut m = json!({"role": "assistant", "content": content});
                 if !calls.is_empty() {
                     m["tool_calls"] = calls
                         .iter()
@@ -204,6 +214,28 @@ mod tests {
         );
         assert_eq!(m[3]["role"], "tool");
         assert_eq!(m[3]["tool_call_id"], "call_1");
+    }
+
+    #[test]
+    fn an_empty_or_blank_assistant_turn_gets_a_placeholder_in_both_protocols() {
+        for text in ["", " \n\t"] {
+            let t = vec![
+                Turn::User("context".into()),
+                Turn::Assistant {
+                    text: text.into(),
+                    calls: vec![],
+                },
+                Turn::User("nudge".into()),
+            ];
+            let defs = super::super::schema::definitions();
+            let o = body(BackendKind::Openai, "m", 100, "sys", &t, &defs);
+            assert_eq!(o["messages"][2]["content"], EMPTY_TURN, "{text:?}");
+            let a = body(BackendKind::Anthropic, "m", 100, "sys", &t, &defs);
+            assert_eq!(
+                a["messages"][1]["content"][0]["text"], EMPTY_TURN,
+                "{text:?}"
+            );
+        }
     }
 
     #[test]

@@ -333,6 +333,7 @@ fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     cmd.env("LD_LIBRARY_PATH", super::locate::worker_ld_library_path());
+    cmd.envs(super::compile_child::limits::worker_env());
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

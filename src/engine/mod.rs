@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod compare;
+pub mod compile_child;
 pub mod guard;
 pub mod handshake;
 pub mod includes;

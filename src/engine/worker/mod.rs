@@ -3,8 +3,8 @@
 //! restarts it.
 //!
 //! Files: `device` (memory, modules, context), `launch` (launch plans onto the stream: tensor
-//! maps, clusters, large shared memory), `compile` (NVRTC, the include rule,
-//! launch plans, compile-only without a GPU), `inputs` (generators, checksums), `check`
+//! maps, clusters, large shared memory), `compile` (the cached compile, the include rule,
+//! launch plans, compile-only without a GPU), `nvrtc_log` (the log kept to the candidate's lines), `inputs` (generators, checksums), `check`
 //! (correctness over seeds, dumps, the check of timed runs), `timing` (cold-L2 timing),
 //! `calibrate`, `job` (one job end to end); this file holds the main loop, the event writer
 //! (on the private protocol descriptor, see `engine::stdio`) and `profile-target`.
@@ -38,15 +38,17 @@ mod device;
 mod inputs;
 mod job;
 mod launch;
+mod nvrtc_log;
 mod sass;
 mod timing;
 
+pub use compile::Compiler;
 use compile::*;
-pub use compile::{Compiler, parse_nvrtc_log};
 pub use device::probe;
 use device::*;
 use inputs::*;
 use job::*;
+pub use nvrtc_log::parse_nvrtc_log;
 use timing::*;
 
 /// An error from the GPU. `sticky` errors leave the context unusable.

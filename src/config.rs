@@ -16,6 +16,10 @@ pub struct Settings {
     pub syntax_theme: Option<String>,
     /// Seconds of worker silence before a job is killed.
     pub watchdog_secs: Option<f64>,
+    /// Seconds one compile may take before its compiler process is killed (default 60).
+    pub compile_timeout_secs: Option<f64>,
+    /// The compiler process's address-space limit in GiB (default 8).
+    pub compile_memory_gib: Option<f64>,
     /// The only GPU to use (default: every GPU, or the `[[workers]]`).
     pub device: Option<u32>,
     /// Hardware profile for T_SOL when the GPU is unknown or absent.
@@ -43,6 +47,8 @@ struct RawSettings {
     theme: String,
     syntax_theme: Option<String>,
     watchdog_secs: Option<f64>,
+    compile_timeout_secs: Option<f64>,
+    compile_memory_gib: Option<f64>,
     device: Option<u32>,
     hardware: String,
     sessions_dir: Option<PathBuf>,
@@ -64,6 +70,8 @@ impl Default for RawSettings {
             theme: d.theme,
             syntax_theme: d.syntax_theme,
             watchdog_secs: d.watchdog_secs,
+            compile_timeout_secs: d.compile_timeout_secs,
+            compile_memory_gib: d.compile_memory_gib,
             device: d.device,
             hardware: d.hardware,
             sessions_dir: d.sessions_dir,
@@ -168,6 +176,8 @@ impl Default for Settings {
             theme: "dark".into(),
             syntax_theme: None,
             watchdog_secs: None,
+            compile_timeout_secs: None,
+            compile_memory_gib: None,
             device: None,
             hardware: "H200".into(),
             sessions_dir: None,
@@ -223,6 +233,19 @@ impl Settings {
                 message: "watchdog_secs must be a positive number of seconds".into(),
             });
         }
+        for (key, v, unit) in [
+            ("compile_timeout_secs", raw.compile_timeout_secs, "seconds"),
+            ("compile_memory_gib", raw.compile_memory_gib, "GiB"),
+        ] {
+            if let Some(v) = v
+                && !(v > 0.0 && v.is_finite())
+            {
+                problems.push(ConfigError::Invalid {
+                    file: file.into(),
+                    message: format!("{key} must be a positive number of {unit}"),
+                });
+            }
+        }
         let agent = parse_agent(file, text).unwrap_or_else(|e| {
             problems.push(e);
             AgentSettings::default()
@@ -235,6 +258,8 @@ impl Settings {
             theme: raw.theme,
             syntax_theme: raw.syntax_theme,
             watchdog_secs: raw.watchdog_secs,
+            compile_timeout_secs: raw.compile_timeout_secs,
+            compile_memory_gib: raw.compile_memory_gib,
             device: raw.device,
             hardware: raw.hardware,
             sessions_dir: raw.sessions_dir,
@@ -337,6 +362,31 @@ pub fn check_private(path: &Path) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The compile limits are read, and one that is not a positive number is named.
+    #[test]
+    fn compile_limits_are_read_and_checked() {
+        let s = Settings::parse(
+            "config.toml",
+            "compile_timeout_secs = 120\ncompile_memory_gib = 4.5\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (s.compile_timeout_secs, s.compile_memory_gib),
+            (Some(120.0), Some(4.5))
+        );
+        let e = Settings::parse("config.toml", "compile_memory_gib = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("compile_memory_gib must be a positive number of GiB"),
+            "{e}"
+        );
+        let e = Settings::parse("config.toml", "compile_timeout_secs = -5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("compile_timeout_secs"), "{e}");
+    }
 
     #[test]
     fn bad_settings_name_file_and_line() {

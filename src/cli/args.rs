@@ -309,6 +309,10 @@ pub enum Command {
         device: u32,
         job: PathBuf,
     },
+    /// The worker's compiler process: one JSON request on stdin, one answer on stdout, NVRTC
+    /// run confined (started by the worker itself).
+    #[command(hide = true)]
+    CompileChild,
     /// The GPU worker process (JSON lines over stdio; started by the app itself).
     #[command(hide = true)]
     Worker {

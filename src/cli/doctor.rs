@@ -121,6 +121,14 @@ pub fn nvrtc_status() -> Result<String, String> {
     ))
 }
 
+/// How compiles on this machine are confined: a compiler process started to confine itself as
+/// for a compile, and asked.
+pub fn compiler_confinement() -> Result<crate::engine::compile_child::confine::Confinement, String>
+{
+    use crate::engine::compile_child;
+    compile_child::probe(&compile_child::child_exe())
+}
+
 pub fn run(
     ws: &Workspace,
     config: Option<&std::path::Path>,
@@ -143,6 +151,7 @@ pub fn run(
         Err(_) => nvrtc_status(),
     };
     let colours = colour_support();
+    let confinement = compiler_confinement();
     // The standing of this GPU's profile (the default profile without a GPU).
     let gpu_name = probe
         .as_ref()
@@ -172,6 +181,10 @@ pub fn run(
             "suite": match &suite { Ok(s) => json!({"source": s.source.describe(), "operators": s.problems.len(), "shapes": s.shape_count()}), Err(e) => json!({"error": e.to_string()}) },
             "gpu": match &probe { Ok(p) => serde_json::to_value(p).unwrap_or_default(), Err(e) => json!({"error": e}) },
             "nvrtc": match &nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e}) },
+            "compiler_confinement": match &confinement {
+                Ok(c) => json!({"active": c.active(), "confinement": c, "text": c.describe()}),
+                Err(e) => json!({"active": false, "error": e}),
+            },
             "ncu": ncu.as_ref().map(|p| p.display().to_string()),
             "llm": cfg.llm,
             "workers": pool.to_json(),
@@ -249,6 +262,10 @@ pub fn run(
     match &nvrtc {
         Ok(v) => println!("nvrtc:      {v}"),
         Err(e) => println!("nvrtc:      {e}"),
+    }
+    match &confinement {
+        Ok(c) => println!("compiler confinement: {}", c.describe()),
+        Err(e) => println!("compiler confinement: unknown ({e})"),
     }
     match &ncu {
         Some(p) => println!("ncu:        {}", p.display()),

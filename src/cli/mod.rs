@@ -41,6 +41,12 @@ pub fn main() -> i32 {
     if !config_usable(&cli) {
         return 2;
     }
+    if !matches!(
+        cli.command,
+        Some(Command::CompileChild | Command::Worker { .. })
+    ) {
+        configure_compile_limits(cli.config.as_deref());
+    }
     let ws = Workspace::resolve(cli.workspace.as_deref());
     let config = cli.config.as_deref();
     let result = match cli.command {
@@ -73,6 +79,7 @@ pub fn main() -> i32 {
         Some(Command::ProfileTarget { device, job }) => {
             return crate::engine::worker::profile_target(device, &job);
         }
+        Some(Command::CompileChild) => return crate::engine::compile_child::child_main(),
         Some(Command::Worker { device, simulate }) => {
             return if let Some(default) = simulate {
                 crate::engine::simulate::main(device, &default)
@@ -121,6 +128,19 @@ pub fn main() -> i32 {
             eprintln!("atrex-tui: {e}");
             1
         }
+    }
+}
+
+/// The settings' compile limits, for the workers this process starts (`compile_child::limits`).
+/// A settings file with problems gives none here: the commands that read it, and `doctor`, say
+/// what is wrong.
+fn configure_compile_limits(config: Option<&std::path::Path>) {
+    let path = crate::engine::workers::settings_path(config);
+    if let Ok(s) = crate::config::Settings::load(path.as_deref()) {
+        crate::engine::compile_child::limits::configure(
+            s.compile_timeout_secs,
+            s.compile_memory_gib,
+        );
     }
 }
 

@@ -334,6 +334,7 @@ fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
     cmd.args(&argv[1..]);
     cmd.env("LD_LIBRARY_PATH", super::locate::worker_ld_library_path());
     super::env_scrub::scrub(cmd.as_std_mut());
+    cmd.envs(super::compile_child::limits::worker_env());
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

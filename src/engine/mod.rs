@@ -3,6 +3,7 @@
 pub mod client;
 pub mod compare;
 pub mod env_scrub;
+pub mod compile_child;
 pub mod guard;
 pub mod handshake;
 pub mod includes;

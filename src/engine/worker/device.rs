@@ -265,7 +265,7 @@ impl Gpu {
         let c = with_heartbeat(out, id, COMPILE_HEARTBEAT, || {
             self.compiler.compile_cubin(&src.code, file, &dopts)
         })?;
-        let diagnostics = parse_nvrtc_log(&c.log, file);
+        let diagnostics = c.diagnostics(file);
         if !c.ok {
             out.send(&Event::Compiled {
                 id,
@@ -277,15 +277,9 @@ impl Gpu {
                 log: c.log.clone(),
                 resources: BTreeMap::new(),
             });
-            let first = c
-                .log
-                .lines()
-                .find(|l| l.contains("error"))
-                .unwrap_or("")
-                .to_string();
             return Ok(Err((
                 Verdict::CompileError,
-                format!("{}: compile error {first}", src.name),
+                format!("{}: {}", src.name, c.failure_text()),
             )));
         }
         let key = sha(&[&src.code, &dopts.join(" ")]);

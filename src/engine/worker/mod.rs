@@ -3,11 +3,11 @@
 //! restarts it.
 //!
 //! Files: `device` (memory, modules, context), `launch` (launch plans onto the stream: tensor
-//! maps, clusters, large shared memory), `compile` (NVRTC, the include rule,
-//! launch plans, compile-only without a GPU), `shape_plan` (a plan resolved and checked on one
-//! shape, without the GPU), `inputs` (generators), `pristine` (the input-unchanged test),
-//! `check` (correctness over seeds, dumps), `timed_check` (the check of timed outputs on the
-//! device), `timing` (cold-L2 timing),
+//! maps, clusters, large shared memory), `compile` (the cached compile, the include rule,
+//! launch plans, compile-only without a GPU), `nvrtc_log` (the log kept to the candidate's
+//! lines), `shape_plan` (a plan resolved and checked on one shape, without the GPU), `inputs`
+//! (generators), `pristine` (the input-unchanged test), `check` (correctness over seeds,
+//! dumps), `timed_check` (the check of timed outputs on the device), `timing` (cold-L2 timing),
 //! `calibrate`, `job` (one job end to end); this file holds the main loop, the event writer
 //! (on the private protocol descriptor, see `engine::stdio`) and `profile-target`.
 //!
@@ -41,6 +41,7 @@ mod inputs;
 mod job;
 mod launch;
 mod pristine;
+mod nvrtc_log;
 mod sass;
 mod timed_check;
 pub(crate) mod shape_plan;
@@ -51,13 +52,14 @@ mod hostile_plan_tests;
 #[cfg(test)]
 mod plan_fuzz_tests;
 
+pub use compile::Compiler;
 use compile::*;
-pub use compile::{Compiler, parse_nvrtc_log};
 pub use device::probe;
 use device::*;
 use inputs::*;
 use job::*;
 use timed_check::*;
+pub use nvrtc_log::parse_nvrtc_log;
 use timing::*;
 
 /// An error from the GPU. `sticky` errors leave the context unusable.

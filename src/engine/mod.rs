@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod compare;
+pub mod draws;
 pub mod guard;
 pub mod handshake;
 pub mod includes;
@@ -186,6 +187,12 @@ pub fn build_job(
         arch: None,
         watchdog_s: Some(watchdog),
         sass: false,
+        // A dump is of the random draw unless a caller asks for a structured one.
+        draws: if kind == JobKind::Dump {
+            Vec::new()
+        } else {
+            draws::of_problem(p)
+        },
     })
 }
 

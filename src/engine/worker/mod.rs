@@ -39,6 +39,7 @@ mod inputs;
 mod job;
 mod launch;
 mod sass;
+mod structure;
 mod timing;
 
 use compile::*;

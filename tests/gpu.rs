@@ -693,6 +693,42 @@ fn timing_protocol_hostile_kernels_are_caught() {
     }
     eprint!("{report}");
     save("hostile_timing.txt", &report);
+/// Inputs only ever random (docs/kernel-contract.md): an RMSNorm that ignores eps, gives NaN on
+/// a zero row and 0 for |x| > 256 is right on every random draw; the structured draws catch it
+/// in full mode (every draw) and in quick mode (one draw, chosen by the seed), with a message
+/// that names the draw. The baseline passes every draw.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hostile_random_only_is_caught_by_the_structured_draws() {
+    let mut report = String::new();
+    let names = ["zero_rows", "const_rows", "large", "tiny", "outliers"];
+    for mode in ["--full", "--quick", "--quick", "--quick"] {
+        let (code, doc) = bench_k("hostile_random_only.cu", mode, &[5]);
+        assert_eq!(code, 1, "{mode}: exit {code}: {doc}");
+        assert_eq!(doc["verdict"], "incorrect", "{mode}: {doc}");
+        let m = doc["shapes"][0]["message"].as_str().unwrap_or_default();
+        let named = names
+            .iter()
+            .find(|n| m.contains(&format!("on the structured draw `{n}` (seed ")));
+        assert!(
+            m.starts_with("output `out` on the structured draw") && named.is_some(),
+            "{mode}: the message should name a structured draw: {m}"
+        );
+        assert_eq!(doc["shapes"][0]["strict_ok"], false, "{mode}: {doc}");
+        report.push_str(&format!("random-only {mode}: {m}\n"));
+    }
+    let (code, doc) = bench(&[
+        "rms_norm", "--full", "--device", "0", "--shape", "5", "--shape", "15", "--shape", "47",
+    ]);
+    assert_eq!(
+        code,
+        0,
+        "the baseline on the structured draws: {:?}",
+        verdicts(&doc)
+    );
+    report.push_str(&format!("baseline on the draws: {:?}\n", verdicts(&doc)));
+    eprint!("{report}");
+    save("hostile-random-only.txt", &report);
 }
 
 /// Timing-only jobs (the agent's A B B A runs) check their timed outputs too.

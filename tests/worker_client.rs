@@ -32,6 +32,7 @@ fn job(name: &str) -> Job {
         arch: None,
         watchdog_s: None,
         sass: false,
+        draws: Vec::new(),
     }
 }
 

@@ -45,6 +45,7 @@ fn job(shapes: &[(u32, f64)]) -> Job {
         arch: None,
         watchdog_s: None,
         sass: false,
+        draws: Vec::new(),
     }
 }
 

@@ -21,7 +21,7 @@ args = ["w2", "fc2_scale", "I:i32", "seed:u64", "3:i32"]
 kernel = "gen_routing"
 grid = ["ceil(T / 8)"]
 block = [256]
-args = ["topk_ids", "topk_weights", "T:i32", "E:i32", "K:i32", "seed:u64"]
+args = ["topk_ids", "topk_weights", "T:i32", "E:i32", "K:i32", "seed:u64", "draw:i32"]
 */
 // Inputs of fp8_blockscale_fused_moe (spec section 3), all fp8 tensors e4m3fnuz (max 240):
 // - hidden_states: bf16(bf16(N(0,1))·0.03) → fp32; per 1×128 block amax = max(max|x|, 1e-12),
@@ -30,6 +30,8 @@ args = ["topk_ids", "topk_weights", "T:i32", "E:i32", "K:i32", "seed:u64"]
 //   2I and H are multiples of 128); fc1_scale / fc2_scale = the block scales.
 // - topk_ids: the K largest of E uniforms per token (distinct experts, in decreasing order of
 //   their uniform, i.e. random order of ids); topk_weights: softmax over K of N(0,1).
+// Structured draws (`draw`, 0 on random draws): 1 = one hot expert (seed mod E) in every token's
+// K, always first; 2 = only experts below max(K, E/8) (the others empty). Experts stay distinct.
 // Counter-based hashing (splitmix64 over seed, stream, index): independent of the launch shape.
 #include <cuda_bf16.h>
 typedef unsigned long long u64;
@@ -118,7 +120,7 @@ extern "C" __global__ void gen_weight_fnuz(unsigned char* q, float* scale, int C
 }
 
 // One warp per token: top-K of E uniforms (E ≤ 256), ties to the lower expert id.
-extern "C" __global__ void gen_routing(int* ids, float* w, int T, int E, int K, u64 seed) {
+extern "C" __global__ void gen_routing(int* ids, float* w, int T, int E, int K, u64 seed, int draw) {
     const int t = blockIdx.x * 8 + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     if (t >= T) return;
@@ -126,6 +128,10 @@ extern "C" __global__ void gen_routing(int* ids, float* w, int T, int E, int K, 
     for (int i = 0; i < 8; ++i) {
         const int e = lane + 32 * i;
         u[i] = e < E ? (float)(rnd(seed, 7, (u64)t * E + e) >> 40) : -1.0f;
+        // Uniforms are below 2^24: the hot expert above them all, excluded ones below them all
+        // (yet above the −1 of ids past E and of those already taken).
+        if (draw == 1 && e < E && e == (int)(seed % (u64)E)) u[i] = 16777216.0f;
+        if (draw == 2 && e < E && e >= max(K, E / 8)) u[i] = -0.5f;
     }
     float z[8];
     float m = -3.0e38f;

@@ -712,6 +712,7 @@ mod tests {
                 for s in &shapes {
                     let mut env = p.env(s).unwrap();
                     env.insert("seed".into(), Value::Int(1));
+                    env.insert("draw".into(), Value::Int(0));
                     for d in &variants {
                         let e = pl.env(&env, d);
                         let r = pl

@@ -259,6 +259,7 @@ mod tests {
             arch: None,
             watchdog_s: None,
             sass: false,
+            draws: Vec::new(),
         }
     }
 

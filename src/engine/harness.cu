@@ -107,6 +107,67 @@ INT_GEN(randint, int64, long long)
 INT_GEN(arange, int32, int)
 INT_GEN(arange, int64, long long)
 
+// ---- Structured draws: structure passes over generated inputs (src/engine/worker/structure.rs).
+// A group is `group` consecutive elements (a row: the last dimension; or a quantisation group).
+// Group j is chosen when it is the draw's pick (so at least one is) or one time in 8; element i
+// is an outlier when it is the pick or one time in 256. Choices depend only on (seed, salt,
+// index), never on the launch. Ops: 0 chosen groups := a, 1 chosen groups ×= a,
+// 2 outliers ×= a; integers: 3 every element := lo + pick mod (hi − lo), 4 x := x mod lo.
+__device__ __forceinline__ bool chosen(u64 seed, u64 salt, u64 j, u64 count) {
+    u64 pick = rnd(seed, salt, ~0ull) % count;
+    return j == pick || (rnd(seed, salt, j) & 7ull) == 0;
+}
+
+template <typename T>
+__device__ void structure_float(T* p, u64 n, u64 group, u64 seed, u64 salt, int op, float a) {
+    if (group == 0) return;
+    const u64 groups = (n + group - 1) / group;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (op == 0) {
+            if (chosen(seed, salt, i / group, groups)) p[i] = from_f<T>(a);
+        } else if (op == 1) {
+            if (chosen(seed, salt, i / group, groups)) p[i] = from_f<T>(to_f<T>(p[i]) * a);
+        } else if (op == 2) {
+            u64 pick = rnd(seed, salt ^ 0x5A5Aull, ~0ull) % n;
+            if (i == pick || (rnd(seed, salt ^ 0x5A5Aull, i) & 255ull) == 0) p[i] = from_f<T>(to_f<T>(p[i]) * a);
+        }
+    }
+}
+
+template <typename I>
+__device__ void structure_int(I* p, u64 n, u64 seed, u64 salt, int op, long long lo, long long hi) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (op == 3 && hi > lo) {
+            p[i] = (I)(lo + (long long)(rnd(seed, salt, ~0ull) % (u64)(hi - lo)));
+        } else if (op == 4 && lo > 0) {
+            long long x = (long long)p[i] % lo;
+            p[i] = (I)(x < 0 ? x + lo : x);
+        }
+    }
+}
+
+#define STRUCTURE_FLOAT(NAME, T) \
+    extern "C" __global__ void structure_##NAME(T* p, u64 n, u64 group, u64 seed, u64 salt, int op, float a) { \
+        structure_float<T>(p, n, group, seed, salt, op, a); }
+STRUCTURE_FLOAT(bf16, __nv_bfloat16)
+STRUCTURE_FLOAT(fp16, __half)
+STRUCTURE_FLOAT(fp32, float)
+#define STRUCTURE_INT(NAME, I) \
+    extern "C" __global__ void structure_##NAME(I* p, u64 n, u64 seed, u64 salt, int op, long long lo, long long hi) { \
+        structure_int<I>(p, n, seed, salt, op, lo, hi); }
+STRUCTURE_INT(int32, int)
+STRUCTURE_INT(int64, long long)
+
+// fp8 (one byte an element): chosen groups := the code `code` (op 0 only; the host encodes it).
+extern "C" __global__ void structure_fp8(unsigned char* p, u64 n, u64 group, u64 seed, u64 salt, int code) {
+    if (group == 0) return;
+    const u64 groups = (n + group - 1) / group;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (chosen(seed, salt, i / group, groups)) p[i] = (unsigned char)code;
+    }
+}
+// ---- end of structured draws.
+
 // Where two buffers differ (the input-unchanged test: an input against the harness's pristine
 // copy of it, byte for byte): out[0] += differing 8-byte words (and tail bytes), out[1] =
 // max(~i) over differing words, i.e. the complement of the first differing word's index.

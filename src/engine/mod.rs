@@ -4,6 +4,7 @@ pub mod client;
 pub mod compare;
 pub mod env_scrub;
 pub mod compile_child;
+pub mod draws;
 pub mod guard;
 pub mod handshake;
 pub mod includes;
@@ -188,6 +189,12 @@ pub fn build_job(
         arch: None,
         watchdog_s: Some(watchdog),
         sass: false,
+        // A dump is of the random draw unless a caller asks for a structured one.
+        draws: if kind == JobKind::Dump {
+            Vec::new()
+        } else {
+            draws::of_problem(p)
+        },
     })
 }
 

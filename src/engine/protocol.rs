@@ -138,6 +138,23 @@ pub struct Job {
     /// `Disassembly` event before `Done`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sass: bool,
+    /// The operator's structured draws, checked beside the random seeds: every one in full
+    /// mode, one chosen by the first seed in quick mode (`engine::draws`). Dump jobs dump on
+    /// the first one when any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub draws: Vec<Draw>,
+}
+
+/// A structured draw of a job: the seed's random inputs, then a structure pass.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Draw {
+    pub name: String,
+    /// `kind(args)`, the arguments expressions of each shape's environment
+    /// (docs/problem-format.md, "Structured draws").
+    pub pass: String,
+    /// The inputs the pass rewrites (none for `custom`).
+    #[serde(default)]
+    pub inputs: Vec<String>,
 }
 
 /// A tensor's contents (little-endian bytes, base64).
@@ -260,6 +277,8 @@ pub struct ShapeResult {
     pub bench_ok: bool,
     /// Passes the strict level (needed to accept).
     pub strict_ok: bool,
+    /// Random seeds the check ran on (quick 1, full 5); the job's structured draws were
+    /// checked besides them and are not counted here.
     pub seeds_checked: usize,
     #[serde(default)]
     pub timing: Option<TimingStats>,

@@ -79,6 +79,8 @@ struct RawProblem {
     work: RawWork,
     tolerance: Tolerance,
     shapes: Vec<Spanned<RawShape>>,
+    #[serde(default)]
+    draws: Vec<super::draws::RawDraw>,
 }
 
 #[derive(Deserialize)]
@@ -238,6 +240,7 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
     let inputs = tensors(raw.inputs, "inputs")?;
     let outputs = tensors(raw.outputs, "outputs")?;
     check_holds(&inputs, &outputs, &params, &e)?;
+    let draws = super::draws::parse_draws(raw.draws, &inputs, text, &e)?;
     for o in &outputs {
         if inputs.iter().any(|i| i.name == o.name) {
             let line = o.shape.first().map(|s| s.line).unwrap_or(1);
@@ -293,6 +296,7 @@ pub fn parse_problem(file: &str, folder: &str, text: &str) -> Result<Problem, Lo
         shapes,
         file: file.to_string(),
         generator: None,
+        draws,
     };
     check_evaluates(&p)?;
     Ok(p)
@@ -633,6 +637,26 @@ fn check_evaluates(p: &Problem) -> Result<(), LoadError> {
                 });
             }
         }
+        let dims_of = |name: &str| -> Result<(String, Vec<u64>), LoadError> {
+            let t = p
+                .inputs
+                .iter()
+                .find(|t| t.name == name)
+                .expect("checked at parse");
+            let dims = p.tensor_dims(t, &env)?;
+            Ok((
+                p.tensor_dtype(t, &env)?,
+                dims.into_iter().map(|d| d as u64).collect(),
+            ))
+        };
+        let e = |field: &str, line: usize, msg: String| LoadError {
+            file: p.file.clone(),
+            operator: Some(p.name.clone()),
+            field: Some(field.to_string()),
+            line: Some(line),
+            msg,
+        };
+        super::draws::check_draws(&p.draws, &env, s.id, &dims_of, &e)?;
     }
     Ok(())
 }

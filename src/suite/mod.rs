@@ -5,6 +5,7 @@
 //! errors), `problem` (the operator model, W and Q), `phase` (phase filters); the `Suite` itself
 //! is here.
 
+mod draws;
 pub mod expr;
 pub mod hardware;
 pub mod import;
@@ -15,6 +16,7 @@ mod problem;
 pub mod roofline;
 mod source;
 
+pub use draws::{DrawSpec, PASS_KINDS, Pass, fp8_code};
 pub(crate) use load::toml_error;
 pub use load::{LoadError, line_of, parse_problem};
 pub use phase::{Phase, PhaseFilter};

@@ -118,6 +118,8 @@ pub struct Problem {
     pub file: String,
     /// The operator's own input generator (`inputs.cu`), for `custom` inputs.
     pub generator: Option<String>,
+    /// Structured draws checked beside the random seeds (`[[draws]]`).
+    pub draws: Vec<super::draws::DrawSpec>,
 }
 
 /// W and Q of one shape.

@@ -167,6 +167,7 @@ mod tests {
                 for params in &shapes {
                     let mut env = env_of(p, params.clone());
                     env.insert("seed".into(), Value::Int(12345));
+                    env.insert("draw".into(), Value::Int(0));
                     for defs in &variants {
                         let penv = plan.env(&env, defs);
                         let ls = plan

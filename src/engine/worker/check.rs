@@ -1,10 +1,11 @@
-//! Correctness: reference and candidate on fresh inputs over the job's seeds, dumps for CPU
-//! cross-checks, and the GPU-side check of what timed runs wrote.
+//! Correctness: reference and candidate on fresh inputs over the job's seeds and structured
+//! draws, dumps for CPU cross-checks, and the GPU-side check of what timed runs wrote.
 
 use super::*;
 
 impl Gpu {
-    /// Runs the candidate once on fresh inputs and returns every tensor (Event::Tensors, id 0).
+    /// Runs the candidate once on fresh inputs (the first seed; on the job's first structured
+    /// draw when it has any) and returns every tensor (Event::Tensors, id 0).
     pub(super) fn dump_shape(
         &mut self,
         job: &Job,
@@ -14,7 +15,11 @@ impl Gpu {
         custom: Option<&Loaded>,
     ) -> GResult<(u32, u64, Vec<TensorData>, Vec<TensorData>)> {
         use base64::Engine;
-        let seed = job.seeds.first().copied().unwrap_or(1);
+        let case = crate::engine::draws::Case {
+            seed: job.seeds.first().copied().unwrap_or(1),
+            draw: job.draws.first(),
+        };
+        let seed = case.seed;
         let inputs: Vec<DevBuf> = shape
             .inputs
             .iter()
@@ -37,7 +42,7 @@ impl Gpu {
         for (n, _, _, b) in &scratch {
             map.insert(n.clone(), b.ptr);
         }
-        self.generate_all(&shape.inputs, &inputs, env, seed, custom)?;
+        self.generate_case(&shape.inputs, &inputs, env, &case, custom)?;
         self.sync()?;
         let enc = |g: &Gpu, t: &TensorDesc, b: &DevBuf| -> GResult<TensorData> {
             Ok(TensorData {
@@ -65,7 +70,8 @@ impl Gpu {
         Ok((shape.id, seed, ins, outs))
     }
 
-    /// Correctness of one shape over the job's seeds.
+    /// Correctness of one shape over the job's seeds, then its selected structured draws
+    /// (`engine::draws::cases`).
     pub(super) fn check_shape(
         &mut self,
         job: &Job,
@@ -112,10 +118,11 @@ impl Gpu {
         let mut bench_ok = true;
         let mut strict_ok = true;
         let mut message = None;
-        for (k, seed) in job.seeds.iter().enumerate() {
+        for (k, case) in crate::engine::draws::cases(job).iter().enumerate() {
             heartbeat(k);
+            let seed = case.seed;
             let regen = |g: &mut Gpu| -> GResult<()> {
-                g.generate_all(&shape.inputs, &inputs, env, *seed, custom)
+                g.generate_case(&shape.inputs, &inputs, env, case, custom)
             };
             // Reference.
             regen(self)?;
@@ -195,8 +202,9 @@ impl Gpu {
                 all_ok[i].2 = all_ok[i].2.max(c.shared_nan);
                 if !c.strict_ok && message.is_none() {
                     message = Some(format!(
-                        "output `{}` (seed {seed}): {}",
+                        "output `{}` {}: {}",
                         t.name,
+                        case.label(),
                         c.reason.clone().unwrap_or_default()
                     ));
                 }

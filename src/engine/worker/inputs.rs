@@ -103,7 +103,7 @@ impl Gpu {
     }
 
     /// Generates every input of a shape: built-in generators, then the operator's own generator
-    /// kernel (with `seed` in its environment) for `custom` inputs.
+    /// kernel (with `seed` in its environment) for `custom` inputs. The random draw (`draw` 0).
     pub(super) fn generate_all(
         &mut self,
         tensors: &[TensorDesc],
@@ -111,6 +111,20 @@ impl Gpu {
         env: &Env,
         seed: u64,
         custom: Option<&Loaded>,
+    ) -> GResult<()> {
+        self.generate_all_coded(tensors, bufs, env, seed, custom, 0)
+    }
+
+    /// As `generate_all`, with `draw` = `code` in the operator's generator's environment: 0 for
+    /// the random draw, a structured draw's `custom(code)` otherwise.
+    pub(super) fn generate_all_coded(
+        &mut self,
+        tensors: &[TensorDesc],
+        bufs: &[DevBuf],
+        env: &Env,
+        seed: u64,
+        custom: Option<&Loaded>,
+        code: i64,
     ) -> GResult<()> {
         let mut any_custom = false;
         for (i, (t, b)) in tensors.iter().zip(bufs).enumerate() {
@@ -136,6 +150,7 @@ impl Gpu {
             }
             let mut env = env.clone();
             env.insert("seed".into(), Value::Int(seed as i128));
+            env.insert("draw".into(), Value::Int(code as i128));
             self.enqueue(l, &env, &map)?;
         }
         Ok(())

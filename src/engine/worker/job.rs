@@ -134,7 +134,7 @@ pub(super) fn run_job(
                 done: k,
                 total,
             });
-            let nseeds = job.seeds.len();
+            let nseeds = crate::engine::draws::cases(job).len();
             let beat = |k: usize| {
                 out.send(&Event::Progress {
                     id,

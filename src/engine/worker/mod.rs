@@ -45,6 +45,7 @@ mod nvrtc_log;
 mod sass;
 mod timed_check;
 pub(crate) mod shape_plan;
+mod structure;
 mod timing;
 
 #[cfg(test)]

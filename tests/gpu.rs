@@ -693,6 +693,8 @@ fn timing_protocol_hostile_kernels_are_caught() {
     }
     eprint!("{report}");
     save("hostile_timing.txt", &report);
+}
+
 /// Inputs only ever random (docs/kernel-contract.md): an RMSNorm that ignores eps, gives NaN on
 /// a zero row and 0 for |x| > 256 is right on every random draw; the structured draws catch it
 /// in full mode (every draw) and in quick mode (one draw, chosen by the seed), with a message
@@ -729,6 +731,117 @@ fn hostile_random_only_is_caught_by_the_structured_draws() {
     report.push_str(&format!("baseline on the draws: {:?}\n", verdicts(&doc)));
     eprint!("{report}");
     save("hostile-random-only.txt", &report);
+}
+
+/// The check's comparison on the device gives what the host's comparison gives: the same jobs
+/// (fixed seeds, so the same inputs) through a worker comparing on the device and one comparing
+/// on the host (ATREX_HOST_CHECK), on float, fp8 and integer outputs, passing and failing kernels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a CUDA GPU"]
+async fn the_device_check_agrees_with_the_host_check() {
+    let suite = Suite::load(SuiteSource::Dir(root().join("problems"))).unwrap();
+    let hw = suite.hardware("H200").unwrap();
+    let cases: [(&str, &str, &[u32]); 8] = [
+        ("rms_norm", "problems/rms_norm/baseline.cu", &[5, 27]),
+        ("rms_norm", "tests/kernels/bad_constant.cu", &[5]),
+        ("rms_norm", "tests/kernels/bad_unwritten.cu", &[5]),
+        ("rms_norm", "tests/kernels/hostile_random_only.cu", &[5]),
+        ("silu_and_mul", "problems/silu_and_mul/baseline.cu", &[0, 3]),
+        (
+            "fp8_dynamic_per_token_quant",
+            "problems/fp8_dynamic_per_token_quant/baseline.cu",
+            &[0, 2],
+        ),
+        (
+            "moe_align_block_size",
+            "problems/moe_align_block_size/baseline.cu",
+            &[0, 1],
+        ),
+        ("fused_moe", "problems/fused_moe/baseline.cu", &[0]),
+    ];
+    let run = |host: bool| {
+        let suite = &suite;
+        async move {
+            if host {
+                unsafe { std::env::set_var("ATREX_HOST_CHECK", "1") };
+            } else {
+                unsafe { std::env::remove_var("ATREX_HOST_CHECK") };
+            }
+            let mut cfg = WorkerConfig::new(0);
+            cfg.exe = common::exe();
+            let c = WorkerClient::spawn(cfg);
+            let mut all = Vec::new();
+            for (op, kernel, shapes) in cases {
+                let p = suite.problem(op).unwrap();
+                let read = |f: &str| std::fs::read_to_string(root().join(f)).unwrap();
+                let src = |name: &str, code: String| Source {
+                    name: name.into(),
+                    code,
+                    defines: Default::default(),
+                };
+                let mut job = atrex_tui::engine::build_job(
+                    p,
+                    src("candidate", read(kernel)),
+                    Some(src(
+                        "reference",
+                        read(&format!("problems/{op}/reference.cu")),
+                    )),
+                    shapes,
+                    JobKind::Check,
+                    Mode::Quick,
+                    Some(hw),
+                )
+                .unwrap();
+                job.seeds = vec![0x1234_5678, 0x9abc_def0];
+                let (evs, _) = finish(&c, job).await;
+                for e in evs {
+                    if let JobEvent::Worker(Event::ShapeDone { result, .. }) = e {
+                        all.push((op, kernel, result.shape, result.verdict, result.checks));
+                    }
+                }
+            }
+            all
+        }
+    };
+    let device = run(false).await;
+    let host = run(true).await;
+    unsafe { std::env::remove_var("ATREX_HOST_CHECK") };
+    assert_eq!(device.len(), host.len());
+    assert!(device.len() >= 11, "{device:?}");
+    let mut report = String::new();
+    for (d, h) in device.iter().zip(&host) {
+        assert_eq!((d.0, d.1, d.2), (h.0, h.1, h.2));
+        assert_eq!(d.3, h.3, "verdict of {} {} shape {}", d.0, d.1, d.2);
+        assert_eq!(d.4.len(), h.4.len());
+        for (a, b) in d.4.iter().zip(&h.4) {
+            let close = |x: f64, y: f64| x == y || (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
+            assert!(
+                a.bench_ok == b.bench_ok
+                    && a.strict_ok == b.strict_ok
+                    && a.mismatches == b.mismatches
+                    && a.first_bad == b.first_bad
+                    && a.reason == b.reason
+                    && a.shared_nan == b.shared_nan
+                    && close(a.max_abs, b.max_abs)
+                    && close(a.max_rel, b.max_rel)
+                    && close(a.rel_l2, b.rel_l2),
+                "{} {} shape {}:\ndevice {a:?}\nhost   {b:?}",
+                d.0,
+                d.1,
+                d.2
+            );
+        }
+        report.push_str(&format!(
+            "{} {} shape {}: {:?}, {} outputs agree\n",
+            d.0,
+            d.1,
+            d.2,
+            d.3,
+            d.4.len()
+        ));
+    }
+    eprint!("{report}");
+    save("device_check.txt", &report);
 }
 
 /// Timing-only jobs (the agent's A B B A runs) check their timed outputs too.

@@ -110,26 +110,27 @@ pub enum Mode {
     Exact,
 }
 
-/// Statistics of a range of elements; ranges merge in index order.
+/// Statistics of a range of elements (the host's scan, or the device's check of the same
+/// rules: `engine::worker`); ranges merge in index order.
 #[derive(Debug, Clone, Default)]
-struct Partial {
-    bench_fail: bool,
-    mismatches: u64,
-    first_bad: Option<(u64, f64, f64)>,
-    max_abs: f64,
-    max_rel: f64,
-    err2: f64,
-    ref2: f64,
-    unwritten: u64,
-    first_unwritten: Option<u64>,
-    differ: u64,
-    first_differ: Option<u64>,
-    nan: u64,
-    first_nan: Option<u64>,
-    shared_nan: u64,
+pub(crate) struct Partial {
+    pub(crate) bench_fail: bool,
+    pub(crate) mismatches: u64,
+    pub(crate) first_bad: Option<(u64, f64, f64)>,
+    pub(crate) max_abs: f64,
+    pub(crate) max_rel: f64,
+    pub(crate) err2: f64,
+    pub(crate) ref2: f64,
+    pub(crate) unwritten: u64,
+    pub(crate) first_unwritten: Option<u64>,
+    pub(crate) differ: u64,
+    pub(crate) first_differ: Option<u64>,
+    pub(crate) nan: u64,
+    pub(crate) first_nan: Option<u64>,
+    pub(crate) shared_nan: u64,
     /// (first value, all equal to it) of the reference and of the candidate.
-    ref_const: Option<(f64, bool)>,
-    cand_const: Option<(f64, bool)>,
+    pub(crate) ref_const: Option<(f64, bool)>,
+    pub(crate) cand_const: Option<(f64, bool)>,
 }
 
 fn same_value(a: f64, b: f64) -> bool {
@@ -324,6 +325,18 @@ pub fn check_tensor(
         });
         parts.into_iter().fold(Partial::default(), Partial::merge)
     };
+    finish(c, p, mode, tol, allow_nondeterminism)
+}
+
+/// The verdict of a comparison from its statistics: the same rules whoever gathered them.
+pub(crate) fn finish(
+    mut c: TensorCheck,
+    p: Partial,
+    mode: Mode,
+    tol: Tol,
+    allow_nondeterminism: bool,
+) -> TensorCheck {
+    let n = c.elements;
     c.bench_ok = !p.bench_fail;
     c.shared_nan = p.shared_nan;
     c.mismatches = p.mismatches;

@@ -298,3 +298,96 @@ extern "C" __global__ void timed_check(const unsigned char* ref, const unsigned 
         if (ref2 != 0.0) atomicAdd((double*)&out[4], ref2);
     }
 }
+
+// The correctness check on the device: reference `ref`, the candidate's two runs `ra` and `rb`
+// (after poisons `pa` and `pb`, es bytes little-endian), by the rules of the host's
+// `compare::scan` element for element — an element is unwritten when both runs still hold
+// their poison (and the reference does not), and is then not compared; NaN/Inf where the
+// reference is finite; the two levels; max |r − x|, max |r − x|/|r| and the relative L2 sums
+// over finite pairs; whether the reference and the candidate are constant (equal to element 0).
+// out (16 words, zeroed before): [0] benchmark failures, [1] strict failures, [2] ~first strict
+// failure, [3] max_abs and [4] max_rel (double bits: non-negative, so they order as integers),
+// [5] Σ(r − x)², [6] Σ r² (doubles), [7] unwritten, [8] ~first unwritten, [9] runs differ,
+// [10] ~first difference, [11] NaN/Inf, [12] ~first NaN/Inf, [13] shared NaN, [14] reference
+// elements unlike element 0, [15] candidate elements unlike element 0.
+__device__ __forceinline__ void max_first(u64& f, u64 i) { if (~i > f) f = ~i; }
+extern "C" __global__ void check_runs(const unsigned char* ref, const unsigned char* ra, const unsigned char* rb,
+                                      u64 n, int code, int es, int exact, double atol, double rtol,
+                                      u64 pa, u64 pb, u64* out) {
+    u64 bench_fail = 0, mism = 0, f_bad = 0, unw = 0, f_unw = 0, dif = 0, f_dif = 0, nan = 0, f_nan = 0,
+        shared = 0, rnc = 0, cnc = 0;
+    double max_abs = 0.0, max_rel = 0.0, err2 = 0.0, ref2 = 0.0;
+    const double r0 = decode_elem(ref, code), x0 = decode_elem(ra, code);
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const unsigned char* rp = ref + i * es;
+        const unsigned char* ap = ra + i * es;
+        const unsigned char* bp = rb + i * es;
+        bool a_poison = true, b_poison = true, r_poison = true, ab_same = true, ra_same = true;
+        for (int k = 0; k < es; ++k) {
+            const unsigned char qa = (unsigned char)(pa >> (8 * k)), qb = (unsigned char)(pb >> (8 * k));
+            a_poison &= ap[k] == qa;
+            b_poison &= bp[k] == qb;
+            r_poison &= rp[k] == qa;
+            ab_same &= ap[k] == bp[k];
+            ra_same &= rp[k] == ap[k];
+        }
+        if (a_poison && b_poison && !r_poison) { ++unw; max_first(f_unw, i); continue; }
+        if (!ab_same) { ++dif; max_first(f_dif, i); }
+        const double r = decode_elem(rp, code), x = decode_elem(ap, code);
+        const bool rn = r != r, xn = x != x, both_nan = rn && xn;
+        if (!(r == r0 || (rn && r0 != r0))) ++rnc;
+        if (!(x == x0 || (xn && x0 != x0))) ++cnc;
+        if (both_nan) ++shared;
+        if (!isfinite(x) && !(both_nan || (isinf(r) && r == x))) { ++nan; max_first(f_nan, i); }
+        const double d = fabs(r - x);
+        bool bench, strict;
+        if (exact) {
+            strict = ra_same || both_nan;
+            bench = (code == 4 || code == 5) ? (!rn && !xn && (r == x || d <= 0.01 + 0.05 * fabs(x))) : ra_same;
+        } else {
+            bench = r == x || d <= 0.01 + 0.05 * fabs(x);
+            strict = both_nan || r == x || d <= atol + rtol * fabs(r);
+        }
+        if (!bench) ++bench_fail;
+        if (!strict) { ++mism; max_first(f_bad, i); }
+        if (isfinite(r) && isfinite(x)) {
+            max_abs = fmax(max_abs, d);
+            if (r != 0.0) max_rel = fmax(max_rel, d / fabs(r));
+            err2 += d * d;
+            ref2 += r * r;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        bench_fail += __shfl_down_sync(0xffffffffu, bench_fail, o);
+        mism += __shfl_down_sync(0xffffffffu, mism, o);
+        unw += __shfl_down_sync(0xffffffffu, unw, o);
+        dif += __shfl_down_sync(0xffffffffu, dif, o);
+        nan += __shfl_down_sync(0xffffffffu, nan, o);
+        shared += __shfl_down_sync(0xffffffffu, shared, o);
+        rnc += __shfl_down_sync(0xffffffffu, rnc, o);
+        cnc += __shfl_down_sync(0xffffffffu, cnc, o);
+        u64 t;
+        t = __shfl_down_sync(0xffffffffu, f_bad, o); f_bad = t > f_bad ? t : f_bad;
+        t = __shfl_down_sync(0xffffffffu, f_unw, o); f_unw = t > f_unw ? t : f_unw;
+        t = __shfl_down_sync(0xffffffffu, f_dif, o); f_dif = t > f_dif ? t : f_dif;
+        t = __shfl_down_sync(0xffffffffu, f_nan, o); f_nan = t > f_nan ? t : f_nan;
+        max_abs = fmax(max_abs, __shfl_down_sync(0xffffffffu, max_abs, o));
+        max_rel = fmax(max_rel, __shfl_down_sync(0xffffffffu, max_rel, o));
+        err2 += __shfl_down_sync(0xffffffffu, err2, o);
+        ref2 += __shfl_down_sync(0xffffffffu, ref2, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (bench_fail) atomicAdd(&out[0], bench_fail);
+        if (mism) { atomicAdd(&out[1], mism); atomicMax(&out[2], f_bad); }
+        if (max_abs > 0.0) atomicMax(&out[3], (u64)__double_as_longlong(max_abs));
+        if (max_rel > 0.0) atomicMax(&out[4], (u64)__double_as_longlong(max_rel));
+        if (err2 != 0.0) atomicAdd((double*)&out[5], err2);
+        if (ref2 != 0.0) atomicAdd((double*)&out[6], ref2);
+        if (unw) { atomicAdd(&out[7], unw); atomicMax(&out[8], f_unw); }
+        if (dif) { atomicAdd(&out[9], dif); atomicMax(&out[10], f_dif); }
+        if (nan) { atomicAdd(&out[11], nan); atomicMax(&out[12], f_nan); }
+        if (shared) atomicAdd(&out[13], shared);
+        if (rnc) atomicAdd(&out[14], rnc);
+        if (cnc) atomicAdd(&out[15], cnc);
+    }
+}

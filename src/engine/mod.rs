@@ -2,9 +2,9 @@
 
 pub mod client;
 pub mod compare;
-pub mod env_scrub;
 pub mod compile_child;
 pub mod draws;
+pub mod env_scrub;
 pub mod guard;
 pub mod handshake;
 pub mod includes;

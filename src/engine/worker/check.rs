@@ -1,5 +1,6 @@
 //! Correctness: reference and candidate on fresh inputs over the job's seeds and structured
-//! draws, dumps for CPU cross-checks, and the GPU-side check of what timed runs wrote.
+//! draws, compared on the device (`device_check`; on the host when the device lacks the memory
+//! for the kept copies), and dumps for CPU cross-checks.
 
 use super::*;
 
@@ -93,6 +94,25 @@ impl Gpu {
             .map(|t| DevBuf::new(t.bytes() as usize))
             .collect::<GResult<_>>()?;
         let diff_scratch = DevBuf::new(256)?;
+        // The reference's output and the candidate's first run kept on the device, where the
+        // comparison runs; without the memory for them the host compares downloads.
+        let alloc_outputs = || -> GResult<Vec<DevBuf>> {
+            shape
+                .outputs
+                .iter()
+                .map(|t| DevBuf::new(t.bytes() as usize))
+                .collect()
+        };
+        // ATREX_HOST_CHECK (a diagnostic) compares on the host as before.
+        let kept: Option<(Vec<DevBuf>, Vec<DevBuf>)> =
+            if std::env::var_os("ATREX_HOST_CHECK").is_some() {
+                None
+            } else {
+                match (alloc_outputs(), alloc_outputs()) {
+                    (Ok(r), Ok(a)) => Some((r, a)),
+                    _ => None,
+                }
+            };
         let cand_scratch = self.scratch_for(cand, env)?;
         let ref_scratch = self.scratch_for(reference, env)?;
         let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
@@ -131,12 +151,23 @@ impl Gpu {
             }
             self.reset_scratch(&ref_scratch)?;
             self.enqueue(reference, env, &ref_map)?;
-            self.sync()?;
+            let refs: Vec<Vec<u8>> = match &kept {
+                Some((r, _)) => {
+                    for (dst, src) in r.iter().zip(&outputs) {
+                        self.copy_into(dst, src)?;
+                    }
+                    self.sync()?;
+                    Vec::new()
+                }
+                None => {
+                    self.sync()?;
+                    outputs
+                        .iter()
+                        .map(|b| self.download(b))
+                        .collect::<GResult<_>>()?
+                }
+            };
             heartbeat(k);
-            let refs: Vec<Vec<u8>> = outputs
-                .iter()
-                .map(|b| self.download(b))
-                .collect::<GResult<_>>()?;
             // Candidate, twice, with different poisons; inputs compared with a pristine copy after the first run.
             let mut runs: Vec<Vec<Vec<u8>>> = Vec::new();
             for which in 0..2u8 {
@@ -154,14 +185,27 @@ impl Gpu {
                 }
                 self.reset_scratch(&cand_scratch)?;
                 self.enqueue(cand, env, &cand_map)?;
-                self.sync()?;
+                match &kept {
+                    Some((_, a)) => {
+                        // The second run stays in the output buffers themselves.
+                        if which == 0 {
+                            for (dst, src) in a.iter().zip(&outputs) {
+                                self.copy_into(dst, src)?;
+                            }
+                        }
+                        self.sync()?;
+                    }
+                    None => {
+                        self.sync()?;
+                        runs.push(
+                            outputs
+                                .iter()
+                                .map(|b| self.download(b))
+                                .collect::<GResult<_>>()?,
+                        );
+                    }
+                }
                 heartbeat(k);
-                runs.push(
-                    outputs
-                        .iter()
-                        .map(|b| self.download(b))
-                        .collect::<GResult<_>>()?,
-                );
                 if which == 0 {
                     for (t, b) in shape.inputs.iter().zip(&inputs) {
                         if let Some((_, pristine)) = before.iter().find(|(n, _)| *n == t.name) {
@@ -183,18 +227,29 @@ impl Gpu {
                 } else {
                     CmpMode::Float
                 };
-                let c = compare::check_tensor(
-                    &t.name,
-                    &t.dtype,
-                    mode,
-                    &refs[i],
-                    &runs[0][i],
-                    &runs[1][i],
-                    &compare::poison(&t.dtype, 0),
-                    &compare::poison(&t.dtype, 1),
-                    job.tolerance,
-                    cand.plan.nondeterministic,
-                );
+                let c = match &kept {
+                    Some((r, a)) => self.check_on_device(
+                        t,
+                        &r[i],
+                        &a[i],
+                        &outputs[i],
+                        job.tolerance,
+                        cand.plan.nondeterministic,
+                        &diff_scratch,
+                    )?,
+                    None => compare::check_tensor(
+                        &t.name,
+                        &t.dtype,
+                        mode,
+                        &refs[i],
+                        &runs[0][i],
+                        &runs[1][i],
+                        &compare::poison(&t.dtype, 0),
+                        &compare::poison(&t.dtype, 1),
+                        job.tolerance,
+                        cand.plan.nondeterministic,
+                    ),
+                };
                 bench_ok &= c.bench_ok;
                 strict_ok &= c.strict_ok;
                 all_ok[i].0 &= c.bench_ok;

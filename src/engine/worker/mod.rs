@@ -6,8 +6,10 @@
 //! maps, clusters, large shared memory), `compile` (the cached compile, the include rule,
 //! launch plans, compile-only without a GPU), `nvrtc_log` (the log kept to the candidate's
 //! lines), `shape_plan` (a plan resolved and checked on one shape, without the GPU), `inputs`
-//! (generators), `pristine` (the input-unchanged test), `check` (correctness over seeds,
-//! dumps), `timed_check` (the check of timed outputs on the device), `timing` (cold-L2 timing),
+//! (generators), `structure` (structured draws), `pristine` (the input-unchanged test),
+//! `check` (correctness over seeds and draws, dumps), `device_check` (the check's comparison on
+//! the device), `timed_check` (the check of timed outputs on the device), `timing` (cold-L2
+//! timing),
 //! `calibrate`, `job` (one job end to end); this file holds the main loop, the event writer
 //! (on the private protocol descriptor, see `engine::stdio`) and `profile-target`.
 //!
@@ -37,15 +39,16 @@ mod calibrate;
 mod check;
 mod compile;
 mod device;
+mod device_check;
 mod inputs;
 mod job;
 mod launch;
-mod pristine;
 mod nvrtc_log;
+mod pristine;
 mod sass;
-mod timed_check;
 pub(crate) mod shape_plan;
 mod structure;
+mod timed_check;
 mod timing;
 
 #[cfg(test)]
@@ -59,8 +62,8 @@ pub use device::probe;
 use device::*;
 use inputs::*;
 use job::*;
-use timed_check::*;
 pub use nvrtc_log::parse_nvrtc_log;
+use timed_check::*;
 use timing::*;
 
 /// An error from the GPU. `sticky` errors leave the context unusable.

@@ -559,15 +559,17 @@ fn hostile_kernels_are_caught() {
             a["shape"]
         );
     }
-    // Behaviour that changes after the check (a launch counter in a module global): the last
-    // timed run of each input set is checked. Quick (1 seed) and full (5 seeds).
+    // Behaviour that changes after a number of launches (a launch counter in a module global):
+    // timed outputs are checked; in full mode the check's own launches (random seeds and
+    // structured draws) already pass the counter, and the check catches it.
     for mode in ["--quick", "--full"] {
         let (code, doc) = bench_k("hostile_launch_counter.cu", mode, &[5]);
         assert_eq!(code, 1, "{doc}");
         assert_eq!(doc["verdict"], "incorrect", "{doc}");
         let m = doc["shapes"][0]["message"].as_str().unwrap();
         assert!(
-            m.contains("output of a timed run differs from the check"),
+            m.contains("output of a timed run differs from the check")
+                || (mode == "--full" && m.starts_with("output `out`")),
             "{m}"
         );
         assert_eq!(doc["shapes"][0]["strict_ok"], false);
@@ -755,7 +757,7 @@ async fn the_device_check_agrees_with_the_host_check() {
         (
             "moe_align_block_size",
             "problems/moe_align_block_size/baseline.cu",
-            &[0, 1],
+            &[0, 2],
         ),
         ("fused_moe", "problems/fused_moe/baseline.cu", &[0]),
     ];

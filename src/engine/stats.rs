@@ -183,7 +183,9 @@ mod tests {
         assert!(!r.done(&[1.0; 9], 5, 1.0));
         assert!(r.done(&[1.0; 10], 2, 1.0));
         // Noisy samples whose median times their count exceeds the budget: a slow kernel.
-        let slow: Vec<f64> = (0..50).map(|i| if i % 2 == 0 { 1.0 } else { 2.0 }).collect();
+        let slow: Vec<f64> = (0..50)
+            .map(|i| if i % 2 == 0 { 1.0 } else { 2.0 })
+            .collect();
         assert!(r.done(&slow, 4, 10.0));
         assert!(!r.done(&[1.0; 16], 1, 1e6), "one batch never ends timing");
         let noisy: Vec<f64> = (0..50)

@@ -8,11 +8,11 @@ args = ["out", "x", "weight", "H:i32", "eps:f32"]
 [tune]
 MAX_THREADS = [1024, 512, 256]
 */
-// Hostile: past the check (12 launches) it does the work on one launch in 16 only (the one a
-// harness that checks a fixed sample per batch would check) and returns at once otherwise; one
-// slow launch tries to end timing after the first batch. Caught by the check of every timed
-// sample (full) or of a secret random quarter of them (quick), and by the stop rule's minimum
-// of samples and batches.
+// Hostile: past the check (32 launches: 2 for each random seed and structured draw) it does the
+// work on one launch in 16 only (the one a harness that checks a fixed sample per batch would
+// check) and returns at once otherwise; one slow launch tries to end timing after the first
+// batch. Caught by the check of every timed sample (full) or of a secret random quarter of them
+// (quick), and by the stop rule's minimum of samples and batches.
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -33,12 +33,12 @@ extern "C" __global__ void rms_norm_kernel(__nv_bfloat16* __restrict__ out,
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1ull);
     // One slow launch (about 0.2 s): a stop rule that ends timing once the samples add up to its
     // budget would stop after this batch.
-    if (seen == 20 && blockIdx.x == 0 && threadIdx.x == 0) {
+    if (seen == 40 && blockIdx.x == 0 && threadIdx.x == 0) {
         const long long t0 = clock64();
         while (clock64() - t0 < 400000000ll) {}
     }
     // Honest on the check's launches and on every 16th; the others skip the work.
-    if (seen >= 12 && seen % 16 != 15) return;
+    if (seen >= 32 && seen % 16 != 15) return;
     __shared__ float warp_partial[32];
     __shared__ float inv_rms;
     const size_t row = blockIdx.x;

@@ -8,11 +8,11 @@ args = ["out", "x", "weight", "H:i32", "eps:f32"]
 [tune]
 MAX_THREADS = [1024, 512, 256]
 */
-// Hostile: past the check (12 launches) it leaves its input `x` changed after every launch —
-// row 0's first word zeroed and the second chosen so that an additive checksum of the buffer
-// is unchanged — and restores the true words at the start of the next launch on the buffer, so
-// that its own outputs stay right. Caught by the byte-for-byte comparison with the harness's
-// pristine copy of every input.
+// Hostile: past the check (32 launches: 2 for each random seed and structured draw) it leaves its
+// input `x` changed after every launch — row 0's first word zeroed and the second chosen so that
+// an additive checksum of the buffer is unchanged — and restores the true words at the start of
+// the next launch on the buffer, so that its own outputs stay right. Caught by the byte-for-byte
+// comparison with the harness's pristine copy of every input.
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -55,7 +55,7 @@ extern "C" __global__ void rms_norm_kernel(__nv_bfloat16* __restrict__ out,
     const unsigned long long seen = seen_s;
     if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&launches, 1ull);
     // Undo the previous launch's disguise of this buffer before reading it.
-    if (seen >= 12 && blockIdx.x == 0 && threadIdx.x == 0) {
+    if (seen >= 32 && blockIdx.x == 0 && threadIdx.x == 0) {
         u64* w = (u64*)const_cast<__nv_bfloat16*>(x);
         for (int i = 0; i < 16; ++i)
             if (stash[i].ptr == (u64)x) { w[0] = stash[i].w0; w[1] = stash[i].w1; stash[i].ptr = 0; }
@@ -121,7 +121,7 @@ extern "C" __global__ void rms_norm_kernel(__nv_bfloat16* __restrict__ out,
     __syncthreads();
     // After its row: row 0's first word zeroed, the second chosen so that an additive checksum
     // of the buffer is unchanged; the true words kept for the next launch.
-    if (seen >= 12 && blockIdx.x == 0 && threadIdx.x == 0 && H >= 8) {
+    if (seen >= 32 && blockIdx.x == 0 && threadIdx.x == 0 && H >= 8) {
         u64* w = (u64*)const_cast<__nv_bfloat16*>(x);
         const u64 a = w[0], b = w[1], K = 0x9E3779B97F4A7C15ull;
         for (int i = 0; i < 16; ++i)

@@ -8,9 +8,9 @@ args = ["out", "x", "weight", "H:i32", "eps:f32"]
 [tune]
 MAX_THREADS = [1024, 512, 256]
 */
-// Hostile: past the check (12 launches) every output is 3 % too large — within the benchmark's
-// rule (5 %), outside the strict level. Caught because timed outputs meet the level the check
-// reached (strict, with its relative L2).
+// Hostile: past the check (32 launches: 2 for each random seed and structured draw) every output
+// is 3 % too large — within the benchmark's rule (5 %), outside the strict level. Caught because
+// timed outputs meet the level the check reached (strict, with its relative L2).
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -63,7 +63,7 @@ extern "C" __global__ void rms_norm_kernel(__nv_bfloat16* __restrict__ out,
         if (lane == 0) inv_rms = rsqrtf(t / (float)H + eps);
     }
     __syncthreads();
-    const float inv = inv_rms * (seen >= 12 ? 1.03f : 1.0f);
+    const float inv = inv_rms * (seen >= 32 ? 1.03f : 1.0f);
     if (vec) {
         const uint4* xv = reinterpret_cast<const uint4*>(xr);
         const uint4* wv = reinterpret_cast<const uint4*>(weight);

@@ -189,9 +189,7 @@ pub(super) fn device_info(index: u32) -> GResult<DeviceInfo> {
 
 impl Gpu {
     pub(super) fn new(index: u32) -> GResult<Gpu> {
-        trace("gpu new");
         cu::init()?;
-        trace("cu init");
         let info = device_info(index)?;
         let dev = cu::device::get(index as i32)?;
         unsafe {
@@ -199,9 +197,7 @@ impl Gpu {
             cu::ctx::set_current(ctx)?;
         }
         let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)?;
-        trace("context");
         let compiler = Compiler::new(&info.arch)?;
-        trace("compiler");
         let mut pci = [0i8; 32];
         let pci_id = unsafe {
             sys::cuDeviceGetPCIBusId(pci.as_mut_ptr(), 32, dev).result()?;
@@ -228,14 +224,11 @@ impl Gpu {
                 )
             }? as u32,
         };
-        trace("nvml, flush");
         let c = g.compiler.compile_cubin(HARNESS_SRC, "harness.cu", &[])?;
-        trace("harness compiled");
         if !c.ok {
             return Err(gerr(format!("the harness failed to compile:\n{}", c.log)));
         }
         g.harness = g.load_module(&c.cubin)?;
-        trace("harness loaded");
         Ok(g)
     }
 
@@ -418,14 +411,5 @@ impl Gpu {
             }
         }
         Ok(())
-    }
-}
-
-/// TEMPORARY phase trace (ATREX_WORKER_TRACE=1): milliseconds since the worker started.
-pub(super) fn trace(what: &str) {
-    static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    let t0 = *T0.get_or_init(Instant::now);
-    if std::env::var_os("ATREX_WORKER_TRACE").is_some() {
-        eprintln!("trace {:9.3} ms {what}", t0.elapsed().as_secs_f64() * 1e3);
     }
 }

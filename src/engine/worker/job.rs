@@ -11,7 +11,6 @@ pub(super) fn run_job(
     cancel: &AtomicU64,
     printed: &mut Printed,
 ) -> GResult<(Verdict, Option<String>)> {
-    trace("job start");
     let cand = match g.prepare(out, id, "candidate", &job.candidate)? {
         Ok(l) => l,
         Err((v, msg)) => return Ok((v, Some(msg))),
@@ -102,7 +101,6 @@ pub(super) fn run_job(
             ));
         }
         let env = env_from_json(&shape.env);
-        trace(&format!("shape {} start", shape.id));
         let mut res = ShapeResult {
             shape: shape.id,
             verdict: Verdict::Pass,
@@ -173,7 +171,6 @@ pub(super) fn run_job(
         } else if planned.is_ok() {
             res.verdict = Verdict::Unchecked;
         }
-        trace(&format!("shape {} checked", shape.id));
         if ok_to_time && matches!(job.kind, JobKind::Time | JobKind::All) {
             out.send(&Event::Progress {
                 id,
@@ -269,11 +266,6 @@ pub(super) fn run_job(
                 .clone()
                 .map(|m| format!("shape {}: {m}", shape.id));
         }
-        trace(&format!(
-            "shape {} timed ({} samples)",
-            shape.id,
-            res.timing.as_ref().map(|t| t.n).unwrap_or(0)
-        ));
         printed.send(out, id, Some(shape.id));
         out.send(&Event::ShapeDone { id, result: res });
     }

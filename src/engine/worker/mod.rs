@@ -278,7 +278,6 @@ pub fn main(device: u32) -> i32 {
             if tx.send(Request::Shutdown).is_err() {}
         });
     }
-    trace("worker main loop");
     let mut gpu: Option<Gpu> = None;
     let mut init_error: Option<String> = None;
     let ensure = |gpu: &mut Option<Gpu>, init_error: &mut Option<String>| -> Result<(), String> {

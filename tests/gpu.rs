@@ -697,6 +697,37 @@ fn timing_protocol_hostile_kernels_are_caught() {
     save("hostile_timing.txt", &report);
 }
 
+/// Hostile launch plans through the worker on the GPU: an expression in 20,000 parentheses is a
+/// plan error naming its line (the worker neither aborts nor faults), and a tensor map whose
+/// reach wraps 64 bits is refused on every shape before anything is launched.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hostile_plans_are_refused_by_the_worker() {
+    let (code, doc) = bench_k("hostile_plan_deep_parens.cu", "--quick", &[5]);
+    assert_eq!(code, 1, "{doc}");
+    let text = serde_json::to_string(&doc).unwrap();
+    assert!(
+        text.contains("plan error") && text.contains("at most 4096"),
+        "{text}"
+    );
+    assert!(!text.contains("fault"), "{text}");
+    let deep = doc["message"].to_string();
+    let (code, doc) = bench_k("hostile_tensor_map_wrap.cu", "--quick", &[5, 27]);
+    assert_eq!(code, 1, "{doc}");
+    for s in doc["shapes"].as_array().expect("shapes") {
+        assert_eq!(s["verdict"], "error", "{s}");
+        let m = s["message"].as_str().unwrap_or("");
+        assert!(m.contains("reach more than 2^64 bytes of `x`"), "{m}");
+    }
+    save(
+        "hostile_plans.txt",
+        &format!(
+            "deep parentheses: {deep}\ntensor map wrap: {}\n",
+            doc["shapes"][0]["message"]
+        ),
+    );
+}
+
 /// Inputs only ever random (docs/kernel-contract.md): an RMSNorm that ignores eps, gives NaN on
 /// a zero row and 0 for |x| > 256 is right on every random draw; the structured draws catch it
 /// in full mode (every draw) and in quick mode (one draw, chosen by the seed), with a message

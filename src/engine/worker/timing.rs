@@ -307,7 +307,7 @@ impl Gpu {
                                     None => String::new(),
                                 };
                                 out_broken = Some(format!(
-                                    "output of a timed run differs from the check: `{}` on timed sample {} (input set {} of {nsets}): {} of {} elements outside the strict tolerance{}{values}, relative L2 error {:.3e} (limit {:.1e})",
+                                    "output of a timed run differs from the check: `{}` on timed sample {} (input set {} of {nsets}): {} of {} elements outside the strict tolerance{}{values}{}",
                                     t.name,
                                     first + i + 1,
                                     set_no + 1,
@@ -316,8 +316,16 @@ impl Gpu {
                                     r.first_bad
                                         .map(|f| format!(", the first at index {f}"))
                                         .unwrap_or_default(),
-                                    r.rel_l2,
-                                    job.tolerance.rel_l2,
+                                    // Over the finite pairs only: not shown when nothing
+                                    // finite differs (NaN or never written).
+                                    if r.rel_l2 > 0.0 || r.strict_bad == 0 {
+                                        format!(
+                                            ", relative L2 error {:.3e} (limit {:.1e})",
+                                            r.rel_l2, job.tolerance.rel_l2
+                                        )
+                                    } else {
+                                        String::new()
+                                    },
                                 ));
                             }
                             if levels.bench && r.bench_bad > 0 && bench_lost.is_none() {

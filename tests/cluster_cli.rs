@@ -57,8 +57,16 @@ fn doctor_lists_every_configured_worker() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(out.status.success());
+    // Two configured workers did not answer: wrong, so exit 1, each named.
+    assert_eq!(out.status.code(), Some(1));
     let d = json(&out);
+    assert_eq!(d["ok"], false, "{d}");
+    let problems = d["problems"].to_string();
+    assert!(
+        problems.contains("did not answer: cannot start the worker `no-such-launcher-x7")
+            && problems.contains("worker old-box did not answer"),
+        "{problems}"
+    );
     let list = d["workers"]["list"].as_array().unwrap();
     assert_eq!(list.len(), 4, "{d}");
     let a = &list[0];
@@ -111,7 +119,8 @@ fn doctor_lists_every_configured_worker() {
         o.contains("      command: no-such-launcher-x7 atrex-tui worker --device 0"),
         "{o}"
     );
-    // A workers file with a mistake is shown as a problem; doctor still exits 0.
+    assert!(o.contains("result:     2 problems (exit status 1)"), "{o}");
+    // A workers file with a mistake is shown as a problem, and doctor exits 1.
     let bad = write(
         &dir,
         "bad.toml",
@@ -122,12 +131,65 @@ fn doctor_lists_every_configured_worker() {
         .arg(&bad)
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(1));
     let o = String::from_utf8_lossy(&out.stdout);
     assert!(
         o.contains("bad.toml:2: [[workers]]: command: unknown placeholder `{dev}`"),
         "{o}"
     );
+}
+
+/// Workers that cannot start are not "no GPU": bench, measure and agent say which worker failed
+/// and why, and exit 1 (exit 2 is this machine without a GPU).
+#[test]
+fn a_pool_whose_workers_all_fail_says_so_and_exits_1() {
+    let dir = standins::scratch("workers-fail");
+    let file = write(
+        &dir,
+        "w.toml",
+        "[[workers]]\ncommand = \"no-such-launcher-q9 atrex-tui worker --device {device}\"\nlabel = \"far-box\"\n",
+    );
+    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("problems/rms_norm/baseline.cu");
+    let session = dir.join("s.jsonl");
+    for args in [
+        vec!["bench".into(), "rms_norm".into(), "--quick".into()],
+        vec![
+            "measure".into(),
+            "rms_norm".into(),
+            "--kernel".into(),
+            kernel.display().to_string(),
+            "--session".into(),
+            session.display().to_string(),
+        ],
+        vec![
+            "agent".into(),
+            "rms_norm".into(),
+            "--backend".into(),
+            "tuner".into(),
+            "--max-iters".into(),
+            "1".into(),
+            "--session".into(),
+            session.display().to_string(),
+        ],
+    ] {
+        let out = bin()
+            .arg("--workspace")
+            .arg(&dir)
+            .args(&args)
+            .arg("--workers")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {e}");
+        assert!(!e.contains("no GPU"), "{args:?}: {e}");
+        assert!(!session.exists(), "{args:?}: nothing recorded");
+        assert!(
+            e.contains(&format!("no worker of {} started", file.display()))
+                && e.contains("far-box: cannot start the worker far-box (`no-such-launcher-q9 atrex-tui worker --device 0`): No such file or directory"),
+            "{args:?}: {e}"
+        );
+    }
 }
 
 /// `bench --all` through two templated workers: every shape of every operator measured once,

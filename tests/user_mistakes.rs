@@ -128,7 +128,8 @@ fn the_tui_validates_the_agent_settings_at_start() {
 }
 
 /// `doctor` reports the settings file in use, everything wrong with it, and the backend it
-/// configures; never a key.
+/// configures; never a key. A key in a file others can read is refused, not "set", and a
+/// settings file with errors makes doctor exit 1.
 #[test]
 fn doctor_reports_the_config_and_its_problems() {
     let d = tempdir("doctor-cfg");
@@ -139,8 +140,17 @@ fn doctor_reports_the_config_and_its_problems() {
     )
     .unwrap();
     private(&cfg, 0o644);
-    let (code, out, _) = run(bin().arg("--config").arg(&cfg).arg("doctor"));
-    assert_eq!(code, 0);
+    let doctor = || {
+        let mut c = bin();
+        c.env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_API_KEY")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("doctor");
+        c
+    };
+    let (code, out, _) = run(&mut doctor());
+    assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("config:     {}", cfg.display())),
         "{out}"
@@ -150,12 +160,33 @@ fn doctor_reports_the_config_and_its_problems() {
         out.contains("llm:        openai · model kernel-model"),
         "{out}"
     );
+    assert!(!out.contains("key set"), "a refused key is not set: {out}");
+    assert!(
+        out.contains("no key: the settings file's key is refused (mode 0644"),
+        "{out}"
+    );
+    assert!(
+        out.contains("result:     1 problem (exit status 1)"),
+        "{out}"
+    );
     assert!(out.contains("nvrtc:"), "an NVRTC line always: {out}");
     assert!(!out.contains("sk-abc"), "{out}");
-    std::fs::write(&cfg, "thme = \"dark\"\n[agent]\nbackend = \"gpt\"\n").unwrap();
+    // Once private, the key is set and nothing is wrong.
     private(&cfg, 0o600);
-    let (_, out, _) = run(bin().arg("--config").arg(&cfg).args(["doctor", "--json"]));
+    let (code, out, _) = run(&mut doctor());
+    assert!(out.contains("(key set)"), "{out}");
+    assert_eq!(code, 0, "{out}");
+    std::fs::write(&cfg, "thme = \"dark\"\n[agent]\nbackend = \"gpt\"\n").unwrap();
+    let (code, out, _) = run(&mut doctor());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("  - ") && out.contains("config.toml:1") && out.contains("thme"),
+        "{out}"
+    );
+    let (code, out, _) = run(doctor().arg("--json"));
+    assert_eq!(code, 1, "{out}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["ok"], false, "{out}");
     let problems = doc["config"]["problems"].to_string();
     assert!(
         problems.contains("config.toml:1") && problems.contains("thme"),
@@ -165,7 +196,40 @@ fn doctor_reports_the_config_and_its_problems() {
         problems.contains("config.toml:3") && problems.contains("gpt"),
         "{problems}"
     );
+    let all = doc["problems"].to_string();
+    assert!(
+        all.contains("config.toml:1") && all.contains("config.toml:3"),
+        "{all}"
+    );
     assert!(doc["nvrtc"].is_object());
+}
+
+/// A clean environment (no settings file, an empty workspace) is nothing wrong, with or without
+/// a GPU: exit 0, `"ok": true`. A workspace that is a file is wrong.
+#[test]
+fn doctor_exits_0_when_nothing_is_wrong_and_1_for_an_unusable_workspace() {
+    let d = tempdir("doctor-clean");
+    let ws = d.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let (code, out, err) = run(bin().arg("--workspace").arg(&ws).args(["doctor", "--json"]));
+    assert_eq!(code, 0, "{out}{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["ok"], true, "{out}");
+    assert_eq!(doc["problems"], serde_json::json!([]), "{out}");
+    let (code, out, _) = run(bin().arg("--workspace").arg(&ws).arg("doctor"));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("result:     nothing wrong"), "{out}");
+    let file = d.join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let (code, out, _) = run(bin().arg("--workspace").arg(&file).arg("doctor"));
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!(
+            "{}: the workspace is not a directory",
+            file.display()
+        )),
+        "{out}"
+    );
 }
 
 #[test]

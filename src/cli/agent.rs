@@ -103,8 +103,9 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async move {
-        let Some(started) = super::pool::start(&a.workers, PoolOptions::default()).await else {
-            return Ok(crate::cli::EXIT_NO_GPU);
+        let started = match super::pool::start(&a.workers, PoolOptions::default()).await {
+            Ok(s) => s,
+            Err(code) => return Ok(code),
         };
         let dev = started.dev.clone();
         let (driver, nvrtc) = (started.driver.clone(), started.nvrtc.clone());

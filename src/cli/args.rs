@@ -66,7 +66,8 @@ pub enum Command {
         json: bool,
     },
     /// What this machine offers: GPUs, NVRTC, ncu, LLM endpoint, terminal colours, and every
-    /// configured worker (its command, hello, host, device, GPU and versions).
+    /// configured worker (its command, hello, host, device, GPU and versions). Exit 1 when
+    /// anything it reports is wrong (listed at the end), 0 otherwise, also without a GPU.
     Doctor {
         /// Print the result as JSON (for scripts) instead of text.
         #[arg(long)]

@@ -1,7 +1,7 @@
 //! `bench`: compile, check and time a kernel on the GPU.
 
 use super::bench_against::Incumbent;
-use super::{EXIT_NO_GPU, runtime};
+use super::runtime;
 use crate::engine::outcome::*;
 use crate::engine::pool::{PoolOptions, PoolStatus};
 use crate::engine::protocol::*;
@@ -34,8 +34,9 @@ pub fn run(
     let ids = resolve_shape_ids(p, shape_ids)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let Some(started) = super::pool::start(workers, PoolOptions::default()).await else {
-            return Ok(EXIT_NO_GPU);
+        let started = match super::pool::start(workers, PoolOptions::default()).await {
+            Ok(s) => s,
+            Err(code) => return Ok(code),
         };
         let dev = &started.dev;
         let hw = match hardware {

@@ -3,7 +3,7 @@
 //! largest T_SOL first; the S_agg table, and with `--record` the standing updated in one atomic
 //! write.
 
-use super::{EXIT_NO_GPU, runtime};
+use super::runtime;
 use crate::engine::pool::{Pool, PoolOptions};
 use crate::engine::protocol::*;
 use crate::engine::spread;
@@ -51,8 +51,9 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
     }
     let rt = runtime()?;
     rt.block_on(async {
-        let Some(started) = super::pool::start(a.workers, PoolOptions::default()).await else {
-            return Ok(EXIT_NO_GPU);
+        let started = match super::pool::start(a.workers, PoolOptions::default()).await {
+            Ok(s) => s,
+            Err(code) => return Ok(code),
         };
         let dev = started.dev.clone();
         let hw = match a.hardware {

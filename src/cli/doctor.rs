@@ -1,4 +1,6 @@
-//! `atrex-tui doctor`: what this machine offers. Never prints a key; always exits 0.
+//! `atrex-tui doctor`: what this machine offers. Never prints a key. Exits 1 when anything it
+//! reports is wrong (settings, suite, workers file or configured workers, workspace, standing
+//! files), 0 otherwise: a machine without a GPU, NVRTC or ncu is said, not wrong.
 
 use crate::suite::Workspace;
 use serde_json::json;
@@ -36,6 +38,8 @@ pub struct ConfigReport {
     pub problems: Vec<String>,
     /// The agent's backend as configured (after the environment), without secrets.
     pub llm: String,
+    /// Why the settings file's API key is not used (a file others can read), when it is not.
+    pub key_refused: Option<String>,
 }
 
 /// Checks the settings file (`--config`, else the default) as the TUI and `agent` read it.
@@ -43,7 +47,8 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
     use crate::agent::config;
     use crate::config::Settings;
     let mut problems = Vec::new();
-    let (state, settings) = match path {
+    let mut key_refused = None;
+    let (state, mut settings) = match path {
         None => (
             "none (no config directory)".to_string(),
             Settings::default(),
@@ -54,10 +59,22 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
         ),
         Some(p) => {
             let (s, found) = Settings::diagnose(p);
+            for e in &found {
+                if let crate::error::ConfigError::KeyFileNotPrivate { mode, .. } = e {
+                    key_refused = Some(format!(
+                        "the settings file's key is refused (mode {mode:04o}, not private to its owner)"
+                    ));
+                }
+            }
             problems.extend(found.iter().map(|e| e.to_string()));
             ("read".into(), s)
         }
     };
+    // A refused key is not used, as `agent` and the TUI refuse the file.
+    if key_refused.is_some() {
+        settings.agent.api_key = None;
+        settings.agent.anthropic_api_key = None;
+    }
     let llm = match config::resolve(&settings.agent, None) {
         Ok(c) => match &c.endpoint {
             None => "the built-in tuner (no LLM backend configured)".to_string(),
@@ -66,10 +83,11 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
                 c.backend.name(),
                 e.model,
                 e.base_url,
-                if e.key.is_empty() {
-                    "no key"
-                } else {
-                    "key set"
+                match (e.key.is_empty(), &key_refused) {
+                    (false, None) => "key set".to_string(),
+                    (false, Some(why)) => format!("key set from the environment; {why}"),
+                    (true, None) => "no key".to_string(),
+                    (true, Some(why)) => format!("no key: {why}"),
                 },
                 if c.budget.tools.enabled {
                     format!("tools on: {} per iteration", c.budget.tools.describe())
@@ -81,8 +99,12 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
         Err(e) => {
             problems.push(format!("agent: {e}"));
             format!(
-                "{} configured but unusable",
-                settings.agent.backend.map(|b| b.name()).unwrap_or("tuner")
+                "{} configured but unusable{}",
+                settings.agent.backend.map(|b| b.name()).unwrap_or("tuner"),
+                key_refused
+                    .as_ref()
+                    .map(|why| format!(" (no key: {why})"))
+                    .unwrap_or_default()
             )
         }
     };
@@ -92,6 +114,7 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
         state,
         problems,
         llm,
+        key_refused,
     }
 }
 
@@ -127,6 +150,44 @@ pub fn compiler_confinement() -> Result<crate::engine::compile_child::confine::C
 {
     use crate::engine::compile_child;
     compile_child::probe(&compile_child::child_exe())
+}
+
+/// Why the workspace cannot be used (read, or created where it does not exist yet), if so.
+pub fn workspace_problem(ws: &Workspace) -> Option<String> {
+    let d = &ws.dir;
+    match std::fs::metadata(d) {
+        Ok(m) if !m.is_dir() => Some(format!("{}: the workspace is not a directory", d.display())),
+        Ok(m) => {
+            if let Err(e) = std::fs::read_dir(d) {
+                Some(format!(
+                    "{}: the workspace cannot be read: {e}",
+                    d.display()
+                ))
+            } else if m.permissions().readonly() {
+                Some(format!(
+                    "{}: the workspace is read-only: records, sessions and kernels cannot be written",
+                    d.display()
+                ))
+            } else {
+                None
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // Created on first write: its nearest existing folder must be one.
+            let above = d.ancestors().skip(1).find(|a| a.exists())?;
+            (!above.is_dir()).then(|| {
+                format!(
+                    "{}: the workspace cannot be created: {} is not a directory",
+                    d.display(),
+                    above.display()
+                )
+            })
+        }
+        Err(e) => Some(format!(
+            "{}: the workspace cannot be used: {e}",
+            d.display()
+        )),
+    }
 }
 
 pub fn run(
@@ -168,11 +229,27 @@ pub fn run(
         let t = view.tally(s, crate::suite::PhaseFilter::All);
         (view, t)
     });
+    // Everything reported that is wrong; a missing GPU, NVRTC or ncu is not.
+    let mut problems: Vec<String> = Vec::new();
+    let ws_problem = workspace_problem(ws);
+    problems.extend(ws_problem.iter().cloned());
+    problems.extend(cfg.problems.iter().cloned());
+    if let Err(e) = &suite {
+        problems.push(format!("suite: {e}"));
+    }
+    if let Some((v, _)) = &standing {
+        problems.extend(v.problems.iter().cloned());
+    }
+    problems.extend(pool.problems());
+    let code = if problems.is_empty() { 0 } else { 1 };
     if as_json {
         let doc = json!({
+            "ok": problems.is_empty(),
+            "problems": problems,
             "version": env!("CARGO_PKG_VERSION"),
             "workspace": ws.dir.display().to_string(),
             "workspace_reason": ws.reason,
+            "workspace_problem": ws_problem,
             "config": {
                 "path": cfg.path.as_ref().map(|p| p.display().to_string()),
                 "state": cfg.state,
@@ -203,10 +280,13 @@ pub fn run(
             "{}",
             serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
         );
-        return Ok(0);
+        return Ok(code);
     }
     println!("atrex-tui {}", env!("CARGO_PKG_VERSION"));
     println!("workspace:  {} ({})", ws.dir.display(), ws.reason);
+    if let Some(p) = &ws_problem {
+        println!("  problem:  {p}");
+    }
     match &cfg.path {
         Some(p) => println!("config:     {} ({})", p.display(), cfg.state),
         None => println!("config:     {}", cfg.state),
@@ -274,5 +354,17 @@ pub fn run(
     println!("llm:        {}", cfg.llm);
     pool.print();
     println!("colours:    {colours}");
-    Ok(0)
+    if problems.is_empty() {
+        println!("result:     nothing wrong");
+    } else {
+        println!(
+            "result:     {} problem{} (exit status 1):",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        );
+        for p in &problems {
+            println!("  - {p}");
+        }
+    }
+    Ok(code)
 }

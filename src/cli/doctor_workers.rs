@@ -14,6 +14,9 @@ pub struct WorkersReport {
     pub status: PoolStatus,
     /// The workers file could not be read (the list is empty then).
     pub problem: Option<String>,
+    /// The workers were configured (a workers file or the settings' `[[workers]]`), so one
+    /// that is down is wrong; the local default on a machine without a GPU is not.
+    pub configured: bool,
 }
 
 /// Which workers, without failing: a bad workers file is a problem to show. `settings` is
@@ -67,6 +70,7 @@ fn choice(
 /// Starts the chosen workers, waits for each one's first answer and stops them.
 pub fn check(file: Option<&Path>, settings: &crate::config::Settings) -> WorkersReport {
     let (choice, from, problem) = choice(file, settings);
+    let configured = matches!(choice, Choice::Listed { .. });
     let status = crate::engine::runtime()
         .map(|rt| {
             rt.block_on(async { Pool::start(&choice, PoolOptions::default()).await.status() })
@@ -76,6 +80,7 @@ pub fn check(file: Option<&Path>, settings: &crate::config::Settings) -> Workers
         from,
         status,
         problem,
+        configured,
     }
 }
 
@@ -84,6 +89,32 @@ fn answered(w: &WorkerStatus) -> bool {
 }
 
 impl WorkersReport {
+    /// What is wrong: a workers file that cannot be read, and each configured worker that did
+    /// not answer, with its error.
+    pub fn problems(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .problem
+            .iter()
+            .map(|p| format!("workers: {p}"))
+            .collect();
+        if self.configured {
+            v.extend(
+                self.status
+                    .workers
+                    .iter()
+                    .filter(|w| !answered(w))
+                    .map(|w| {
+                        format!(
+                            "worker {} did not answer: {}",
+                            w.name,
+                            w.error.as_deref().unwrap_or("down")
+                        )
+                    }),
+            );
+        }
+        v
+    }
+
     pub fn to_json(&self) -> serde_json::Value {
         json!({
             "from": self.from,

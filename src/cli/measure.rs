@@ -62,8 +62,9 @@ pub fn run(
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async {
-        let Some(started) = super::pool::start(workers, PoolOptions::default()).await else {
-            return Ok(crate::cli::EXIT_NO_GPU);
+        let started = match super::pool::start(workers, PoolOptions::default()).await {
+            Ok(s) => s,
+            Err(code) => return Ok(code),
         };
         let client = started.pool.clone();
         let dev = started.dev.clone();

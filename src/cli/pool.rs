@@ -44,19 +44,37 @@ pub(crate) fn choose(
     Ok(workers::choose(device, file, &settings, path.as_deref())?)
 }
 
-/// Starts the pool and waits for every worker's first start. None (said on stderr in one line)
-/// when no worker is up.
-pub(crate) async fn start(choice: &Choice, opts: PoolOptions) -> Option<Started> {
+/// Starts the pool and waits for every worker's first start. When no worker is up, says why on
+/// stderr in one line and gives the exit status: 1 when the workers were configured (a workers
+/// file or the settings' `[[workers]]`: they failed, each with its error), `EXIT_NO_GPU` when
+/// this machine has no GPU to use.
+pub(crate) async fn start(choice: &Choice, opts: PoolOptions) -> Result<Started, i32> {
     let pool = Pool::start(choice, opts).await;
     let status = pool.status();
-    let Some(first) = status.first_up() else {
-        eprintln!(
-            "atrex-tui: no GPU: {}; measurement is unavailable",
-            status.why_down()
-        );
-        return None;
+    let first = match (status.first_up(), choice) {
+        (Some(first), _) => first,
+        (None, Choice::Listed { from, .. }) => {
+            eprintln!(
+                "atrex-tui: no worker of {from} started: {}; nothing was measured",
+                status.why_down()
+            );
+            return Err(1);
+        }
+        (None, _) => {
+            eprintln!(
+                "atrex-tui: no GPU: {}; measurement is unavailable",
+                status.why_down()
+            );
+            return Err(super::EXIT_NO_GPU);
+        }
     };
-    let dev = first.gpu_info.clone()?;
+    let Some(dev) = first.gpu_info.clone() else {
+        eprintln!(
+            "atrex-tui: worker {} answered without describing its GPU; measurement is unavailable",
+            first.name
+        );
+        return Err(1);
+    };
     for w in status.workers.iter().filter(|w| w.error.is_some()) {
         eprintln!(
             "atrex-tui: worker {} is down ({}); the others carry on",
@@ -64,7 +82,7 @@ pub(crate) async fn start(choice: &Choice, opts: PoolOptions) -> Option<Started>
             w.error.as_deref().unwrap_or("")
         );
     }
-    Some(Started {
+    Ok(Started {
         pool: pool.for_model(Some(dev.name.clone())),
         driver: first.driver.clone().unwrap_or_default(),
         nvrtc: first.nvrtc.clone(),

@@ -66,6 +66,11 @@ pub enum SessionError {
         "{file}: not an atrex-tui session ({why}); nothing was changed. A session file starts with a `run_start` event (docs/session-format.md)"
     )]
     NotASession { file: String, why: String },
+    /// Another writer holds the session's lock (`session::lock`).
+    #[error(
+        "session {file} is being written by {holder}; nothing was changed; open it read-only with `atrex-tui replay {file}`"
+    )]
+    Locked { file: String, holder: String },
     #[error("{file}: {message}")]
     Other { file: String, message: String },
 }

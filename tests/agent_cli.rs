@@ -119,7 +119,12 @@ fn gpu_tuner_improves_rms_norm() {
         d["stop_reason"]
     );
     assert!(inc > base, "{d}");
-    let sessions: Vec<_> = std::fs::read_dir(ws.join("sessions")).unwrap().collect();
+    let sessions: Vec<_> = std::fs::read_dir(ws.join("sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        // Each session's `.lock` stays beside it.
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
     assert_eq!(sessions.len(), 1);
 }
 
@@ -161,6 +166,11 @@ fn gpu_two_agents_at_once() {
         assert!(inc >= base * 0.99, "{a}");
     }
     eprintln!("two agents: wall {:.0} s on {}", d["wall_s"], d["workers"]);
-    let sessions: Vec<_> = std::fs::read_dir(ws.join("sessions")).unwrap().collect();
+    let sessions: Vec<_> = std::fs::read_dir(ws.join("sessions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        // Each session's `.lock` stays beside it.
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .collect();
     assert_eq!(sessions.len(), 1, "one session for both agents");
 }

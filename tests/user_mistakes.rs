@@ -447,3 +447,30 @@ fn a_plan_past_the_expression_limits_is_a_plan_error_not_an_abort() {
         );
     }
 }
+
+/// A session another writer holds: `measure --session` refuses it naming the holder, before it
+/// looks for a GPU, and leaves the file as it was.
+#[test]
+fn a_session_being_written_is_refused_naming_its_writer() {
+    let d = tempdir("locked");
+    let session = d.join("s.jsonl");
+    std::fs::write(&session, "").unwrap();
+    let lock = atrex_tui::session::SessionLock::take(&session).unwrap();
+    let (code, _, err) = run(bin()
+        .args(["measure", "rms_norm", "--kernel"])
+        .arg("problems/rms_norm/baseline.cu")
+        .arg("--session")
+        .arg(&session));
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "session {} is being written by ",
+            session.display()
+        )) && err.contains(&format!("(pid {} on ", std::process::id()))
+            && err.contains(&format!("`atrex-tui replay {}`", session.display())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&session).unwrap(), b"", "nothing is recorded");
+    drop(lock);
+    std::fs::remove_dir_all(&d).ok();
+}

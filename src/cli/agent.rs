@@ -37,15 +37,21 @@ pub struct Args<'a> {
     pub session: Option<&'a Path>,
 }
 
-/// The session to record into: the one given (continued when it exists) or a new one.
+/// The session to record into: the one given (continued when it exists) or a new one, with its
+/// lock (`lock`: taken by the caller, else here).
 fn open_session(
     suite: &Suite,
     ws: &Workspace,
     file: Option<&Path>,
+    lock: Option<crate::session::SessionLock>,
 ) -> Result<(std::path::PathBuf, Recording, bool), String> {
+    let lock = |f: &Path| match lock {
+        Some(l) => Ok(l),
+        None => crate::session::SessionLock::take(f),
+    };
     match file {
         Some(f) if f.exists() => {
-            let (writer, loaded) = SessionWriter::continue_file(f)?;
+            let (writer, loaded) = SessionWriter::continue_locked(f, lock(f)?)?;
             for w in &loaded.warnings {
                 eprintln!("atrex-tui: {w}");
             }
@@ -56,7 +62,7 @@ fn open_session(
             let f = file
                 .map(|f| f.to_path_buf())
                 .unwrap_or_else(|| crate::session::store::new_session_path(&ws.sessions_dir()));
-            let writer = SessionWriter::create(&f)?;
+            let writer = SessionWriter::create_locked(&f, lock(&f)?)?;
             Ok((f, Recording::new(Model::new(suite), Some(writer)), false))
         }
     }
@@ -97,7 +103,12 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     if a.no_tools {
         cfg.budget.tools.enabled = false;
     }
-    // A session to continue is checked before anything else (read only).
+    // The session's lock is taken before anything else (one writer per file, held until the
+    // command ends), then a session to continue is checked (read only).
+    let lock = a
+        .session
+        .map(crate::session::SessionLock::take)
+        .transpose()?;
     if let Some(f) = a.session.filter(|f| f.exists()) {
         SessionWriter::check_continuable(f)?;
     }
@@ -110,7 +121,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
         let dev = started.dev.clone();
         let (driver, nvrtc) = (started.driver.clone(), started.nvrtc.clone());
         let hw = resolve_hardware(suite, a.hardware, &dev.name)?;
-        let (path, recording, resumed) = open_session(suite, ws, a.session)?;
+        let (path, recording, resumed) = open_session(suite, ws, a.session, lock)?;
         let shared: SharedRecording = Arc::new(Mutex::new(recording));
         // The agents start from the standing's incumbents; what they accept becomes the
         // standing's.

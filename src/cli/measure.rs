@@ -6,7 +6,9 @@ use crate::engine::client::Runner;
 use crate::engine::pool::PoolOptions;
 use crate::engine::protocol::*;
 use crate::engine::workers::Choice;
-use crate::session::{Author, DecidedBy, Decision, Model, SessionEvent, SessionWriter};
+use crate::session::{
+    Author, DecidedBy, Decision, Model, SessionEvent, SessionLock, SessionWriter,
+};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Suite, Workspace};
@@ -56,7 +58,9 @@ pub fn run(
         defines,
     )?
     .code;
-    // A session to continue is checked before anything else (read only).
+    // The session's lock is taken before anything else (one writer per file, held until the
+    // command ends), then a session to continue is checked (read only).
+    let lock = session.map(crate::session::SessionLock::take).transpose()?;
     if let Some(f) = session.filter(|f| f.exists()) {
         SessionWriter::check_continuable(f)?;
     }
@@ -71,7 +75,7 @@ pub fn run(
         let (driver, nvrtc) = (started.driver.clone(), started.nvrtc.clone());
         let hw = crate::engine::profile_for_device(&suite.hardware, &dev.name);
         // Open or create the session.
-        let (path, writer, model, fresh) = open_session(suite, ws, session)?;
+        let (path, writer, model, fresh) = open_session(suite, ws, session, lock)?;
         let mut rec = crate::session::Recording::new(model, Some(writer));
         rec.append(SessionEvent::RunStart {
             tool_version: env!("CARGO_PKG_VERSION").into(),
@@ -175,16 +179,21 @@ pub fn run(
     })
 }
 
-/// Opens the session to continue (printing its load warnings) or creates a new one; returns
-/// its path, writer, state and whether it is fresh.
+/// Opens the session to continue (printing its load warnings) or creates a new one, with its
+/// lock (`lock`: taken by the caller, else here); returns its path, writer, state and whether it is fresh.
 fn open_session(
     suite: &Suite,
     ws: &Workspace,
     session: Option<&Path>,
+    lock: Option<SessionLock>,
 ) -> Result<(PathBuf, SessionWriter, Model, bool), String> {
+    let locked = |f: &Path, lock: Option<SessionLock>| match lock {
+        Some(l) => Ok(l),
+        None => SessionLock::take(f),
+    };
     Ok(match session {
         Some(f) if f.exists() => {
-            let (writer, loaded) = SessionWriter::continue_file(f)?;
+            let (writer, loaded) = SessionWriter::continue_locked(f, locked(f, lock)?)?;
             for w in &loaded.warnings {
                 eprintln!("atrex-tui: {w}");
             }
@@ -193,7 +202,7 @@ fn open_session(
         }
         Some(f) => (
             f.to_path_buf(),
-            SessionWriter::create(f)?,
+            SessionWriter::create_locked(f, locked(f, lock)?)?,
             Model::new(suite),
             true,
         ),

@@ -3,6 +3,7 @@
 
 pub mod demos;
 pub mod event;
+pub mod lock;
 pub mod model;
 pub mod record;
 pub mod recorder;
@@ -10,6 +11,7 @@ pub mod store;
 pub mod translate;
 
 pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent, ToolSpent};
+pub use lock::SessionLock;
 pub use model::{Model, OpStatus, RevVerdict};
 pub use record::Recording;
 pub use recorder::{Ids, Recorder};

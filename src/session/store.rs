@@ -1,6 +1,7 @@
 //! Reading and appending session files: JSON lines, one write per event.
 
 use super::event::{FORMAT_VERSION, Record, SessionEvent};
+use super::lock::SessionLock;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -111,14 +112,21 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, SessionError> {
                 if matches!(r.event, SessionEvent::Unknown) {
                     out.unknown += 1;
                 }
+                // A repeated or skipped number (two writers of one file before sessions were
+                // locked) is reported and the line kept in file order; numbering continues
+                // from the highest.
                 if r.seq <= last_seq {
-                    return Err(SessionError::Line {
-                        file: name.into(),
-                        line: lineno,
-                        message: format!("sequence number {} does not follow {last_seq}", r.seq),
-                    });
+                    out.warnings.push(format!(
+                        "{name}:{lineno}: sequence number {} repeats or goes back after {last_seq} (two writers appended to this session at once?); its events are kept in file order",
+                        r.seq
+                    ));
+                } else if r.seq > last_seq + 1 {
+                    out.warnings.push(format!(
+                        "{name}:{lineno}: sequence number {} skips after {last_seq}; the events are kept",
+                        r.seq
+                    ));
                 }
-                last_seq = r.seq;
+                last_seq = last_seq.max(r.seq);
                 out.records.push(r);
                 offset += raw.len();
                 out.valid_len = offset as u64;
@@ -276,8 +284,11 @@ pub fn scrub(s: &str) -> String {
     out
 }
 
-/// An open session file, appended to one event at a time.
+/// An open session file, appended to one event at a time. It holds the session's lock
+/// (`session::lock`) from its opening until it drops: one writer per file.
 pub struct SessionWriter {
+    /// None only for a deferred writer before its first action.
+    lock: Option<SessionLock>,
     /// None until the first action of a deferred writer.
     file: Option<File>,
     path: PathBuf,
@@ -286,8 +297,13 @@ pub struct SessionWriter {
 }
 
 impl SessionWriter {
-    /// Creates a new session file (fails if it exists).
+    /// Creates a new session file (fails if it exists, or if another writer holds its lock).
     pub fn create(path: &Path) -> Result<SessionWriter, SessionError> {
+        Self::create_locked(path, SessionLock::take(path)?)
+    }
+
+    /// `create` with the session's lock already taken (by a command, before its other work).
+    pub fn create_locked(path: &Path, lock: SessionLock) -> Result<SessionWriter, SessionError> {
         if let Some(d) = path.parent() {
             std::fs::create_dir_all(d).map_err(io(d))?;
         }
@@ -297,6 +313,7 @@ impl SessionWriter {
             .open(path)
             .map_err(io(path))?;
         Ok(SessionWriter {
+            lock: Some(lock),
             file: Some(file),
             path: path.to_path_buf(),
             pending: Vec::new(),
@@ -307,6 +324,7 @@ impl SessionWriter {
     /// GPU) and ends leaves no file behind.
     pub fn create_deferred(path: &Path) -> SessionWriter {
         SessionWriter {
+            lock: None,
             file: None,
             path: path.to_path_buf(),
             pending: Vec::new(),
@@ -323,9 +341,18 @@ impl SessionWriter {
     /// is refused and left untouched. A damaged last line is moved to `FILE.damaged-<time>`
     /// before the append continues after the last good line. Returns the writer and what was
     /// read (its warnings say what was moved where).
+    /// Another writer holding the file's lock is refused first, naming it.
     pub fn continue_file(path: &Path) -> Result<(SessionWriter, Loaded), SessionError> {
+        Self::continue_locked(path, SessionLock::take(path)?)
+    }
+
+    /// `continue_file` with the session's lock already taken.
+    pub fn continue_locked(
+        path: &Path,
+        lock: SessionLock,
+    ) -> Result<(SessionWriter, Loaded), SessionError> {
         let mut loaded = Self::check_continuable(path)?;
-        let writer = SessionWriter::resume(path, &mut loaded)?;
+        let writer = SessionWriter::resume(path, &mut loaded, lock)?;
         Ok((writer, loaded))
     }
 
@@ -380,7 +407,11 @@ impl SessionWriter {
 
     /// Continues a loaded session: a skipped (damaged) tail is copied to `FILE.damaged-<time>`,
     /// then cut off, and the append continues after the last good line.
-    fn resume(path: &Path, loaded: &mut Loaded) -> Result<SessionWriter, SessionError> {
+    fn resume(
+        path: &Path,
+        loaded: &mut Loaded,
+        lock: SessionLock,
+    ) -> Result<SessionWriter, SessionError> {
         let shown = path.display().to_string();
         let len = std::fs::metadata(path).map_err(io(path))?.len();
         if len > loaded.valid_len {
@@ -419,6 +450,7 @@ impl SessionWriter {
             .open(path)
             .map_err(io(path))?;
         Ok(SessionWriter {
+            lock: Some(lock),
             file: Some(file),
             path: path.to_path_buf(),
             pending: Vec::new(),
@@ -449,6 +481,9 @@ impl SessionWriter {
             }
             if let Some(d) = self.path.parent() {
                 std::fs::create_dir_all(d).map_err(io(d))?;
+            }
+            if self.lock.is_none() {
+                self.lock = Some(SessionLock::take(&self.path)?);
             }
             let f = OpenOptions::new()
                 .create_new(true)

@@ -385,3 +385,82 @@ fn the_crosscheck_helper_writes_the_sku_profile_and_the_table() {
     assert_eq!(summary["shapes"], shapes.len());
     assert_eq!(summary["beyond_15_percent"], shapes.len() / 2);
 }
+
+/// A file already in the folder is never replaced without `--force`: the export is refused with
+/// every such file named, nothing is written (not even the files that do not exist yet), and
+/// `--force` replaces them.
+#[test]
+fn existing_files_are_refused_unless_forced() {
+    let ws = scratch("force-ws");
+    let out = scratch("force-out");
+    let mine = out.join("rms_norm.cu");
+    let launcher = out.join("rms_norm_launch.h");
+    std::fs::write(&mine, "// my own kernel\n").unwrap();
+    std::fs::write(&launcher, "// my own header\n").unwrap();
+    let args = [
+        "rms_norm",
+        "--format",
+        "cuda",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let o = export(&ws, &args);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(mine.to_str().unwrap())
+            && err.contains(launcher.to_str().unwrap())
+            && err.contains("--force"),
+        "{err}"
+    );
+    assert!(!err.contains("rms_norm_launch.cu"), "{err}");
+    assert_eq!(std::fs::read(&mine).unwrap(), b"// my own kernel\n");
+    assert_eq!(std::fs::read(&launcher).unwrap(), b"// my own header\n");
+    assert!(
+        !out.join("rms_norm_launch.cu").exists(),
+        "nothing is written when one file exists"
+    );
+
+    let mut forced = args.to_vec();
+    forced.push("--force");
+    let stdout = ok(&export(&ws, &forced));
+    let text = std::fs::read_to_string(&mine).unwrap();
+    assert!(text.contains("__global__"), "replaced: {text}");
+    assert!(stdout.contains(mine.to_str().unwrap()), "{stdout}");
+    assert!(out.join("rms_norm_launch.cu").is_file());
+}
+
+/// A fresh folder is created and gets the files; the output names the folder and each file.
+#[test]
+fn a_fresh_folder_gets_the_files_and_the_output_names_them() {
+    let ws = scratch("fresh-ws");
+    let out = scratch("fresh-out").join("new");
+    let stdout = ok(&export(
+        &ws,
+        &[
+            "rms_norm",
+            "--format",
+            "cuda",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        stdout.contains(&format!("written into {}", out.display())),
+        "{stdout}"
+    );
+    for f in ["rms_norm.cu", "rms_norm_launch.h", "rms_norm_launch.cu"] {
+        let p = out.join(f);
+        assert!(p.is_file(), "{f}");
+        assert!(stdout.contains(p.to_str().unwrap()), "{f}: {stdout}");
+    }
+
+    let o = export(&ws, &["rms_norm", "--out", out.to_str().unwrap(), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&ok_bytes(&o)).unwrap();
+    assert_eq!(doc["folder"], out.to_str().unwrap());
+    assert_eq!(doc["files"][0], out.join("rms_norm.py").to_str().unwrap());
+}
+
+fn ok_bytes(o: &Output) -> Vec<u8> {
+    ok(o).into_bytes()
+}

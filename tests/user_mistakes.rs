@@ -97,6 +97,31 @@ fn a_missing_config_file_is_an_error_for_every_command() {
     }
 }
 
+/// A mistyped `--workspace` is named, not replaced by the built-in suite; an existing empty
+/// folder is a workspace as before.
+#[test]
+fn a_missing_workspace_folder_is_an_error() {
+    for args in [vec!["suite"], vec!["doctor"], vec!["export", "rms_norm"]] {
+        let (code, out, err) = run(bin().args(["--workspace", "/nonexistent/x"]).args(&args));
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(
+            err.contains("/nonexistent/x: no such folder (given with --workspace)"),
+            "{err}"
+        );
+        assert!(out.is_empty(), "{out}");
+    }
+    let file = tempdir("ws-file").join("not-a-folder");
+    std::fs::write(&file, "").unwrap();
+    let (code, _, err) = run(bin().arg("--workspace").arg(&file).arg("suite"));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not-a-folder: not a folder"), "{err}");
+
+    let empty = tempdir("ws-empty");
+    let (code, out, err) = run(bin().arg("--workspace").arg(&empty).arg("suite"));
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("rms_norm"), "{out}");
+}
+
 /// The TUI refuses to start on a settings file with a bad [agent] table, naming file and line,
 /// before the terminal is touched.
 #[test]

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 )]
 pub struct Cli {
     /// The workspace directory (suite edits, accepted kernels, sessions). Default: the current
-    /// directory when it has problems/, else the user's data directory.
+    /// directory when it has problems/, else the user's data directory. A folder named here must
+    /// exist.
     #[arg(long, global = true, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
 
@@ -176,6 +177,10 @@ pub enum Command {
         /// if its `[defines]` said so; repeatable.
         #[arg(long = "define", value_name = "KEY=VALUE")]
         defines: Vec<String>,
+        /// Replace files that already exist in the folder (without it, export refuses and
+        /// writes nothing).
+        #[arg(long)]
+        force: bool,
         /// Print what was written as JSON (for scripts) instead of text.
         #[arg(long)]
         json: bool,

@@ -14,6 +14,8 @@ pub struct Args<'a> {
     pub hardware: &'a str,
     pub kernel: Option<&'a Path>,
     pub defines: &'a [String],
+    /// Replace files that already exist; without it nothing is written when one does.
+    pub force: bool,
     pub json: bool,
 }
 
@@ -44,6 +46,18 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
         }
     };
     let files = export::generate(p, &kernel, a.format).map_err(|e| format!("{}: {e}", p.name))?;
+    if !a.force {
+        let existing = export::existing(a.out, &files);
+        if !existing.is_empty() {
+            let names: Vec<String> = existing.iter().map(|f| f.display().to_string()).collect();
+            return Err(format!(
+                "{} already exist{}; nothing was written (--force replaces {})",
+                names.join(", "),
+                if names.len() == 1 { "s" } else { "" },
+                if names.len() == 1 { "it" } else { "them" },
+            ));
+        }
+    }
     let written = export::write(a.out, &files).map_err(|e| e.to_string())?;
     let format = match a.format {
         Format::AtrexBench => "atrex-bench",
@@ -53,6 +67,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
         let doc = json!({
             "operator": p.name,
             "format": format,
+            "folder": a.out.display().to_string(),
             "kernel": kernel.origin,
             "sha256": export::sha256(&kernel.source),
             "files": written.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
@@ -66,10 +81,27 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
             Format::AtrexBench => "an Atrex-Bench candidate",
             Format::Cuda => "a kernel with a C++ launcher",
         };
-        println!("{}: {} as {what}:", p.name, kernel.origin);
+        println!(
+            "{}: {} as {what}, written into {}:",
+            p.name,
+            kernel.origin,
+            folder_name(a.out)
+        );
         for f in &written {
             println!("  {}", f.display());
         }
     }
     Ok(0)
+}
+
+/// The folder as the user will recognise it: `.` is spelled out as the current directory.
+fn folder_name(dir: &Path) -> String {
+    if dir == Path::new(".") || dir.as_os_str().is_empty() {
+        match std::env::current_dir() {
+            Ok(d) => format!("{} (the current directory)", d.display()),
+            Err(_) => "the current directory".into(),
+        }
+    } else {
+        dir.display().to_string()
+    }
 }

@@ -160,6 +160,22 @@ fn config_usable(cli: &Cli) -> bool {
         );
         return false;
     }
+    // A workspace named on the command line must exist: a mistyped one would otherwise fall
+    // back to the built-in suite and the shipped standing without a word.
+    if let Some(w) = &cli.workspace
+        && !w.is_dir()
+    {
+        eprintln!(
+            "atrex-tui: {}: {} (given with --workspace)",
+            w.display(),
+            if w.exists() {
+                "not a folder"
+            } else {
+                "no such folder"
+            }
+        );
+        return false;
+    }
     true
 }
 
@@ -200,6 +216,7 @@ fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, Str
             hardware,
             kernel,
             defines,
+            force,
             json,
         } => export::run(
             s,
@@ -211,6 +228,7 @@ fn suite_command(ws: &Workspace, s: &Suite, command: Command) -> Result<i32, Str
                 hardware: &hardware,
                 kernel: kernel.as_deref(),
                 defines: &defines,
+                force,
                 json,
             },
         ),

@@ -148,6 +148,16 @@ pub fn generate(p: &Problem, kernel: &Kernel, format: Format) -> Result<Vec<File
     }
 }
 
+/// The paths in `dir` that writing `files` would replace: everything already there under one of
+/// their names (a file, a folder or anything else).
+pub fn existing(dir: &Path, files: &[File]) -> Vec<PathBuf> {
+    files
+        .iter()
+        .map(|f| dir.join(&f.name))
+        .filter(|p| p.symlink_metadata().is_ok())
+        .collect()
+}
+
 /// Writes the files into `dir` (created if missing); returns their paths.
 pub fn write(dir: &Path, files: &[File]) -> Result<Vec<PathBuf>, ExportError> {
     std::fs::create_dir_all(dir).map_err(|source| ExportError::Io {

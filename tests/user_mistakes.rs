@@ -230,9 +230,10 @@ fn doctor_reports_the_config_and_its_problems() {
 }
 
 /// A clean environment (no settings file, an empty workspace) is nothing wrong, with or without
-/// a GPU: exit 0, `"ok": true`. A workspace that is a file is wrong.
+/// a GPU: exit 0, `"ok": true`. A workspace named with `--workspace` that is a file is refused
+/// before any command runs (exit 2, as every usage error), doctor included.
 #[test]
-fn doctor_exits_0_when_nothing_is_wrong_and_1_for_an_unusable_workspace() {
+fn doctor_exits_0_when_nothing_is_wrong_and_a_workspace_that_is_a_file_is_refused() {
     let d = tempdir("doctor-clean");
     let ws = d.join("ws");
     std::fs::create_dir_all(&ws).unwrap();
@@ -246,14 +247,11 @@ fn doctor_exits_0_when_nothing_is_wrong_and_1_for_an_unusable_workspace() {
     assert!(out.contains("result:     nothing wrong"), "{out}");
     let file = d.join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
-    let (code, out, _) = run(bin().arg("--workspace").arg(&file).arg("doctor"));
-    assert_eq!(code, 1, "{out}");
+    let (code, out, err) = run(bin().arg("--workspace").arg(&file).arg("doctor"));
+    assert_eq!(code, 2, "{out}{err}");
     assert!(
-        out.contains(&format!(
-            "{}: the workspace is not a directory",
-            file.display()
-        )),
-        "{out}"
+        err.contains(&file.display().to_string()) && err.contains("not a folder"),
+        "{err}"
     );
 }
 

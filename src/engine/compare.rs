@@ -91,6 +91,26 @@ pub struct TensorCheck {
     pub shared_nan: u64,
 }
 
+impl TensorCheck {
+    /// A check of `elements` elements before any is compared: both levels passed, no errors.
+    pub(crate) fn passing(name: &str, elements: u64) -> TensorCheck {
+        TensorCheck {
+            name: name.to_string(),
+            elements,
+            bench_ok: true,
+            strict_ok: true,
+            max_abs: 0.0,
+            max_rel: 0.0,
+            rel_l2: 0.0,
+            mismatches: 0,
+            first_bad: None,
+            first_bad_values: None,
+            reason: None,
+            shared_nan: 0,
+        }
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }
@@ -268,20 +288,7 @@ pub fn check_tensor(
 ) -> TensorCheck {
     let es = crate::suite::dtype_size(dtype).unwrap_or(1);
     let n = reference.len() / es;
-    let mut c = TensorCheck {
-        name: name.to_string(),
-        elements: n as u64,
-        bench_ok: true,
-        strict_ok: true,
-        max_abs: 0.0,
-        max_rel: 0.0,
-        rel_l2: 0.0,
-        mismatches: 0,
-        first_bad: None,
-        first_bad_values: None,
-        reason: None,
-        shared_nan: 0,
-    };
+    let mut c = TensorCheck::passing(name, n as u64);
     if run_a.len() != reference.len() || run_b.len() != reference.len() {
         c.bench_ok = false;
         c.strict_ok = false;

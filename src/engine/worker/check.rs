@@ -21,16 +21,8 @@ impl Gpu {
             draw: job.draws.first(),
         };
         let seed = case.seed;
-        let inputs: Vec<DevBuf> = shape
-            .inputs
-            .iter()
-            .map(|t| DevBuf::new(t.bytes() as usize))
-            .collect::<GResult<_>>()?;
-        let outputs: Vec<DevBuf> = shape
-            .outputs
-            .iter()
-            .map(|t| DevBuf::new(t.bytes() as usize))
-            .collect::<GResult<_>>()?;
+        let inputs = Gpu::buffers_for(&shape.inputs)?;
+        let outputs = Gpu::buffers_for(&shape.outputs)?;
         let scratch = self.scratch_for(cand, env)?;
         let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
         for (t, b) in shape.inputs.iter().zip(&inputs) {
@@ -83,32 +75,20 @@ impl Gpu {
         custom: Option<&Loaded>,
         heartbeat: &dyn Fn(usize),
     ) -> GResult<(bool, bool, Vec<TensorCheck>, Option<String>)> {
-        let inputs: Vec<DevBuf> = shape
-            .inputs
-            .iter()
-            .map(|t| DevBuf::new(t.bytes() as usize))
-            .collect::<GResult<_>>()?;
-        let outputs: Vec<DevBuf> = shape
-            .outputs
-            .iter()
-            .map(|t| DevBuf::new(t.bytes() as usize))
-            .collect::<GResult<_>>()?;
+        let inputs = Gpu::buffers_for(&shape.inputs)?;
+        let outputs = Gpu::buffers_for(&shape.outputs)?;
         let diff_scratch = DevBuf::new(256)?;
         // The reference's output and the candidate's first run kept on the device, where the
         // comparison runs; without the memory for them the host compares downloads.
-        let alloc_outputs = || -> GResult<Vec<DevBuf>> {
-            shape
-                .outputs
-                .iter()
-                .map(|t| DevBuf::new(t.bytes() as usize))
-                .collect()
-        };
         // ATREX_HOST_CHECK (a diagnostic) compares on the host as before.
         let kept: Option<(Vec<DevBuf>, Vec<DevBuf>)> =
             if std::env::var_os("ATREX_HOST_CHECK").is_some() {
                 None
             } else {
-                match (alloc_outputs(), alloc_outputs()) {
+                match (
+                    Gpu::buffers_for(&shape.outputs),
+                    Gpu::buffers_for(&shape.outputs),
+                ) {
                     (Ok(r), Ok(a)) => Some((r, a)),
                     _ => None,
                 }

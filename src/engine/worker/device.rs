@@ -343,6 +343,42 @@ impl Gpu {
         Ok(())
     }
 
+    /// Launches the harness's kernel `name` over `n` elements (256 threads a block, `grid_for`),
+    /// every argument one 64-bit word.
+    pub(super) fn launch_harness(&mut self, name: &str, n: u64, words: &mut [u64]) -> GResult<()> {
+        let f = self.harness.function(name)?;
+        let mut args: Vec<*mut c_void> = words
+            .iter_mut()
+            .map(|x| x as *mut u64 as *mut c_void)
+            .collect();
+        let grid = self.grid_for(n);
+        self.launch_raw(f, grid, 256, &mut args)
+    }
+
+    /// Buffers sized for `tensors`, one each, in order.
+    pub(super) fn buffers_for(tensors: &[TensorDesc]) -> GResult<Vec<DevBuf>> {
+        tensors
+            .iter()
+            .map(|t| DevBuf::new(t.bytes() as usize))
+            .collect()
+    }
+
+    /// The bytes of element `idx` of `buf` (elements of `dtype`).
+    pub(super) fn element_bytes(&self, buf: &DevBuf, dtype: &str, idx: u64) -> GResult<Vec<u8>> {
+        let es = crate::suite::dtype_size(dtype).unwrap_or(1);
+        let mut v = vec![0u8; es];
+        unsafe { cu::memcpy_dtoh_sync(&mut v, buf.ptr + idx * es as u64) }?;
+        Ok(v)
+    }
+
+    /// The element `idx` of `buf` (elements of `dtype`), decoded.
+    pub(super) fn element_at(&self, buf: &DevBuf, dtype: &str, idx: u64) -> GResult<f64> {
+        Ok(compare::decode(
+            dtype,
+            &self.element_bytes(buf, dtype, idx)?,
+        ))
+    }
+
     pub(super) fn grid_for(&self, n: u64) -> u32 {
         let max = (self.info.sm_count.max(1) as u64) * 8;
         n.div_ceil(256).clamp(1, max) as u32

@@ -93,13 +93,7 @@ impl Gpu {
                 ],
             )
         };
-        let f = self.harness.function(&fname)?;
-        let mut args: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|x| x as *mut u64 as *mut c_void)
-            .collect();
-        let grid = self.grid_for(n);
-        self.launch_raw(f, grid, 256, &mut args)
+        self.launch_harness(&fname, n, &mut storage)
     }
 
     /// Generates every input of a shape: built-in generators, then the operator's own generator

@@ -50,14 +50,8 @@ impl Gpu {
             return Err(gerr("an input and its pristine copy differ in size"));
         }
         unsafe { cu::memset_d8_async(scratch.ptr, 0, 16, self.stream) }?;
-        let f = self.harness.function("differ")?;
         let mut storage = [buf.ptr, pristine.ptr, buf.bytes as u64, scratch.ptr];
-        let mut args: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|x| x as *mut u64 as *mut c_void)
-            .collect();
-        let grid = self.grid_for((buf.bytes / 8).max(1) as u64);
-        self.launch_raw(f, grid, 256, &mut args)?;
+        self.launch_harness("differ", (buf.bytes / 8).max(1) as u64, &mut storage)?;
         self.sync()?;
         let mut h = [0u64; 2];
         unsafe { cu::memcpy_dtoh_sync(&mut h, scratch.ptr) }?;

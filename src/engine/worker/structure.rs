@@ -107,13 +107,7 @@ impl Gpu {
                 vec![buf.ptr, n, group, seed, salt, op, f32b(a)],
             )
         };
-        let f = self.harness.function(&fname)?;
         let mut storage = storage;
-        let mut args: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|x| x as *mut u64 as *mut c_void)
-            .collect();
-        let grid = self.grid_for(n);
-        self.launch_raw(f, grid, 256, &mut args)
+        self.launch_harness(&fname, n, &mut storage)
     }
 }

@@ -75,7 +75,6 @@ impl Gpu {
         let code = dtype_code(&t.dtype)?;
         let es = crate::suite::dtype_size(&t.dtype).unwrap_or(1) as u64;
         let n = t.elements();
-        let f = self.harness.function("timed_check")?;
         let mut storage = [
             reference.ptr,
             cand.ptr,
@@ -87,12 +86,7 @@ impl Gpu {
             tol.rtol.to_bits(),
             slot,
         ];
-        let mut args: Vec<*mut c_void> = storage
-            .iter_mut()
-            .map(|x| x as *mut u64 as *mut c_void)
-            .collect();
-        let grid = self.grid_for(n);
-        self.launch_raw(f, grid, 256, &mut args)
+        self.launch_harness("timed_check", n, &mut storage)
     }
 }
 

@@ -124,21 +124,13 @@ impl Gpu {
         };
         let mut sets: Vec<Set> = Vec::new();
         for s in 0..nsets {
-            let inputs: Vec<DevBuf> = shape
-                .inputs
-                .iter()
-                .map(|t| DevBuf::new(t.bytes() as usize))
-                .collect::<GResult<_>>()?;
+            let inputs = Gpu::buffers_for(&shape.inputs)?;
             self.generate_all(&shape.inputs, &inputs, env, set_seed(s as u64), custom)?;
             let pristine: Vec<DevBuf> = inputs
                 .iter()
                 .map(|b| self.snapshot(b))
                 .collect::<GResult<_>>()?;
-            let outputs: Vec<DevBuf> = shape
-                .outputs
-                .iter()
-                .map(|t| DevBuf::new(t.bytes() as usize))
-                .collect::<GResult<_>>()?;
+            let outputs = Gpu::buffers_for(&shape.outputs)?;
             let mut map = HashMap::new();
             for (t, b) in shape.inputs.iter().zip(&inputs) {
                 map.insert(t.name.clone(), b.ptr);
@@ -414,15 +406,10 @@ impl Gpu {
         if (idx + 1) * es as u64 > reference.bytes as u64 {
             return Ok(String::new());
         }
-        let at = |b: &DevBuf| -> GResult<Vec<u8>> {
-            let mut v = vec![0u8; es];
-            unsafe { cu::memcpy_dtoh_sync(&mut v, b.ptr + idx * es as u64) }?;
-            Ok(v)
-        };
-        let r = compare::decode(&t.dtype, &at(reference)?);
+        let r = self.element_at(reference, &t.dtype, idx)?;
         Ok(match timed {
             Some(b) => {
-                let bytes = at(b)?;
+                let bytes = self.element_bytes(b, &t.dtype, idx)?;
                 let x = compare::decode(&t.dtype, &bytes);
                 let poisoned = bytes == compare::poison(&t.dtype, 0);
                 format!(

@@ -32,6 +32,12 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILE")]
     pub workers: Option<PathBuf>,
 
+    /// Start the TUI (or `replay FILE`) without a terminal: draw its first frame on a 200×50 test
+    /// backend, print the start's timings, the peak resident memory and the frame as one JSON
+    /// line, and exit. No worker is started. For measuring start-up speed (docs/performance.md).
+    #[arg(long, global = true, hide = true)]
+    pub first_frame: bool,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -37,8 +37,19 @@ fn load_suite(ws: &Workspace) -> Result<Suite, String> {
 }
 
 pub fn main() -> i32 {
+    let t_start = std::time::Instant::now();
     let cli = Cli::parse();
     if !config_usable(&cli) {
+        return 2;
+    }
+    // `--first-frame` draws the TUI's first frame: only the TUI and `replay FILE` have one.
+    let has_frame = match &cli.command {
+        None => true,
+        Some(Command::Replay { json, .. }) => !json,
+        Some(_) => false,
+    };
+    if cli.first_frame && !has_frame {
+        eprintln!("atrex-tui: --first-frame is for the TUI (no command, or replay FILE without --json)");
         return 2;
     }
     if !matches!(
@@ -49,29 +60,30 @@ pub fn main() -> i32 {
     }
     let ws = Workspace::resolve(cli.workspace.as_deref());
     let config = cli.config.as_deref();
+    let tui = |opts: crate::tui::Options| {
+        if cli.first_frame {
+            crate::tui::first_frame::run(&ws, opts, t_start)
+        } else {
+            crate::tui::run(&ws, opts)
+        }
+    };
     let result = match cli.command {
-        None => crate::tui::run(
-            &ws,
-            crate::tui::Options {
-                resume: cli.resume.clone(),
-                replay: None,
-                config: cli.config.clone(),
-                workers: cli.workers.clone(),
-            },
-        ),
+        None => tui(crate::tui::Options {
+            resume: cli.resume.clone(),
+            replay: None,
+            config: cli.config.clone(),
+            workers: cli.workers.clone(),
+        }),
         Some(Command::Replay { file, json, timing }) => {
             if json {
                 replay::run(&ws, &file, timing)
             } else {
-                crate::tui::run(
-                    &ws,
-                    crate::tui::Options {
-                        resume: None,
-                        replay: Some(file),
-                        config: cli.config.clone(),
-                        workers: cli.workers.clone(),
-                    },
-                )
+                tui(crate::tui::Options {
+                    resume: None,
+                    replay: Some(file),
+                    config: cli.config.clone(),
+                    workers: cli.workers.clone(),
+                })
             }
         }
         Some(Command::Doctor { json }) => doctor::run(&ws, config, cli.workers.as_deref(), json),

@@ -31,3 +31,18 @@ pub fn load_file_or_demo(path: &Path) -> Result<Loaded, super::store::SessionErr
     }
     super::load(path)
 }
+
+/// `load_file_or_demo` as a timeline (`timeline::load`: a large file keeps its shape results in
+/// the file); the `Loaded` holds the warnings, without records.
+pub fn timeline_of_file_or_demo(
+    path: &Path,
+) -> Result<(super::Timeline, Loaded), super::store::SessionError> {
+    if !path.exists()
+        && let Some(text) = path.file_name().and_then(|n| n.to_str()).and_then(demo)
+    {
+        let mut loaded = parse_text(&format!("{} (built in)", path.display()), text)?;
+        let records = std::mem::take(&mut loaded.records);
+        return Ok((records.into(), loaded));
+    }
+    super::timeline::load(path, super::timeline::LAZY_FROM)
+}

@@ -1,6 +1,7 @@
 //! Sessions: an append-only JSON-lines event log (docs/session-format.md), the reducer that
 //! rebuilds the state from it, and the headless replay summary.
 
+mod canonical;
 pub mod demos;
 pub mod event;
 pub mod lock;
@@ -8,6 +9,7 @@ pub mod model;
 pub mod record;
 pub mod recorder;
 pub mod store;
+pub mod timeline;
 pub mod translate;
 
 pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent, ToolSpent};
@@ -16,12 +18,37 @@ pub use model::{Model, OpStatus, RevVerdict};
 pub use record::Recording;
 pub use recorder::{Ids, Recorder};
 pub use store::{Loaded, SessionWriter, load, parse_line, parse_text, scrub};
+pub use timeline::Timeline;
 
 use crate::suite::{PhaseFilter, Suite};
 use serde_json::json;
 
 /// The `replay --json` document: revisions, best S per operator, decisions.
 pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Value {
+    let records: Vec<&Record> = loaded.records.iter().collect();
+    summarize(suite, loaded, records.len(), &records, model)
+}
+
+/// `summary` of a session read as a timeline (`loaded`: its warnings, without records).
+pub fn timeline_summary(
+    suite: &Suite,
+    timeline: &Timeline,
+    loaded: &Loaded,
+    model: &Model,
+) -> serde_json::Value {
+    let records: Vec<&Record> = timeline.records().collect();
+    summarize(suite, loaded, timeline.len(), &records, model)
+}
+
+/// The summary of `events` records, of which `records` are whole (decisions and tool calls
+/// are always kept whole).
+fn summarize(
+    suite: &Suite,
+    loaded: &Loaded,
+    events: usize,
+    records: &[&Record],
+    model: &Model,
+) -> serde_json::Value {
     let mut ops = Vec::new();
     for (name, o) in &model.ops {
         if !o.revisions.iter().any(|r| r.recorded) {
@@ -55,7 +82,7 @@ pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Val
         }));
     }
     let mut decisions = Vec::new();
-    for r in &loaded.records {
+    for r in records {
         if let SessionEvent::Decision {
             op,
             rev,
@@ -67,8 +94,7 @@ pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Val
         }
     }
     // The model's tool calls inside agent iterations, one line each.
-    let tool_calls: Vec<serde_json::Value> = loaded
-        .records
+    let tool_calls: Vec<serde_json::Value> = records
         .iter()
         .filter_map(|r| match &r.event {
             SessionEvent::ToolCall {
@@ -92,7 +118,7 @@ pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Val
         .collect();
     json!({
         "format_version": FORMAT_VERSION,
-        "events": loaded.records.len(),
+        "events": events,
         "unknown_events": loaded.unknown,
         "warnings": loaded.warnings,
         "run": {
@@ -118,6 +144,9 @@ pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Val
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod timeline_tests;
 
 #[cfg(test)]
 pub mod fixtures;

@@ -40,6 +40,15 @@ pub fn now() -> f64 {
 
 /// Parses one line. Errors say what is wrong, never panic.
 pub fn parse_line(line: &str) -> Result<Record, String> {
+    // The bulky kinds as this build writes them, in one pass (`canonical`); the rest below.
+    match super::canonical::record(line) {
+        Some(r) => Ok(r),
+        None => parse_generic(line),
+    }
+}
+
+/// Parses one line through a JSON value: any form, any kind, and the error messages.
+pub(crate) fn parse_generic(line: &str) -> Result<Record, String> {
     let value: serde_json::Value =
         serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
     let obj = value
@@ -67,8 +76,22 @@ pub fn parse_line(line: &str) -> Result<Record, String> {
 /// newer format version is an error wherever it is (nothing of a newer file is dropped). Events
 /// of unknown kinds are kept as `unknown` and counted.
 pub fn parse_text(name: &str, text: &str) -> Result<Loaded, SessionError> {
-    let out = parse_lines(name, text)?;
-    Ok(out)
+    let mut walk = Walk::new(name);
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let n = lines.len();
+    for (i, raw) in lines.iter().enumerate() {
+        walk.line(raw, raw.len(), i + 1 == n, record_of)?;
+    }
+    Ok(walk.finish_records())
+}
+
+/// `parse_line` as `Walk` takes it.
+fn record_of(line: &str) -> Result<Walked<Record>, String> {
+    parse_line(line).map(|r| Walked {
+        seq: r.seq,
+        unknown: matches!(r.event, SessionEvent::Unknown),
+        item: r,
+    })
 }
 
 fn newer_version(line: &str) -> Option<u64> {
@@ -77,26 +100,60 @@ fn newer_version(line: &str) -> Option<u64> {
     (n > FORMAT_VERSION as u64).then_some(n)
 }
 
-fn parse_lines(name: &str, text: &str) -> Result<Loaded, SessionError> {
-    let mut out = Loaded::default();
-    let mut offset = 0usize;
-    let mut last_seq = 0u64;
-    let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let n = lines.len();
-    for (i, raw) in lines.iter().enumerate() {
-        let lineno = i + 1;
+/// A line read by `Walk`'s caller: what it keeps of it, its sequence number, and whether it is
+/// of a kind this build does not know.
+pub(crate) struct Walked<T> {
+    pub item: T,
+    pub seq: u64,
+    pub unknown: bool,
+}
+
+/// Reads a session's lines in order with the checks of `parse_text`: what each line becomes is
+/// the caller's (a record, or what `timeline` keeps of it); the warnings, the valid prefix and
+/// the damaged tail are the walk's.
+pub(crate) struct Walk<T> {
+    name: String,
+    out: Loaded,
+    items: Vec<T>,
+    lineno: usize,
+    offset: u64,
+    last_seq: u64,
+}
+
+impl<T> Walk<T> {
+    pub fn new(name: &str) -> Walk<T> {
+        Walk {
+            name: name.to_string(),
+            out: Loaded::default(),
+            items: Vec::new(),
+            lineno: 0,
+            offset: 0,
+            last_seq: 0,
+        }
+    }
+
+    /// One line, `raw` with its end of line if it has one, `len` bytes long (as `valid_len`
+    /// counts); `last`: the file's last line.
+    pub fn line(
+        &mut self,
+        raw: &str,
+        len: usize,
+        last: bool,
+        read: impl FnOnce(&str) -> Result<Walked<T>, String>,
+    ) -> Result<(), SessionError> {
+        self.lineno += 1;
+        let (name, lineno, out) = (&self.name, self.lineno, &mut self.out);
         let complete = raw.ends_with('\n');
         let line = raw.trim_end_matches(['\n', '\r']);
-        let is_last = i + 1 == n;
         if line.trim().is_empty() {
-            offset += raw.len();
+            self.offset += len as u64;
             if complete {
-                out.valid_len = offset as u64;
+                out.valid_len = self.offset;
             }
-            continue;
+            return Ok(());
         }
-        let parsed = parse_line(line);
-        // A newer format is refused wherever it is (parse_line fails on it; only then is the
+        let parsed = read(line);
+        // A newer format is refused wherever it is (parsing fails on it; only then is the
         // line looked at again, so the common path parses each line once).
         if parsed.is_err()
             && let Some(v) = newer_version(line)
@@ -108,28 +165,29 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, SessionError> {
             });
         }
         match parsed {
-            Ok(r) if complete => {
-                if matches!(r.event, SessionEvent::Unknown) {
+            Ok(w) if complete => {
+                if w.unknown {
                     out.unknown += 1;
                 }
                 // A repeated or skipped number (two writers of one file before sessions were
                 // locked) is reported and the line kept in file order; numbering continues
                 // from the highest.
-                if r.seq <= last_seq {
+                let last_seq = self.last_seq;
+                if w.seq <= last_seq {
                     out.warnings.push(format!(
                         "{name}:{lineno}: sequence number {} repeats or goes back after {last_seq} (two writers appended to this session at once?); its events are kept in file order",
-                        r.seq
+                        w.seq
                     ));
-                } else if r.seq > last_seq + 1 {
+                } else if w.seq > last_seq + 1 {
                     out.warnings.push(format!(
                         "{name}:{lineno}: sequence number {} skips after {last_seq}; the events are kept",
-                        r.seq
+                        w.seq
                     ));
                 }
-                last_seq = last_seq.max(r.seq);
-                out.records.push(r);
-                offset += raw.len();
-                out.valid_len = offset as u64;
+                self.last_seq = last_seq.max(w.seq);
+                self.items.push(w.item);
+                self.offset += len as u64;
+                out.valid_len = self.offset;
             }
             Ok(_) => {
                 let why = "it has no end of line (the write was cut short)".to_string();
@@ -137,7 +195,7 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, SessionError> {
                     .push(format!("{name}:{lineno}: last line skipped: {why}"));
                 out.damaged_tail = Some((lineno, why));
             }
-            Err(e) if is_last => {
+            Err(e) if last => {
                 let why = format!("it is truncated or corrupt ({e})");
                 out.warnings
                     .push(format!("{name}:{lineno}: last line skipped: {why}"));
@@ -151,21 +209,66 @@ fn parse_lines(name: &str, text: &str) -> Result<Loaded, SessionError> {
                 });
             }
         }
+        Ok(())
     }
-    if out.unknown > 0 {
-        out.warnings.push(format!(
-            "{name}: {} events of unknown kinds (from a newer build?) are kept in the file and not shown",
-            out.unknown
-        ));
+
+    /// What was kept, and the load's warnings, valid prefix and damaged tail (in a `Loaded`
+    /// without records).
+    pub fn finish(mut self) -> (Loaded, Vec<T>) {
+        if self.out.unknown > 0 {
+            self.out.warnings.push(format!(
+                "{}: {} events of unknown kinds (from a newer build?) are kept in the file and not shown",
+                self.name, self.out.unknown
+            ));
+        }
+        (self.out, self.items)
     }
-    Ok(out)
 }
 
-/// Reads a session file.
+impl Walk<Record> {
+    fn finish_records(self) -> Loaded {
+        let (mut loaded, records) = self.finish();
+        loaded.records = records;
+        loaded
+    }
+}
+
+/// Reads a file's lines in order without holding the whole file: each line's text with its end
+/// of line (invalid UTF-8 replaced, as `String::from_utf8_lossy` does for the whole file), its
+/// byte offset and length in the file, and whether it is the file's last.
+pub(crate) fn each_line(
+    path: &Path,
+    mut each: impl FnMut(&str, u64, usize, bool) -> Result<(), SessionError>,
+) -> Result<(), SessionError> {
+    use std::io::BufRead;
+    let file = File::open(path).map_err(io(path))?;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut buf = Vec::new();
+    let mut offset = 0u64;
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf).map_err(io(path))?;
+        if n == 0 {
+            return Ok(());
+        }
+        let last = r.fill_buf().map_err(io(path))?.is_empty();
+        // A line never splits a UTF-8 sequence ('\n' is a byte of its own), so line by line
+        // gives the text of the whole file.
+        match std::str::from_utf8(&buf) {
+            Ok(text) => each(text, offset, n, last)?,
+            Err(_) => each(&String::from_utf8_lossy(&buf), offset, n, last)?,
+        }
+        offset += n as u64;
+    }
+}
+
+/// Reads a session file (line by line: the file is never held whole).
 pub fn load(path: &Path) -> Result<Loaded, SessionError> {
-    let bytes = std::fs::read(path).map_err(io(path))?;
-    let text = String::from_utf8_lossy(&bytes);
-    parse_text(&path.display().to_string(), &text)
+    let mut walk = Walk::new(&path.display().to_string());
+    each_line(path, |raw, _, _, last| {
+        walk.line(raw, raw.len(), last, record_of)
+    })?;
+    Ok(walk.finish_records())
 }
 
 /// Replaces secrets (API keys, bearer tokens, authorization headers) by `[REDACTED]`.

@@ -25,10 +25,13 @@ pub use format::{
 pub use stale::{OpPrint, Stale};
 pub use store::Update;
 
+use crate::suite::hardware::HardwareProfile;
+use crate::suite::WorkQ;
 use crate::suite::roofline;
 use crate::suite::{PhaseFilter, Suite, SuiteSource, Workspace};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 /// Which file a record comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,9 +205,90 @@ pub struct Store {
     problems: Vec<String>,
     shipped: Option<StandingFile>,
     kernels: BTreeMap<String, Result<String, String>>,
+    /// What records are judged against (fingerprints, every shape's W and Q).
+    judge: Judge,
+}
+
+/// What the suite says a record is judged against: each operator's fingerprints and every
+/// shape's work (W and Q), from which a profile's T_SOL follows. Computed once — when the store
+/// is made, or for `Store::later` when first needed — and shared by the store's clones.
+#[derive(Debug, Clone)]
+struct Judge {
+    /// The suite to compute from when first needed (`Store::later`).
+    from: Option<Arc<Suite>>,
+    facts: Arc<OnceLock<Facts>>,
+}
+
+#[derive(Debug)]
+struct Facts {
     prints: BTreeMap<String, OpPrint>,
-    /// Every shape's T_SOL (ms), by hardware profile and operator.
-    sols: BTreeMap<String, BTreeMap<String, BTreeMap<u32, f64>>>,
+    /// Every shape's W and Q, by operator (a shape whose work cannot be computed is left out).
+    works: BTreeMap<String, BTreeMap<u32, WorkQ>>,
+    /// The suite's hardware profiles, for T_SOL.
+    profiles: Vec<HardwareProfile>,
+}
+
+impl Facts {
+    fn of(suite: &Suite) -> Facts {
+        Facts {
+            prints: OpPrint::all(suite),
+            works: suite
+                .problems
+                .iter()
+                .map(|p| {
+                    let w = p
+                        .shapes
+                        .iter()
+                        .filter_map(|s| Some((s.id, p.work(s).ok()?)))
+                        .collect();
+                    (p.name.clone(), w)
+                })
+                .collect(),
+            profiles: suite.hardware.clone(),
+        }
+    }
+
+    /// An operator's T_SOL (ms) per shape on a profile of the suite (None: no such profile), as
+    /// `stale::shape_sols` computes it.
+    fn sols(&self, hardware: &str, op: &str) -> Option<BTreeMap<u32, f64>> {
+        let hw = self.profiles.iter().rev().find(|h| h.key == hardware)?;
+        Some(
+            self.works
+                .get(op)
+                .map(|ws| {
+                    ws.iter()
+                        .filter_map(|(id, w)| Some((*id, roofline::sol(w, hw).ok()?.sol_ms())))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        )
+    }
+}
+
+impl Judge {
+    fn now(suite: &Suite) -> Judge {
+        Judge {
+            from: None,
+            facts: Arc::new(OnceLock::from(Facts::of(suite))),
+        }
+    }
+
+    fn later(suite: Arc<Suite>) -> Judge {
+        Judge {
+            from: Some(suite),
+            facts: Arc::new(OnceLock::new()),
+        }
+    }
+
+    fn facts(&self) -> &Facts {
+        self.facts.get_or_init(|| {
+            Facts::of(
+                self.from
+                    .as_deref()
+                    .expect("a judge without its facts keeps its suite"),
+            )
+        })
+    }
 }
 
 impl Store {
@@ -235,6 +319,15 @@ impl Store {
 
     /// A store of the given shipped standing and no workspace files (nothing read).
     pub fn bare(ws: &Path, suite: &Suite, shipped: Result<Option<StandingFile>, String>) -> Store {
+        Store::with_judge(ws, &suite.name, shipped, Judge::now(suite))
+    }
+
+    fn with_judge(
+        ws: &Path,
+        suite: &str,
+        shipped: Result<Option<StandingFile>, String>,
+        judge: Judge,
+    ) -> Store {
         let mut problems = Vec::new();
         let shipped = shipped.unwrap_or_else(|e| {
             problems.push(e);
@@ -242,18 +335,20 @@ impl Store {
         });
         Store {
             ws: ws.to_path_buf(),
-            suite: suite.name.clone(),
+            suite: suite.to_string(),
             files: BTreeMap::new(),
             problems,
             shipped,
             kernels: BTreeMap::new(),
-            prints: OpPrint::all(suite),
-            sols: suite
-                .hardware
-                .iter()
-                .map(|h| (h.key.clone(), stale::sols(suite, h)))
-                .collect(),
+            judge,
         }
+    }
+
+    /// An empty store (as `empty`) whose fingerprints and works are computed from the suite only
+    /// when a record is first judged: the app's placeholder until its standing is read.
+    pub fn later(ws: &Path, suite: Arc<Suite>) -> Store {
+        let name = suite.name.clone();
+        Store::with_judge(ws, &name, Ok(None), Judge::later(suite))
     }
 
     /// A store with nothing in it (no shipped standing either).
@@ -279,7 +374,7 @@ impl Store {
 
     /// An operator's fingerprints as the suite defines it now.
     pub fn print(&self, op: &str) -> Option<&OpPrint> {
-        self.prints.get(op)
+        self.judge.facts().prints.get(op)
     }
 
     /// Files reported and ignored.
@@ -302,9 +397,15 @@ impl Store {
             (self.shipped.as_ref(), Layer::Shipped),
             (own, Layer::Workspace),
         ];
+        let facts = layers
+            .iter()
+            .any(|(f, _)| f.is_some_and(|f| !f.operators.is_empty()))
+            .then(|| self.judge.facts());
         for (file, layer) in layers {
             let Some(file) = file else { continue };
+            let facts = facts.expect("judged when a layer has records");
             for (op, r) in &file.operators {
+                let sols = facts.sols(hardware, op);
                 let src = self
                     .kernels
                     .get(&r.kernel)
@@ -314,10 +415,10 @@ impl Store {
                     r,
                     &stale::Now {
                         source: src.as_deref().map_err(|e| e.as_str()),
-                        op: self.prints.get(op),
+                        op: facts.prints.get(op),
                         gpu,
                         hardware,
-                        sol_ms: self.sols.get(hardware).and_then(|m| m.get(op)),
+                        sol_ms: sols.as_ref(),
                     },
                 );
                 entries.insert(

@@ -154,9 +154,12 @@ pub(super) fn start_profile(rtm: &Runtime, state: &AppState, job: ProfileJob) ->
 /// Reads a recorded session (a file or a built-in demo) and hands it to replay.
 pub(super) fn open_replay(rtm: &Runtime, f: app::SessionFile) -> Option<PathBuf> {
     let result = match &f.path {
-        Some(p) => crate::session::load(p),
+        Some(p) => crate::session::timeline::load(p, crate::session::timeline::LAZY_FROM),
         None => match crate::session::demos::demo(&f.name) {
-            Some(text) => crate::session::parse_text(&f.name, text),
+            Some(text) => crate::session::parse_text(&f.name, text).map(|mut l| {
+                let records = std::mem::take(&mut l.records);
+                (records.into(), l)
+            }),
             None => Err(crate::session::store::SessionError::Other {
                 file: f.name.clone(),
                 message: "no such built-in session".into(),

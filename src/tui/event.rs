@@ -2,8 +2,8 @@
 //! (`AgentMsg`, `AgentCtl`), and the side effects `update` asks the runtime for (`Effect`).
 
 use crate::engine::client::JobEvent;
-use crate::engine::protocol::DeviceInfo;
-use crate::session::model::LogLevel;
+use crate::engine::protocol::{DeviceInfo, ShapeResult};
+use crate::session::model::{Brief, LogLevel, Place};
 use crate::session::{Decision, SessionEvent};
 use crate::tui::highlight::Highlighter;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -54,10 +54,19 @@ pub enum AppEvent {
         rev: u32,
         result: Result<Box<crate::profile::Profile>, String>,
     },
-    /// A recorded session asked for in the picker was read.
+    /// A recorded session asked for in the picker was read: its timeline and its warnings (a
+    /// `Loaded` without records).
     ReplayLoaded {
         name: String,
-        result: Result<crate::session::Loaded, String>,
+        result: Result<(crate::session::Timeline, crate::session::Loaded), String>,
+    },
+    /// The whole results of a replayed revision's briefs were read from the session file
+    /// (`Effect::ReadResults`).
+    ResultsRead {
+        op: String,
+        rev: u32,
+        mid: u64,
+        result: Result<Vec<(Place, ShapeResult)>, String>,
     },
 }
 
@@ -153,6 +162,15 @@ pub enum Effect {
     },
     /// Read a recorded session and open it in replay (`AppEvent::ReplayLoaded`).
     OpenReplay(SessionFile),
+    /// Read the whole results of the briefs of the revision on screen from the session file
+    /// (`AppEvent::ResultsRead`).
+    ReadResults {
+        file: PathBuf,
+        op: String,
+        rev: u32,
+        mid: u64,
+        briefs: Vec<Brief>,
+    },
     Quit,
 }
 

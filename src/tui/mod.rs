@@ -5,6 +5,7 @@ mod agent_link;
 pub mod app;
 mod effects;
 pub mod event;
+pub mod first_frame;
 pub mod highlight;
 pub mod keymap;
 mod standing_writer;
@@ -80,13 +81,25 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let hw = suite.hardware(&settings.hardware).ok().cloned();
     let kernels = ws.dir.join("kernels");
     if let Some(file) = &opts.replay {
-        let loaded = crate::session::demos::load_file_or_demo(file)?;
+        let (timeline, loaded) = crate::session::demos::timeline_of_file_or_demo(file)?;
         let mut st = AppState::new(suite.clone(), Model::new(&suite), th, hw, kernels);
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        st.start_replay(name, loaded.records, loaded.warnings);
+        st.start_replay(name, timeline, loaded.warnings);
+        // The first frame shows the selected revision whole: its results are read now.
+        if let Some(Effect::ReadResults {
+            file,
+            op,
+            rev,
+            mid,
+            briefs,
+        }) = st.results_wanted()
+        {
+            let read = crate::session::timeline::read_results(&file, &op, rev, mid, &briefs);
+            st.take_results(&op, rev, mid, read);
+        }
         return Ok(Prepared {
             state: st,
             settings,
@@ -640,6 +653,29 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             effects::start_profile(rtm, state, job)
         }
         Effect::OpenReplay(f) => effects::open_replay(rtm, f),
+        Effect::ReadResults {
+            file,
+            op,
+            rev,
+            mid,
+            briefs,
+        } => {
+            // A few lines of a file, read off the input loop.
+            let tx = rtm.tx.clone();
+            std::thread::spawn(move || {
+                let result = crate::session::timeline::read_results(&file, &op, rev, mid, &briefs);
+                deliver(
+                    &tx,
+                    AppEvent::ResultsRead {
+                        op,
+                        rev,
+                        mid,
+                        result,
+                    },
+                );
+            });
+            None
+        }
         Effect::Quit => None,
     }
 }

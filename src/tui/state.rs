@@ -3,9 +3,10 @@
 //! pure function of it (`view::draw`).
 
 use crate::session::model::MeasureStatus;
-use crate::session::model::{LogLevel, LogLine, Revision};
+use crate::session::model::{LogLevel, LogLine, Place, Revision};
+use crate::engine::protocol::ShapeResult;
 use crate::session::store::now;
-use crate::session::{Author, Model, Record, Recorder, SessionEvent};
+use crate::session::{Author, Model, Record, Recorder, SessionEvent, Timeline};
 use crate::standing::{Layer, Standing, Store, Tally};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::roofline::{self, Bottleneck};
@@ -175,12 +176,15 @@ pub enum Modal {
 /// Replay: the recorded events and the position in them.
 pub struct Replay {
     pub file: String,
-    pub records: Vec<Record>,
+    /// The recorded events (a large file's shape results kept as briefs: `session::timeline`).
+    pub records: Timeline,
     /// Events applied so far (0..=records.len()).
     pub pos: usize,
     pub playing: bool,
     pub speed: usize,
     pub warnings: Vec<String>,
+    /// The briefs last asked to be read whole (operator, revision, measurement, places).
+    pub asked: Option<(String, u32, u64, Vec<Place>)>,
 }
 
 pub const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 32.0];
@@ -291,7 +295,7 @@ impl AppState {
             .map(|p| p.to_path_buf())
             .unwrap_or_default();
         let standing = StandingState {
-            store: Store::empty(&ws, &suite),
+            store: Store::later(&ws, suite.clone()),
             view: Standing::empty(hw.as_ref().map(|h| h.key.as_str()).unwrap_or("-")),
             ws,
             session: "unrecorded session".into(),
@@ -430,12 +434,18 @@ impl AppState {
     }
 
     /// Opens a replay positioned after its last event.
-    pub fn start_replay(&mut self, file: String, records: Vec<Record>, warnings: Vec<String>) {
+    pub fn start_replay(
+        &mut self,
+        file: String,
+        records: impl Into<Timeline>,
+        warnings: Vec<String>,
+    ) {
+        let records = records.into();
         for w in &warnings {
             self.log(LogLevel::Warn, w.clone());
         }
         let pos = records.len();
-        self.model = Model::from_records(&self.suite, &records);
+        self.model = records.model_at(&self.suite, pos);
         self.replay = Some(Replay {
             file,
             records,
@@ -443,10 +453,62 @@ impl AppState {
             playing: false,
             speed: 2,
             warnings,
+            asked: None,
         });
         self.hw_from_run();
         self.select_session_op();
         self.refresh();
+    }
+
+    /// What the revision on screen still lacks to be shown whole: a large replay keeps its shape
+    /// results as briefs (`session::timeline`), read from the file when shown. Asks once for
+    /// each set of briefs.
+    pub fn results_wanted(&mut self) -> Option<Effect> {
+        let file = self.replay.as_ref()?.records.file.clone()?;
+        let op = self.selected_op()?;
+        let (rev, mid, briefs) = {
+            let r = self.selected_rev()?;
+            (r.rev, r.measurement.mid, r.measurement.results.briefs())
+        };
+        if briefs.is_empty() {
+            return None;
+        }
+        let key = (
+            op.clone(),
+            rev,
+            mid,
+            briefs.iter().map(|b| b.place).collect::<Vec<_>>(),
+        );
+        let r = self.replay.as_mut()?;
+        if r.asked.as_ref() == Some(&key) {
+            return None;
+        }
+        r.asked = Some(key);
+        Some(Effect::ReadResults {
+            file,
+            op,
+            rev,
+            mid,
+            briefs,
+        })
+    }
+
+    /// Takes the whole results read for a revision's briefs; the results read for other
+    /// revisions go back to briefs (only what is shown is held).
+    pub fn take_results(
+        &mut self,
+        op: &str,
+        rev: u32,
+        mid: u64,
+        result: Result<Vec<(Place, ShapeResult)>, String>,
+    ) {
+        match result {
+            Ok(read) => {
+                self.model.shed_results_except(op, rev);
+                self.model.fill_results(op, rev, mid, read);
+            }
+            Err(e) => self.log(LogLevel::Error, format!("replay: {e}")),
+        }
     }
 
     /// Selects the operator the session is about (the one of its latest revision) and that

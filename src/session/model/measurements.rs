@@ -2,7 +2,7 @@
 //! compilation, per-shape results and kernel output to its verdict. Events of an older
 //! measurement (another `mid`) than the revision's current one are ignored.
 
-use super::{LogLevel, MeasureStatus, Measurement, Model};
+use super::{LogLevel, MeasureStatus, Measurement, Model, Results};
 use crate::engine::protocol::{Diagnostic, Verdict};
 use crate::session::event::SessionEvent;
 
@@ -72,13 +72,9 @@ impl Model {
                 rev,
                 mid,
                 result,
-            } => match self.op_mut(op).rev_mut(*rev) {
-                Some(r) if r.measurement.mid == *mid => {
-                    r.measurement.results.insert(result.shape, result.clone());
-                }
-                Some(_) => {}
-                None => self.unknown(t, op, *rev, "shape_result"),
-            },
+            } => self.shape_result(t, op, *rev, *mid, |r| {
+                r.insert(result.shape, result.clone())
+            }),
             SessionEvent::KernelOutput {
                 op,
                 rev,
@@ -108,6 +104,23 @@ impl Model {
                 message,
             } => self.measure_done(t, op, *rev, *mid, verdict, message),
             _ => unreachable!("Model::apply routes only measurement events to apply_measurements"),
+        }
+    }
+
+    /// Takes one shape's result into the revision's measurement when it is of its current
+    /// measurement (`mid`); `put` stores it (whole, or its brief).
+    pub(super) fn shape_result(
+        &mut self,
+        t: f64,
+        op: &str,
+        rev: u32,
+        mid: u64,
+        put: impl FnOnce(&mut Results),
+    ) {
+        match self.op_mut(op).rev_mut(rev) {
+            Some(r) if r.measurement.mid == mid => put(&mut r.measurement.results),
+            Some(_) => {}
+            None => self.unknown(t, op, rev, "shape_result"),
         }
     }
 

@@ -17,10 +17,12 @@
 
 mod agent;
 mod measurements;
+pub mod results;
 mod revisions;
 mod run;
 
 pub use agent::tool_line;
+pub use results::{Brief, Place, Results};
 
 use super::event::{Author, DecidedBy, Decision, Record, SessionEvent};
 use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
@@ -46,7 +48,8 @@ pub struct Measurement {
     pub compiled: Option<bool>,
     pub diagnostics: Vec<Diagnostic>,
     pub compile_log: String,
-    pub results: BTreeMap<u32, ShapeResult>,
+    /// Per-shape results (whole, or briefs of a session read lazily: `results`).
+    pub results: Results,
     pub message: Option<String>,
     /// What the kernels printed, per shape (None: outside a shape), in arrival order.
     pub output: Vec<(Option<u32>, String)>,
@@ -140,11 +143,11 @@ impl Revision {
             MeasureStatus::Unmeasured => RevVerdict::Unmeasured,
             MeasureStatus::Running => RevVerdict::Measuring,
             MeasureStatus::Done(v) => {
-                if m.results.values().any(|r| r.verdict == Verdict::Incorrect) {
+                if m.results.verdicts().any(|v| *v == Verdict::Incorrect) {
                     return RevVerdict::Incorrect;
                 }
-                if let Some(r) = m.results.values().find(|r| r.verdict != Verdict::Pass) {
-                    return RevVerdict::Failed(r.verdict.name().to_string());
+                if let Some(v) = m.results.verdicts().find(|v| **v != Verdict::Pass) {
+                    return RevVerdict::Failed(v.name().to_string());
                 }
                 if m.results.is_empty() || *v != Verdict::Pass {
                     return match v {
@@ -154,7 +157,7 @@ impl Revision {
                         other => RevVerdict::Failed(other.name().to_string()),
                     };
                 }
-                RevVerdict::Score(crate::engine::outcome::s_op_of(m.results.values()))
+                RevVerdict::Score(m.results.s_op())
             }
         }
     }
@@ -169,11 +172,15 @@ pub struct OpState {
 }
 
 impl OpState {
+    // `revisions` is sorted by revision number, each number once (a revision is inserted at
+    // its place, or replaces the one of its number).
     pub fn rev(&self, rev: u32) -> Option<&Revision> {
-        self.revisions.iter().find(|r| r.rev == rev)
+        let i = self.revisions.binary_search_by_key(&rev, |r| r.rev).ok()?;
+        Some(&self.revisions[i])
     }
     fn rev_mut(&mut self, rev: u32) -> Option<&mut Revision> {
-        self.revisions.iter_mut().find(|r| r.rev == rev)
+        let i = self.revisions.binary_search_by_key(&rev, |r| r.rev).ok()?;
+        Some(&mut self.revisions[i])
     }
     pub fn next_rev(&self) -> u32 {
         self.revisions
@@ -445,17 +452,22 @@ impl Model {
     /// Operator state, created on first mention (an operator that left the suite keeps its
     /// history).
     fn op_mut(&mut self, op: &str) -> &mut OpState {
-        self.ops.entry(op.to_string()).or_insert_with(|| OpState {
-            name: op.to_string(),
-            revisions: Vec::new(),
-            incumbent: None,
-        })
+        if !self.ops.contains_key(op) {
+            self.ops.insert(
+                op.to_string(),
+                OpState {
+                    name: op.to_string(),
+                    revisions: Vec::new(),
+                    incumbent: None,
+                },
+            );
+        }
+        self.ops.get_mut(op).expect("inserted above")
     }
 
     /// The reducer: applies one event. Never fails: events naming unknown revisions are logged.
     pub fn apply(&mut self, rec: &Record) {
-        self.applied += 1;
-        self.last_seq = self.last_seq.max(rec.seq);
+        self.applied(rec.seq);
         let t = rec.t;
         let ev = &rec.event;
         match ev {
@@ -474,6 +486,41 @@ impl Model {
             SessionEvent::AgentState { .. }
             | SessionEvent::Steer { .. }
             | SessionEvent::ToolCall { .. } => self.apply_agent(t, ev),
+        }
+    }
+
+    /// Counts a record applied.
+    fn applied(&mut self, seq: u64) {
+        self.applied += 1;
+        self.last_seq = self.last_seq.max(seq);
+    }
+
+    /// `apply` for a `shape_result` record whose result stays in the session file: the same
+    /// change, with the result's brief for the whole result.
+    pub fn apply_brief(&mut self, seq: u64, t: f64, op: &str, rev: u32, mid: u64, brief: Brief) {
+        self.applied(seq);
+        self.shape_result(t, op, rev, mid, |r| r.insert_brief(brief));
+    }
+
+    /// Fills the briefs of a revision's current measurement (`mid`) with their whole results,
+    /// read from the places the briefs name; anything else is left as it is.
+    pub fn fill_results(&mut self, op: &str, rev: u32, mid: u64, read: Vec<(Place, ShapeResult)>) {
+        if let Some(r) = self.ops.get_mut(op).and_then(|o| o.rev_mut(rev))
+            && r.measurement.mid == mid
+        {
+            r.measurement.results.fill(read);
+        }
+    }
+
+    /// Turns every result filled from a brief back into its brief, but those of `op` `rev`
+    /// (what is not shown is not held).
+    pub fn shed_results_except(&mut self, op: &str, rev: u32) {
+        for o in self.ops.values_mut() {
+            for r in &mut o.revisions {
+                if !(o.name == op && r.rev == rev) {
+                    r.measurement.results.shed();
+                }
+            }
         }
     }
 

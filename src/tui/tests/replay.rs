@@ -107,13 +107,14 @@ fn without_a_gpu_the_recorded_sessions_are_offered() {
     assert!(matches!(s.modal, Modal::None));
     // The runtime reads it (built in) and hands it back: replay mode, as `atrex-tui replay`.
     let text = crate::session::demos::demo(&f.name).unwrap();
-    let loaded = crate::session::parse_text(&f.name, text).unwrap();
+    let mut loaded = crate::session::parse_text(&f.name, text).unwrap();
     let n = loaded.records.len();
+    let records = std::mem::take(&mut loaded.records);
     send(
         &mut s,
         vec![AppEvent::ReplayLoaded {
             name: f.name.clone(),
-            result: Ok(loaded),
+            result: Ok((records.into(), loaded)),
         }],
     );
     let r = s.replay.as_ref().expect("replay mode");
@@ -170,4 +171,89 @@ fn replay_opens_on_the_operator_of_the_latest_revision() {
         let o = &s.model.ops[op];
         assert_eq!(o.revisions[s.rev_sel].rev, rev);
     }
+}
+
+/// Carries out the `ReadResults` effects among `fx` as the runtime does (and what they ask
+/// next); returns how many were read.
+fn read_asked(s: &mut AppState, fx: Vec<Effect>) -> usize {
+    let mut n = 0;
+    let mut fx = fx;
+    while let Some(Effect::ReadResults {
+        file,
+        op,
+        rev,
+        mid,
+        briefs,
+    }) = fx
+        .iter()
+        .find(|e| matches!(e, Effect::ReadResults { .. }))
+        .cloned()
+    {
+        n += 1;
+        let result = crate::session::timeline::read_results(&file, &op, rev, mid, &briefs);
+        fx = send(
+            s,
+            vec![AppEvent::ResultsRead {
+                op,
+                rev,
+                mid,
+                result,
+            }],
+        );
+    }
+    n
+}
+
+#[test]
+fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
+    use crate::suite::{Suite, SuiteSource};
+    let suite = Arc::new(Suite::load(SuiteSource::Embedded).unwrap());
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sessions/demo-agent-tuner.jsonl");
+    let whole = crate::session::load(&path).unwrap();
+    // every shape result left in the file, as for a file of LAZY_FROM bytes or more
+    let (lazy, _) = crate::session::timeline::load(&path, 0).unwrap();
+    let state = || {
+        AppState::new(
+            suite.clone(),
+            Model::new(&suite),
+            Theme::builtin("dark", true).unwrap(),
+            suite.hardware("H200").ok().cloned(),
+            std::env::temp_dir(),
+        )
+    };
+    let mut a = state();
+    a.start_replay("demo".into(), whole.records.clone(), vec![]);
+    assert!(a.results_wanted().is_none(), "a whole replay holds its results");
+    let mut b = state();
+    b.start_replay("demo".into(), lazy, vec![]);
+    // The revision shown lacks its results until they are read; they are asked for once.
+    let Some(asked) = b.results_wanted() else {
+        panic!("the revision shown has briefs")
+    };
+    assert!(b.results_wanted().is_none());
+    assert_ne!(screen(&a, 200, 50), screen(&b, 200, 50));
+    assert_eq!(read_asked(&mut b, vec![asked]), 1);
+    for (w, h) in [(80, 24), (120, 40), (160, 45), (200, 50)] {
+        assert_eq!(screen(&a, w, h), screen(&b, w, h), "{w}x{h}");
+    }
+    // Stepping back, playing forward, jumping: each shows what the whole replay shows.
+    let keys_of = |keys: &str| -> Vec<AppEvent> {
+        keys.chars().map(|c| press(KeyCode::Char(c))).collect()
+    };
+    for keys in [",", ",,,,,", "[[", "R", "R", "r", "0", "]]]", ".", "jj", "kk", "$"] {
+        send(&mut a, keys_of(keys));
+        let fx = send(&mut b, keys_of(keys));
+        read_asked(&mut b, fx);
+        assert_eq!(screen(&a, 160, 45), screen(&b, 160, 45), "after {keys}");
+    }
+    // Only the revision shown holds whole results.
+    let held: usize = b
+        .model
+        .ops
+        .values()
+        .flat_map(|o| &o.revisions)
+        .filter(|r| r.measurement.results.values().next().is_some())
+        .count();
+    assert!(held <= 1, "{held} revisions hold whole results");
 }

@@ -100,10 +100,10 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         AppEvent::Profiled { op, rev, result } => on_profiled(state, op, rev, result),
         AppEvent::ReplayLoaded { name, result } => {
             match result {
-                Ok(loaded) => {
-                    let n = loaded.records.len();
+                Ok((records, loaded)) => {
+                    let n = records.len();
                     state.focus = PaneId::Operators;
-                    state.start_replay(name.clone(), loaded.records, loaded.warnings);
+                    state.start_replay(name.clone(), records, loaded.warnings);
                     state.log(
                         LogLevel::Info,
                         format!(
@@ -115,8 +115,19 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             }
             vec![]
         }
+        AppEvent::ResultsRead {
+            op,
+            rev,
+            mid,
+            result,
+        } => {
+            state.take_results(&op, rev, mid, result);
+            vec![]
+        }
     };
     state.refresh();
+    let mut fx = fx;
+    fx.extend(state.results_wanted());
     fx
 }
 

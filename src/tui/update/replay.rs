@@ -1,7 +1,8 @@
 //! Replay: seeking, stepping, jumping to revisions, playback speed.
 
 use super::*;
-use crate::session::{Model, Record, SessionEvent};
+use crate::session::Model;
+use crate::session::timeline::Kept;
 use std::time::Duration;
 
 /// Moves the replay to `pos` events (rebuilding from the start when going back).
@@ -9,23 +10,17 @@ pub fn replay_seek(state: &mut AppState, pos: usize) {
     let Some(r) = &mut state.replay else { return };
     let pos = pos.min(r.records.len());
     if pos >= r.pos {
-        for rec in &r.records[r.pos..pos] {
-            state.model.apply(rec);
-        }
+        r.records.apply(&mut state.model, r.pos..pos);
     } else {
-        state.model = Model::from_records(&state.suite, &r.records[..pos]);
+        state.model = r.records.model_at(&state.suite, pos);
     }
     r.pos = pos;
     // follow the operator and revision the last event touched
-    let touched = r.records[..pos].last().and_then(|rec| match &rec.event {
-        SessionEvent::Revision { op, rev, .. }
-        | SessionEvent::MeasureStart { op, rev, .. }
-        | SessionEvent::Compiled { op, rev, .. }
-        | SessionEvent::ShapeResult { op, rev, .. }
-        | SessionEvent::MeasureDone { op, rev, .. }
-        | SessionEvent::Decision { op, rev, .. } => Some((op.clone(), *rev)),
-        _ => None,
-    });
+    let touched = pos
+        .checked_sub(1)
+        .and_then(|i| r.records.get(i))
+        .and_then(|k| k.touches())
+        .map(|(op, rev)| (op.to_string(), rev));
     if let Some((op, rev)) = touched {
         state.select_op_name(&op);
         state.select_rev_number(rev);
@@ -43,18 +38,18 @@ pub(crate) fn replay_step(state: &mut AppState, delta: isize) -> Vec<Effect> {
 
 pub(crate) fn replay_jump_revision(state: &mut AppState, forward: bool) {
     let Some(r) = &state.replay else { return };
-    let is_rev = |rec: &Record| matches!(rec.event, SessionEvent::Revision { .. });
     let target = if forward {
         r.records
             .iter()
             .enumerate()
             .skip(r.pos)
-            .find(|(_, x)| is_rev(x))
+            .find(|(_, x)| x.is_revision())
             .map(|(i, _)| i + 1)
     } else {
-        r.records[..r.pos.saturating_sub(1)]
+        r.records
             .iter()
-            .rposition(is_rev)
+            .take(r.pos.saturating_sub(1))
+            .rposition(Kept::is_revision)
             .map(|i| i + 1)
     };
     if let Some(t) = target {

@@ -11,14 +11,14 @@ pub(super) fn draw_replay_bar(f: &mut Frame, r: Rect, s: &AppState) {
         .pos
         .checked_sub(1)
         .and_then(|i| rp.records.get(i))
-        .map(|x| x.event.kind())
+        .map(|x| x.kind())
         .unwrap_or("start");
-    let t0 = rp.records.first().map(|x| x.t).unwrap_or(0.0);
+    let t0 = rp.records.get(0).map(|x| x.t()).unwrap_or(0.0);
     let tcur = rp
         .pos
         .checked_sub(1)
         .and_then(|i| rp.records.get(i))
-        .map(|x| x.t)
+        .map(|x| x.t())
         .unwrap_or(t0);
     let el = (tcur - t0).max(0.0) as u64;
     let label = format!(

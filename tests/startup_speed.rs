@@ -115,7 +115,9 @@ fn first_frames_and_replay_of_a_long_session_stay_fast_and_small() {
     let screen = fresh["screen"].as_array().unwrap();
     assert_eq!(screen.len(), 50);
     assert!(
-        screen.iter().any(|l| l.as_str().unwrap().contains("standing")),
+        screen
+            .iter()
+            .any(|l| l.as_str().unwrap().contains("standing")),
         "the first frame shows the standing"
     );
     println!(
@@ -143,7 +145,11 @@ fn first_frames_and_replay_of_a_long_session_stay_fast_and_small() {
             .contains("event 100000/100000 · shape_result")
     });
     assert!(bar, "the replay opens at its last event: {replay}");
-    assert!(num(&replay, "cpu_ms") < 2500.0, "{}", num(&replay, "cpu_ms"));
+    assert!(
+        num(&replay, "cpu_ms") < 2500.0,
+        "{}",
+        num(&replay, "cpu_ms")
+    );
     assert!(num(&replay, "peak_rss_kib") < 96.0 * 1024.0);
 
     let json = run(&ws, &["replay", f, "--json", "--timing"]);

@@ -49,7 +49,9 @@ pub fn main() -> i32 {
         Some(_) => false,
     };
     if cli.first_frame && !has_frame {
-        eprintln!("atrex-tui: --first-frame is for the TUI (no command, or replay FILE without --json)");
+        eprintln!(
+            "atrex-tui: --first-frame is for the TUI (no command, or replay FILE without --json)"
+        );
         return 2;
     }
     if !matches!(

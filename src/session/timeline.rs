@@ -104,7 +104,10 @@ impl From<Vec<Record>> for Timeline {
     fn from(records: Vec<Record>) -> Timeline {
         Timeline {
             file: None,
-            kept: records.into_iter().map(|r| Kept::Whole(Box::new(r))).collect(),
+            kept: records
+                .into_iter()
+                .map(|r| Kept::Whole(Box::new(r)))
+                .collect(),
         }
     }
 }

@@ -69,7 +69,10 @@ fn lines_of_other_forms_fall_back_to_the_generic_path_and_its_messages() {
         r#"{"v":1,"seq":3,"t":5.5,"kind":"shape_result","op":"x","rev":1,"mid":2,"result":{}}"#,
     )
     .unwrap_err();
-    assert!(e.starts_with("bad `shape_result` event: missing field"), "{e}");
+    assert!(
+        e.starts_with("bad `shape_result` event: missing field"),
+        "{e}"
+    );
 }
 
 /// A timeline whose briefs were all read whole, as the TUI reads those of the revision shown.

@@ -25,8 +25,8 @@ pub use format::{
 pub use stale::{OpPrint, Stale};
 pub use store::Update;
 
-use crate::suite::hardware::HardwareProfile;
 use crate::suite::WorkQ;
+use crate::suite::hardware::HardwareProfile;
 use crate::suite::roofline;
 use crate::suite::{PhaseFilter, Suite, SuiteSource, Workspace};
 use std::collections::BTreeMap;

@@ -2,9 +2,9 @@
 //! worker, agent) and the view (focus, selections, scrolls, modal, diff view). Rendering is a
 //! pure function of it (`view::draw`).
 
+use crate::engine::protocol::ShapeResult;
 use crate::session::model::MeasureStatus;
 use crate::session::model::{LogLevel, LogLine, Place, Revision};
-use crate::engine::protocol::ShapeResult;
 use crate::session::store::now;
 use crate::session::{Author, Model, Record, Recorder, SessionEvent, Timeline};
 use crate::standing::{Layer, Standing, Store, Tally};

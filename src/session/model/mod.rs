@@ -9,6 +9,10 @@
 //! - It never fails: an event naming a revision without a `revision` event is logged and
 //!   ignored, an event of a kind this build does not know is counted, and a measurement event
 //!   of an older measurement (another `mid`) leaves the revision as it is.
+//! - A replay of a large file folds its shape results in as briefs (`Model::apply_brief`:
+//!   shape, verdict, S and the line's place in the file; `results`): the state differs from the
+//!   whole fold only in the per-shape figures not yet read, and equals it once they are
+//!   (`Model::fill_results`).
 //!
 //! `apply` only routes each event to its family, each in its own module: `run` (run start,
 //! device, errors, unknown kinds), `revisions` (revisions, decisions, profiles),

@@ -208,8 +208,8 @@ fn read_asked(s: &mut AppState, fx: Vec<Effect>) -> usize {
 fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
     use crate::suite::{Suite, SuiteSource};
     let suite = Arc::new(Suite::load(SuiteSource::Embedded).unwrap());
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("sessions/demo-agent-tuner.jsonl");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("sessions/demo-agent-tuner.jsonl");
     let whole = crate::session::load(&path).unwrap();
     // every shape result left in the file, as for a file of LAZY_FROM bytes or more
     let (lazy, _) = crate::session::timeline::load(&path, 0).unwrap();
@@ -224,7 +224,10 @@ fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
     };
     let mut a = state();
     a.start_replay("demo".into(), whole.records.clone(), vec![]);
-    assert!(a.results_wanted().is_none(), "a whole replay holds its results");
+    assert!(
+        a.results_wanted().is_none(),
+        "a whole replay holds its results"
+    );
     let mut b = state();
     b.start_replay("demo".into(), lazy, vec![]);
     // The revision shown lacks its results until they are read; they are asked for once.
@@ -238,10 +241,11 @@ fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
         assert_eq!(screen(&a, w, h), screen(&b, w, h), "{w}x{h}");
     }
     // Stepping back, playing forward, jumping: each shows what the whole replay shows.
-    let keys_of = |keys: &str| -> Vec<AppEvent> {
-        keys.chars().map(|c| press(KeyCode::Char(c))).collect()
-    };
-    for keys in [",", ",,,,,", "[[", "R", "R", "r", "0", "]]]", ".", "jj", "kk", "$"] {
+    let keys_of =
+        |keys: &str| -> Vec<AppEvent> { keys.chars().map(|c| press(KeyCode::Char(c))).collect() };
+    for keys in [
+        ",", ",,,,,", "[[", "R", "R", "r", "0", "]]]", ".", "jj", "kk", "$",
+    ] {
         send(&mut a, keys_of(keys));
         let fx = send(&mut b, keys_of(keys));
         read_asked(&mut b, fx);

@@ -397,14 +397,11 @@ impl Store {
             (self.shipped.as_ref(), Layer::Shipped),
             (own, Layer::Workspace),
         ];
-        let facts = layers
-            .iter()
-            .any(|(f, _)| f.is_some_and(|f| !f.operators.is_empty()))
-            .then(|| self.judge.facts());
         for (file, layer) in layers {
             let Some(file) = file else { continue };
-            let facts = facts.expect("judged when a layer has records");
             for (op, r) in &file.operators {
+                // Computed when the first record is judged.
+                let facts = self.judge.facts();
                 let sols = facts.sols(hardware, op);
                 let src = self
                     .kernels

@@ -943,3 +943,54 @@ fn an_accepted_revision_keeps_the_device_it_was_measured_on() {
         new.record.measurement.date
     );
 }
+
+/// A store computes the suite's fingerprints and works once, at once (`load`, `bare`, `empty`)
+/// or when it first judges a record (`later`, the app's placeholder): the same judgement either
+/// way, and every profile's T_SOL as `stale::sols` gives it.
+#[test]
+fn a_store_judges_the_same_whenever_it_computes_the_suites_facts() {
+    let d = tempdir("later");
+    let w = ws(&d);
+    // A workspace file without records is read and judges nothing.
+    let file = store::file_for(&w.dir, "H200");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, StandingFile::new("atrex-bench", "H200").to_text()).unwrap();
+    let loaded = Store::load(&w, suite());
+    assert!(loaded.problems().is_empty(), "{:?}", loaded.problems());
+    let mut shipped = Store::bare(&w.dir, suite(), shipped::load(&suite().name));
+    shipped.read_kernels(&w.dir, &suite().source);
+    assert_eq!(
+        loaded.view("H200", None).entries,
+        shipped.view("H200", None).entries
+    );
+    let u = rms_record("// v3\n");
+    let mut now = Store::empty(&w.dir, suite());
+    let mut later = Store::later(&w.dir, std::sync::Arc::new(suite().clone()));
+    assert_eq!(later.view("H200", None), now.view("H200", None));
+    now.apply("H200", &u);
+    later.apply("H200", &u);
+    for h in &suite().hardware {
+        assert_eq!(
+            later.view(&h.key, Some("NVIDIA H200")),
+            now.view(&h.key, Some("NVIDIA H200"))
+        );
+        let sols = stale::sols(suite(), h);
+        for p in &suite().problems {
+            assert_eq!(
+                now.judge.facts().sols(&h.key, &p.name).as_ref(),
+                sols.get(&p.name),
+                "{} on {}",
+                p.name,
+                h.key
+            );
+        }
+    }
+    assert_eq!(now.print("rms_norm"), later.print("rms_norm"));
+    assert!(
+        now.judge
+            .facts()
+            .sols("no such profile", "rms_norm")
+            .is_none()
+    );
+    std::fs::remove_dir_all(&d).ok();
+}

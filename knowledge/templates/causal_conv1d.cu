@@ -7,7 +7,7 @@ families = ["scan-conv"]
 bottlenecks = ["memory"]
 category = "memory-coalescing"
 expected_gain = "one 16-byte load and one 16-byte store per 8 outputs whatever T is (rows need not be aligned: the array is walked flat), the 3-element halo from the previous lane, a straight-line path for the elements whose window stays in one row"
-pitfalls = ["tokens before 0 come from initial_state (oldest first)", "fp32 accumulation starts from the bias; bf16 rounding before and after SiLU", "a row boundary can fall inside a thread's 8 elements (T is odd in some shapes, 1 in the decode shapes): keep a slow path that changes channel", "the full-precision expf and fp32 division made the kernel issue-bound (SM 58 %, DRAM 21 %): the fast versions are within an ulp of fp32, far inside a bf16 output"]
+pitfalls = ["tokens before 0 come from initial_state (oldest first)", "fp32 accumulation starts from the bias; bf16 rounding before and after SiLU", "a row boundary can fall inside a thread's 8 elements (T is odd in some shapes, 1 in the decode shapes): keep a slow path that changes channel", "the full-precision expf and fp32 division made the kernel issue-bound (SM 58 %, DRAM 21 %): the fast versions are within an ulp of fp32, far inside a bf16 output", "SiLU through tanh.approx (2^-11 relative) cancels for negative inputs: 1 + tanh(y/2) keeps no correct bit at y = -14, where the output is still 1e-5 (the structured draw `large` fails); use it for y >= 0 only"]
 [measured]
 s_op = 0.1695
 baseline_s_op = 0.0919
@@ -49,16 +49,19 @@ __device__ __forceinline__ float bf(unsigned short u) { return __uint_as_float((
 #ifndef SILU_TANH
 #define SILU_TANH 1
 #endif
-// SiLU in fp32: y / (1 + e^-y) with the fast exp and division, or y · (1 + tanh(y/2)) / 2 with
-// one tanh.approx (either within a few fp32 ulps of the exact form, far inside a bf16 output).
+// SiLU in fp32: y / (1 + e^-y) with the fast exp and division (ex2.approx and rcp: a few fp32
+// ulps everywhere), or, with SILU_TANH, y · (1 + tanh(y/2)) / 2 with one tanh.approx for y ≥ 0
+// only: tanh.approx's error is 2^-11 relative to tanh, so for y < 0 the sum 1 + tanh cancels and
+// the result loses every bit (y = -14: 1 + tanh ≈ 1.7e-6, the error as large as the value).
 __device__ __forceinline__ float silu(float y) {
 #if SILU_TANH
-    float th;
-    asm("tanh.approx.f32 %0, %1;" : "=f"(th) : "f"(0.5f * y));
-    return 0.5f * y * (1.0f + th);
-#else
-    return __fdividef(y, 1.0f + __expf(-y));
+    if (y >= 0.0f) {
+        float th;
+        asm("tanh.approx.f32 %0, %1;" : "=f"(th) : "f"(0.5f * y));
+        return 0.5f * y * (1.0f + th);
+    }
 #endif
+    return __fdividef(y, 1.0f + __expf(-y));
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK) causal_conv1d_silu_vec(

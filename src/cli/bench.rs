@@ -202,6 +202,8 @@ fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Re
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,
+        // When the run ended (UTC, `YYYY-MM-DD hh:mm:ss`): what the standing dates it by.
+        "date": crate::engine::client::utc_now(),
         "mode": if r.quick { "quick" } else { "full" },
         "verdict": o.verdict.as_ref().map(|v| v.name()),
         "message": o.message,

@@ -429,6 +429,7 @@ fn print_json(
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,
+        "date": crate::engine::client::utc_now(),
         "mode": if r.quick { "quick" } else { "full" },
         "s_agg": {
             "all": aggs[0].1,

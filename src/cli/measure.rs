@@ -365,6 +365,7 @@ fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
         "driver": r.run.driver,
         "nvrtc": r.run.nvrtc,
         "hardware": r.run.hardware,
+        "date": crate::engine::client::utc_now(),
         "mode": r.run.mode,
         "shapes": r.run.shapes,
         "rev": r.rev,

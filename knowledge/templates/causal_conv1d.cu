@@ -9,10 +9,10 @@ category = "memory-coalescing"
 expected_gain = "one 16-byte load and one 16-byte store per 8 outputs whatever T is (rows need not be aligned: the array is walked flat), the 3-element halo from the previous lane, a straight-line path for the elements whose window stays in one row"
 pitfalls = ["tokens before 0 come from initial_state (oldest first)", "fp32 accumulation starts from the bias; bf16 rounding before and after SiLU", "a row boundary can fall inside a thread's 8 elements (T is odd in some shapes, 1 in the decode shapes): keep a slow path that changes channel", "the full-precision expf and fp32 division made the kernel issue-bound (SM 58 %, DRAM 21 %): the fast versions are within an ulp of fp32, far inside a bf16 output", "SiLU through tanh.approx (2^-11 relative) cancels for negative inputs: 1 + tanh(y/2) keeps no correct bit at y = -14, where the output is still 1e-5 (the structured draw `large` fails); use it for y >= 0 only"]
 [measured]
-s_op = 0.1695
+s_op = 0.1473
 baseline_s_op = 0.0919
 gpu = "NVIDIA H200"
-date = "2026-12-01"
+date = "2026-12-03"
 mode = "full"
 */
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 9/9 shapes pass strict on 5 seeds, max |err| 0): S_op 0.170 (0.1695) against the baseline's 0.092 and the one-element-per-thread kernel's 0.094 it replaces; 1.84x the baseline (docs/measurements/bench-best-causal_conv1d.json). Large shapes 0.16 → 0.55-0.63 (121 M elements in 161 µs), the median shape 3 (4096 × 514) 0.094 → 0.17 (10.4 µs). On the way (quick): 16-byte vectors alone 0.147 — the kernel was issue-bound (SM 58 %, DRAM 21 %); fast exp and division, one paired bf16 conversion and the 32-bit division 0.204 → SiLU through tanh.approx 0.214; EPT 16 slower on the mid shapes (fewer threads); a warp-uniform path for warps holding a row boundary slower (0.145: 48 registers, the extra loads). Profile: shape 8 74 % SM / 56 % DRAM (compute-bound still: conversions and the SiLU), shape 3 8 µs under the profiler with 1.3 waves and the slow path of the row-boundary threads diverging.

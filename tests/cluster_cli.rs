@@ -438,7 +438,7 @@ fn bench_reads_a_run_against_the_incumbent() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(" vs inc "), "{text}");
     assert!(
-        text.contains("against the incumbent (shipped: knowledge/templates/rms_norm_warp_per_row.cu, full, 2026-11-30): S_op"),
+        text.contains("against the incumbent (shipped: knowledge/templates/rms_norm_warp_per_row.cu, full, 2026-12-03): S_op"),
         "{text}"
     );
     assert!(text.contains("on these 2 shapes"), "{text}");

@@ -419,7 +419,7 @@ fn suite_json_shows_the_standing() {
         st["source"]
             .as_str()
             .unwrap()
-            .starts_with("shipped, measured 2026-11-30 on NVIDIA H200"),
+            .starts_with("shipped, measured 2026-12-03 on NVIDIA H200"),
         "{st}"
     );
     let ops = d["operators"].as_array().unwrap();

@@ -373,7 +373,10 @@ fn tui_pid(dir: &std::path::Path) -> i32 {
         {
             return pid;
         }
-        assert!(t0.elapsed() < Duration::from_secs(10), "the TUI never started");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the TUI never started"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -461,8 +464,11 @@ fn an_external_edit_is_recorded_and_the_tui_carries_on_in_tmux() {
         let dir = scratch(&format!("edit-{name}"), "");
         let editor = if name == "script" {
             let script = dir.join("append.sh");
-            std::fs::write(&script, "#!/bin/sh\necho '// appended by a script' >> \"$1\"\n")
-                .unwrap();
+            std::fs::write(
+                &script,
+                "#!/bin/sh\necho '// appended by a script' >> \"$1\"\n",
+            )
+            .unwrap();
             format!("sh {}", script.display())
         } else {
             editor
@@ -526,7 +532,10 @@ fn an_external_edit_is_recorded_and_the_tui_carries_on_in_tmux() {
             std::fs::read_to_string(dir.join("ws/problems/rms_norm/baseline.cu")).unwrap();
         assert_eq!(revs.len(), 2, "{name}: {revs:?}");
         assert_eq!((revs[0].0, revs[0].1), (0, None), "{name}");
-        assert_eq!(revs[0].2, baseline, "{name}: v0 is the kernel that was edited");
+        assert_eq!(
+            revs[0].2, baseline,
+            "{name}: v0 is the kernel that was edited"
+        );
         assert_eq!((revs[1].0, revs[1].1), (1, Some(0)), "{name}");
         assert_eq!(
             revs[1].2,

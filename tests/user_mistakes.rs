@@ -559,11 +559,16 @@ fn bench_json_says_its_errors_as_json() {
         let (code, v) = doc(args);
         assert_eq!(code, 2, "{args:?}");
         assert!(
-            v["error"].as_str().is_some_and(|e| e.starts_with("no GPU: ")),
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("no GPU: ")),
             "{args:?}: {v}"
         );
     }
     let (code, out, err) = run(bin().args(["bench", "rms_norm", "--quick"]));
     assert_eq!(code, 2);
-    assert!(out.is_empty() && err.starts_with("atrex-tui: no GPU: "), "{out}{err}");
+    assert!(
+        out.is_empty() && err.starts_with("atrex-tui: no GPU: "),
+        "{out}{err}"
+    );
 }

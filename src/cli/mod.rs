@@ -53,7 +53,9 @@ fn error_exit(command: Option<&Command>) -> (i32, bool) {
     match command {
         Some(Command::ImportAtrexBench { .. }) => (2, false),
         Some(
-            Command::Bench { json, .. } | Command::Measure { json, .. } | Command::Agent { json, .. },
+            Command::Bench { json, .. }
+            | Command::Measure { json, .. }
+            | Command::Agent { json, .. },
         ) => (1, *json),
         _ => (1, false),
     }

@@ -62,10 +62,7 @@ pub(crate) async fn start(choice: &Choice, opts: PoolOptions, json: bool) -> Res
             return Err(super::fail(json, &why, 1));
         }
         (None, _) => {
-            let why = format!(
-                "no GPU: {}; measurement is unavailable",
-                status.why_down()
-            );
+            let why = format!("no GPU: {}; measurement is unavailable", status.why_down());
             return Err(super::fail(json, &why, super::EXIT_NO_GPU));
         }
     };

@@ -891,7 +891,14 @@ fn the_starting_kernel_is_recorded_before_its_first_child() {
     let mut rec = Recording::new(model, Some(SessionWriter::create(&f).unwrap()));
     let edited = format!("{start}// one more line\n");
     let v1 = rec
-        .revision(&p, Author::Human, Some(0), "hand edit", &edited, Some("file"))
+        .revision(
+            &p,
+            Author::Human,
+            Some(0),
+            "hand edit",
+            &edited,
+            Some("file"),
+        )
         .unwrap();
     assert_eq!(v1, 1);
     // A second child does not record v0 again.
@@ -933,7 +940,8 @@ fn the_starting_kernel_is_recorded_before_its_first_child() {
     let mut model = Model::new(&suite);
     model.start_from("rms_norm", start, "the standing's incumbent (shipped)");
     let mut rec = Recording::new(model, None);
-    rec.decide(&p, 0, Decision::Accepted, DecidedBy::Auto).unwrap();
+    rec.decide(&p, 0, Decision::Accepted, DecidedBy::Auto)
+        .unwrap();
     let o = &rec.model.ops["rms_norm"];
     assert!(o.rev(0).unwrap().recorded && o.incumbent == Some(0));
 }
@@ -943,7 +951,11 @@ fn the_starting_kernel_is_recorded_before_its_first_child() {
 #[test]
 fn a_session_keeps_its_start_and_names_a_missing_one() {
     let suite = fixture_suite();
-    let baseline = Model::new(&suite).ops["rms_norm"].rev(0).unwrap().source.clone();
+    let baseline = Model::new(&suite).ops["rms_norm"]
+        .rev(0)
+        .unwrap()
+        .source
+        .clone();
     let old = records(vec![
         SessionEvent::RunStart {
             tool_version: "t".into(),
@@ -960,18 +972,26 @@ fn a_session_keeps_its_start_and_names_a_missing_one() {
     let mut m = Model::from_records(&suite, &old);
     assert!(
         m.log.iter().any(|l| l.level == model::LogLevel::Warn
-            && l.text.contains("rms_norm v1 comes from v0, which the session does not hold")),
+            && l.text
+                .contains("rms_norm v1 comes from v0, which the session does not hold")),
         "{:?}",
         m.log
     );
     m.start_from("rms_norm", "// today's standing\n", "standing");
     let v0 = m.ops["rms_norm"].rev(0).unwrap();
-    assert_eq!((v0.source.as_str(), &v0.author), (baseline.as_str(), &Author::Baseline));
+    assert_eq!(
+        (v0.source.as_str(), &v0.author),
+        (baseline.as_str(), &Author::Baseline)
+    );
     // An operator the session never touched starts from the standing.
     m.start_from("silu_and_mul", "// today's standing\n", "standing");
     let v0 = m.ops["silu_and_mul"].rev(0).unwrap();
     assert_eq!(
         (v0.source.as_str(), &v0.author, v0.via.as_deref()),
-        ("// today's standing\n", &Author::Incumbent, Some("standing"))
+        (
+            "// today's standing\n",
+            &Author::Incumbent,
+            Some("standing")
+        )
     );
 }

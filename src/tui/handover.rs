@@ -41,10 +41,7 @@ pub(super) fn take_back(
 ) -> Result<(), String> {
     let entered = crossterm::terminal::enable_raw_mode()
         .and_then(|_| {
-            crossterm::execute!(
-                std::io::stdout(),
-                crossterm::terminal::EnterAlternateScreen
-            )
+            crossterm::execute!(std::io::stdout(), crossterm::terminal::EnterAlternateScreen)
         })
         .map_err(|e| format!("cannot take the terminal back: {e}"));
     *input = Some(EventStream::new());

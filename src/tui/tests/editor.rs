@@ -249,7 +249,10 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
             content: Ok(edited.clone()),
         }],
     );
-    assert!(matches!(&fx[..], [Effect::Measure { rev: 1, .. }]), "{fx:?}");
+    assert!(
+        matches!(&fx[..], [Effect::Measure { rev: 1, .. }]),
+        "{fx:?}"
+    );
     let kinds: Vec<String> = s
         .journal
         .iter()
@@ -260,7 +263,11 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
                 author,
                 source,
                 ..
-            } => format!("v{rev} from {parent:?} by {} ({} bytes)", author.label(), source.len()),
+            } => format!(
+                "v{rev} from {parent:?} by {} ({} bytes)",
+                author.label(),
+                source.len()
+            ),
             e => e.kind().to_string(),
         })
         .collect();
@@ -273,7 +280,10 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
         ]
     );
     let out = screen(&s, 120, 40);
-    assert!(out.contains("rms_norm v1 vs v0 (parent) [d] +1 −0"), "{out}");
+    assert!(
+        out.contains("rms_norm v1 vs v0 (parent) [d] +1 −0"),
+        "{out}"
+    );
     // The watcher's report of the same save comes after: nothing more is recorded.
     let n = s.journal.len();
     let fx = send(

@@ -221,7 +221,10 @@ fn ctrl_z_and_sigtstp_suspend_except_in_the_built_in_editor() {
     assert!(matches!(s.modal, Modal::Help { .. }), "the dialog stays");
     s.modal = Modal::None;
     assert_eq!(send(&mut s, vec![AppEvent::Stop]), vec![Effect::Suspend]);
-    send(&mut s, vec![press(KeyCode::Char('e')), press(KeyCode::Char('x'))]);
+    send(
+        &mut s,
+        vec![press(KeyCode::Char('e')), press(KeyCode::Char('x'))],
+    );
     assert!(send(&mut s, vec![press_ctrl('z')]).is_empty());
     let Modal::Editor(ed) = &s.modal else {
         panic!("the editor stays open")

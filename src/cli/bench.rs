@@ -34,7 +34,7 @@ pub fn run(
     let ids = resolve_shape_ids(p, shape_ids)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let started = match super::pool::start(workers, PoolOptions::default()).await {
+        let started = match super::pool::start(workers, PoolOptions::default(), as_json).await {
             Ok(s) => s,
             Err(code) => return Ok(code),
         };

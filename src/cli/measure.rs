@@ -66,7 +66,7 @@ pub fn run(
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async {
-        let started = match super::pool::start(workers, PoolOptions::default()).await {
+        let started = match super::pool::start(workers, PoolOptions::default(), as_json).await {
             Ok(s) => s,
             Err(code) => return Ok(code),
         };

@@ -14,6 +14,20 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
+/// How many times this process was suspended (Ctrl-Z in the TUI). A stopped process reads
+/// nothing while its clock runs on: a watchdog that expires across a suspension is the
+/// process's own silence, not the worker's, and waits again.
+static SUSPENSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Says that this process is about to stop (called just before it stops itself).
+pub fn note_suspend() {
+    SUSPENSIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn suspensions() -> u64 {
+    SUSPENSIONS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// Sends to a job's owner. The owner may have stopped listening (a cancelled or abandoned job,
 /// a command that ended): then there is nobody left to tell and the client goes on.
 fn tell<T>(owner: &mpsc::UnboundedSender<T>, v: T) {
@@ -619,9 +633,12 @@ async fn supervise(
             // Forward events until Done, a crash, a protocol error, or the watchdog.
             while lost.is_none() {
                 let Some(p) = proc.as_mut() else { break };
+                let epoch = suspensions();
                 tokio::select! {
                     line = tokio::time::timeout(watchdog, p.lines.recv()) => {
                         match line {
+                            // This process was suspended meanwhile: wait again.
+                            Err(_) if suspensions() != epoch => continue,
                             Err(_) => {
                                 lost = Some((Verdict::Timeout, format!(
                                     "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",

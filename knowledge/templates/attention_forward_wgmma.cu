@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.399, every shape passing at the strict level (docs/measurements/bench-best-attention_forward.json).
 /* atrex:plan
 # q, k, v and out are [T, H, D]: one box is a 128-row band of one head (64 rows for out), 64
 # columns wide.

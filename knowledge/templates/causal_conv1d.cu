@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.147, every shape passing at the strict level (docs/measurements/bench-best-causal_conv1d.json).
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 9/9 shapes pass strict on 5 seeds, max |err| 0): S_op 0.170 (0.1695) against the baseline's 0.092 and the one-element-per-thread kernel's 0.094 it replaces; 1.84x the baseline (docs/measurements/bench-best-causal_conv1d.json). Large shapes 0.16 → 0.55-0.63 (121 M elements in 161 µs), the median shape 3 (4096 × 514) 0.094 → 0.17 (10.4 µs). On the way (quick): 16-byte vectors alone 0.147 — the kernel was issue-bound (SM 58 %, DRAM 21 %); fast exp and division, one paired bf16 conversion and the 32-bit division 0.204 → SiLU through tanh.approx 0.214; EPT 16 slower on the mid shapes (fewer threads); a warp-uniform path for warps holding a row boundary slower (0.145: 48 registers, the extra loads). Profile: shape 8 74 % SM / 56 % DRAM (compute-bound still: conversions and the SiLU), shape 3 8 µs under the profiler with 1.3 waves and the slow path of the row-boundary threads diverging.
 /* atrex:plan
 [[launch]]

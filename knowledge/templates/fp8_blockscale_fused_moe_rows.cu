@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.184, every shape passing at the strict level (docs/measurements/bench-best-fp8_blockscale_fused_moe.json).
 /* atrex:plan
 [[launch]]
 kernel = "fp8moe_route"   # the last block to finish also schedules (one launch for both)

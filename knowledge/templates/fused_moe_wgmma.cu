@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.401, every shape passing at the strict level (docs/measurements/bench-best-fused_moe.json).
 /* atrex:plan
 nondeterministic = true        # the combine adds into out with atomic reductions, in any order
 [[tensor_map]]

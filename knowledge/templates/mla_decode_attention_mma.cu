@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.021, every shape passing at the strict level (docs/measurements/bench-best-mla_decode_attention.json).
 // Measured (NVIDIA H200, 2026-12-02, `bench --full`, 3/3 shapes pass strict on 5 seeds, rel_l2 ≤ 1.3e-4): S_op 0.0224 against the baseline's 0.0028 and the CUDA-core cluster kernel's 0.0157 it replaces (docs/measurements/bench-best-mla_decode_attention.json): shape 0 (4 requests × 128 heads × 128 positions) 22.6 → 15.9 µs, shape 1 20.1 → 12.4 µs, shape 2 21.1 → 13.1 µs. Variants (quick, same lease): NSPL 8 / 4 / 2 / 1 0.0221 / 0.0220 / 0.0184 / 0.0133 (NSPL 8 gives S = 256 eight slices of 32 and S = 128 four); an earlier version with fp16 P (one mma per tile) and the slice loaded in rounds of 32 rows: 0.0219, and one output in 262144 outside the strict tolerance with NSPL 1. Limiter (from the timings; not profiled, the lease's device time was spent): latency, not the tensor cores or bandwidth. The kernel is two dependent cold memory trips (the lengths, then the rows) plus the combine; shape 1 with 8 blocks takes 12.4 µs for the same per-block work as shape 0's 128 blocks (15.9 µs), and the plainest kernels of this suite take 4.2 µs under the harness's cold-L2 timing. The target S_op 0.05 needs shape 0 at 7 µs: about one cold trip.
 /* atrex:plan
 [[launch]]

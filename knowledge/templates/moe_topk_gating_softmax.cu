@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.023, every shape passing at the strict level (docs/measurements/bench-best-moe_topk_gating_softmax.json).
 // Measured (NVIDIA H200, 2026-11-30, `bench --full`, 10/10 shapes pass strict on 5 seeds): S_op 0.021 against the baseline's 0.015; 1.36x the baseline (docs/measurements/bench-best-moe_topk_gating_softmax.json).
 /* atrex:plan
 [[launch]]

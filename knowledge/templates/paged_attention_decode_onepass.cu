@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.060, every shape passing at the strict level (docs/measurements/bench-best-paged_attention_decode.json).
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 8/8 shapes pass strict on 5 seeds): S_op 0.0595 against the baseline's 0.018 and the split (flash-decoding) kernel's 0.026 it replaces; 3.3x the baseline (docs/measurements/bench-best-paged_attention_decode.json). The decode shapes (4 requests × 128 positions) 20-30 µs → 9.5-12.7 µs, the batched shape 0 0.217 → 0.268. Profile (shape 6, `profile --source`): 8.4 µs under the profiler, 32 blocks, latency-bound — warps wait on the K loads (the bf16 → f32 conversion of the first K register is the hot instruction) and on instruction fetch (cold code after the L2 flush); a variant with one code path for both dtypes (half the code) was slower (quick 0.051 vs 0.058).
 /* atrex:plan
 [[launch]]

@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.513, every shape passing at the strict level (docs/measurements/bench-best-per_token_group_quant_fp8.json).
 // Measured (NVIDIA H200, 2026-11-30, `bench --full`, 19/19 shapes pass strict on 5 seeds): S_op 0.506 against the baseline's 0.391; 1.29x the baseline (docs/measurements/bench-best-per_token_group_quant_fp8.json).
 /* atrex:plan
 [[launch]]

@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.341, every shape passing at the strict level (docs/measurements/bench-best-reshape_and_cache.json).
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 8/8 shapes pass strict on 5 seeds): S_op 0.344 against the baseline's 0.258 and the copy-then-scatter kernel's 0.261 it replaces; 1.34x the baseline (docs/measurements/bench-best-reshape_and_cache.json). The median shapes 3 and 4 (520 and 1015 tokens × 16 heads × 128) 13.1 / 16.5 µs → 9.7 / 12.7 µs, the largest 25 → 17.5-19 µs. On the way (quick): scatter + mark and a second launch for the unwritten slots 0.282 (two launches cost more than the bytes saved); one launch with the grid barrier 0.327; U = 4 vectors in flight per thread 0.410 (U 2 0.408, U 8 0.379). Profile (shape 4, before U): 11 µs, latency-bound (long_scoreboard): each grid-stride step waited a memory trip.
 /* atrex:plan
 [[launch]]

@@ -15,6 +15,7 @@ gpu = "NVIDIA H200"
 date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.430, every shape passing at the strict level (docs/measurements/bench-best-unified_attention.json).
 /* atrex:plan
 # Query tiles: q is [Tq, Hq, D]; one box is one 128-row band of one head, 64 columns wide.
 [[tensor_map]]

@@ -109,7 +109,7 @@ fn a_stale_record_is_marked_and_counts_zero() {
     on_gpu(&mut s, "NVIDIA H200");
     let out = screen(&s, 160, 45);
     assert!(out.contains("· 1 stale"), "{out}");
-    assert!(out.contains("0.246~ ~ stale"), "{out}");
+    assert!(out.contains("0.272~ ~ stale"), "{out}");
     assert!(out.contains("standing/H200.json + shipped"), "{out}");
     let w = s.suite.weights(crate::suite::PhaseFilter::All)["rms_norm"];
     let all = s.s_agg(crate::suite::PhaseFilter::All);

@@ -157,7 +157,10 @@ mod tests {
         // SIGTERM ended it after the grace, before any SIGKILL would have.
         assert_eq!(said(&dir), "eof\nterm\n");
         let took = t0.elapsed();
-        assert!(took >= EOF_GRACE && took < EOF_GRACE + TERM_GRACE, "{took:?}");
+        assert!(
+            took >= EOF_GRACE && took < EOF_GRACE + TERM_GRACE,
+            "{took:?}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -172,7 +175,10 @@ mod tests {
         assert!(!l.running(), "SIGKILL ends what SIGTERM did not");
         assert!(said(&dir).contains("term"), "{}", said(&dir));
         let took = t0.elapsed();
-        assert!(took >= TERM_GRACE && took < TERM_GRACE + EOF_GRACE, "{took:?}");
+        assert!(
+            took >= TERM_GRACE && took < TERM_GRACE + EOF_GRACE,
+            "{took:?}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -29,6 +29,7 @@ fn cluster(test: &str, key: &str, cpus: u32) -> Option<(Slurm, PathBuf)> {
         }
         Err(why) => {
             skip(test, &why);
+            let _ = std::fs::remove_dir_all(&dir);
             None
         }
     }

@@ -61,7 +61,10 @@ fn bench_over_sshd_survives_a_cut_connection() {
     let tag = Tag::new("sshd");
     let sshd = match Sshd::start(&sshd_bin, &dir, &tag) {
         Ok(s) => s,
-        Err(why) => return skip(TEST, &why),
+        Err(why) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            return skip(TEST, &why);
+        }
     };
     say(&format!(
         "sshd: {} on 127.0.0.1:{}",

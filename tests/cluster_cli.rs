@@ -78,6 +78,10 @@ fn doctor_lists_every_configured_worker() {
     assert_eq!(a["protocol"], 3);
     assert_eq!(a["tool_version"], env!("CARGO_PKG_VERSION"));
     assert!(a["command"].as_str().unwrap().starts_with("sh -c "), "{a}");
+    // How long its start took, from launch to hello.
+    let took = a["start_s"].as_f64().unwrap();
+    assert!(took > 0.0 && took < 30.0, "{a}");
+    assert!(list[2]["start_s"].is_null(), "never answered: {}", list[2]);
     assert_eq!(list[1]["name"], "box-b:1");
     assert_eq!(list[1]["group"], "sim");
     assert_eq!(list[2]["answered_hello"], false);
@@ -108,7 +112,8 @@ fn doctor_lists_every_configured_worker() {
     assert!(o.contains("workers:    4 from"), "{o}");
     assert!(o.contains("(2 up)"), "{o}");
     assert!(
-        o.contains("  box-a:0: answered hello · host box-a · GPU 0 Simulated GPU"),
+        o.contains("  box-a:0: answered hello in ")
+            && o.contains(" s · host box-a · GPU 0 Simulated GPU"),
         "{o}"
     );
     assert!(
@@ -438,7 +443,7 @@ fn bench_reads_a_run_against_the_incumbent() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(" vs inc "), "{text}");
     assert!(
-        text.contains("against the incumbent (shipped: knowledge/templates/rms_norm_warp_per_row.cu, full, 2026-11-30): S_op"),
+        text.contains("against the incumbent (shipped: knowledge/templates/rms_norm_warp_per_row.cu, full, 2026-12-03): S_op"),
         "{text}"
     );
     assert!(text.contains("on these 2 shapes"), "{text}");

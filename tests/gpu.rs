@@ -766,6 +766,40 @@ fn hostile_random_only_is_caught_by_the_structured_draws() {
     save("hostile-random-only.txt", &report);
 }
 
+/// Pages in order (docs/kernel-contract.md, "Inputs only ever random"): a reshape_and_cache
+/// that ignores slot_mapping and writes token t to slot t is right on every random draw (slots
+/// 0..T); the structured draw `scattered_slots` catches it in full mode, naming the draw. The
+/// baseline, which follows slot_mapping, passes every draw.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn hostile_slots_in_order_are_caught_by_the_scattered_draw() {
+    let (code, doc) = bench(&[
+        "reshape_and_cache",
+        "--kernel",
+        "tests/kernels/hostile_slots_in_order.cu",
+        "--full",
+        "--device",
+        "0",
+        "--shape",
+        "3",
+    ]);
+    assert_eq!(code, 1, "exit {code}: {doc}");
+    assert_eq!(doc["verdict"], "incorrect", "{doc}");
+    let m = doc["shapes"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains("on the structured draw `scattered_slots` (seed "),
+        "the message should name the draw: {m}"
+    );
+    let (code, base) = bench(&[
+        "reshape_and_cache", "--full", "--device", "0", "--shape", "0", "--shape", "3",
+    ]);
+    assert_eq!(code, 0, "the baseline on the draws: {:?}", verdicts(&base));
+    save(
+        "hostile-slots-in-order.txt",
+        &format!("slots in order --full: {m}\nbaseline: {:?}\n", verdicts(&base)),
+    );
+}
+
 /// The check's comparison on the device gives what the host's comparison gives: the same jobs
 /// (fixed seeds, so the same inputs) through a worker comparing on the device and one comparing
 /// on the host (ATREX_HOST_CHECK), on float, fp8 and integer outputs, passing and failing kernels.

@@ -258,54 +258,35 @@ fn the_tui_measures_a_kernel_on_the_gpu_in_tmux() {
     assert_eq!(results, 56, "one shape result per shape in the session");
 }
 
-/// `kill -INT` (and TERM, HUP) leave the terminal as they found it: canonical mode, echo, no
-/// alternate screen.
+/// `kill -INT` (and TERM, HUP) leave the terminal as they found it (canonical mode, echo, no
+/// alternate screen) and the process exits with 128 + the signal, as a shell expects.
 #[test]
-fn a_signal_restores_the_terminal() {
+fn a_signal_restores_the_terminal_and_exits_with_128_plus_the_signal() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    if Command::new("tmux")
-        .arg("-V")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
-        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
+    if !tmux_present() {
         return;
     }
-    if Command::new("pkill").arg("-V").output().is_err() {
-        eprintln!("SKIPPED: pkill is not installed (procps)");
-        return;
-    }
-    for sig in ["INT", "TERM", "HUP"] {
-        let exe = common::exe();
-        let dir = std::env::temp_dir().join(format!("atrex-sig{sig}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("cfg")).unwrap();
-        std::fs::write(
-            dir.join("cfg/config.toml"),
-            format!("sessions_dir = '{}'\n", dir.join("sessions").display()),
-        )
-        .unwrap();
-        let ws = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui_ws");
+    for (sig, number) in [
+        ("INT", libc::SIGINT),
+        ("TERM", libc::SIGTERM),
+        ("HUP", libc::SIGHUP),
+    ] {
+        let dir = scratch(&format!("sig{sig}"), "");
         let session = format!("atrex-sig{sig}-{}", std::process::id());
         let _kill = Kill(session.clone());
         let script = format!(
-            "ATREX_TUI_CONFIG_DIR='{cfg}' '{exe}' --workspace '{ws}' --config '{cfg}/config.toml'; echo \"EXIT=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60",
-            cfg = dir.join("cfg").display(),
-            exe = exe.display(),
-            ws = ws.display(),
+            "{}; echo \"EXIT=$?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60",
+            tui_command(&dir, "")
         );
         assert!(new_session(&session, "100", "30", &script));
         wait_for(&session, "operators · all", 20);
-        // The TUI's own command line (the shell's has the path in quotes).
-        let pattern = format!("--config {}", dir.join("cfg/config.toml").display());
-        let k = Command::new("pkill")
-            .args([&format!("-{sig}"), "-f", "--", &pattern])
-            .status()
-            .unwrap();
-        assert!(k.success(), "pkill found no TUI");
+        let pid = tui_pid(&dir);
+        assert_eq!(unsafe { libc::kill(pid, number) }, 0);
         let modes = wait_for(&session, "icanon", 10);
-        assert!(modes.contains("EXIT="), "{modes}");
+        assert!(
+            modes.contains(&format!("EXIT={}", 128 + number)),
+            "SIG{sig}: {modes}"
+        );
         assert!(
             !modes.contains("-icanon") && !modes.contains("-echo"),
             "SIG{sig} left the terminal raw:\n{modes}"
@@ -315,4 +296,372 @@ fn a_signal_restores_the_terminal() {
             "SIG{sig} left the alternate screen:\n{modes}"
         );
     }
+}
+
+/// Whether tmux runs here; says SKIPPED when not.
+fn tmux_present() -> bool {
+    let ok = Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: tmux is not installed (apt-get install tmux to run this test)");
+    }
+    ok
+}
+
+/// Whether this machine has a GPU (the walks below are the no-GPU ones).
+fn has_gpu() -> bool {
+    Command::new(common::exe())
+        .args(["doctor", "--json"])
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .is_some_and(|d| d["gpu"].get("error").is_none())
+}
+
+/// A scratch folder with a copy of the fixture workspace (`ws`: the TUI writes `ws/kernels`)
+/// and settings (`cfg/config.toml`: sessions in `sessions/`, then `extra`).
+fn scratch(name: &str, extra: &str) -> PathBuf {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let dest = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), dest).unwrap();
+            }
+        }
+    }
+    let dir = std::env::temp_dir().join(format!("atrex-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui_ws"),
+        &dir.join("ws"),
+    );
+    std::fs::create_dir_all(dir.join("cfg")).unwrap();
+    std::fs::write(
+        dir.join("cfg/config.toml"),
+        format!(
+            "sessions_dir = '{}'\n{extra}",
+            dir.join("sessions").display()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// The command line that starts the TUI of `dir` (its pid in `dir/pid`: the shell `exec`s it),
+/// with `args` after the workspace and settings.
+fn tui_command(dir: &std::path::Path, args: &str) -> String {
+    format!(
+        "ATREX_TUI_CONFIG_DIR='{d}/cfg' sh -c 'echo $$ > {d}/pid; exec {exe} --workspace {d}/ws --config {d}/cfg/config.toml {args}'",
+        d = dir.display(),
+        exe = common::exe().display(),
+    )
+}
+
+/// The TUI's pid (written by `tui_command`).
+fn tui_pid(dir: &std::path::Path) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        if let Some(pid) = std::fs::read_to_string(dir.join("pid"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the TUI never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until process `pid` is stopped (state `T` in /proc).
+fn wait_stopped(pid: i32, session: &str) {
+    let t0 = Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // pid (comm) STATE ...: the state follows the last ')'.
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        if state.starts_with('T') {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the TUI did not stop ({stat}):\n{}",
+            capture(session)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits for the no-GPU session picker and dismisses it.
+fn dismiss_picker(session: &str) {
+    wait_for(session, "open a recorded session?", 30);
+    tmux(&["send-keys", "-t", session, "Escape"]);
+    let t0 = Instant::now();
+    while capture(session).contains("open a recorded session?") {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the picker did not close"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The revisions of `op` a session file holds, in file order: (rev, parent, source).
+fn revisions(file: &std::path::Path, op: &str) -> Vec<(u64, Option<u64>, String)> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "revision" && v["op"] == op)
+        .map(|v| {
+            (
+                v["rev"].as_u64().unwrap(),
+                v["parent"].as_u64(),
+                v["source"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// `E` with a real editor: the TUI gives the terminal away, the save is recorded as a new
+/// revision (its parent, the starting kernel, recorded before it), and the TUI takes the
+/// terminal back without asking it anything and carries on. With vim (or vi) where installed,
+/// and always with a one-line script as the editor.
+#[test]
+fn an_external_edit_is_recorded_and_the_tui_carries_on_in_tmux() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if has_gpu() {
+        eprintln!("SKIPPED: this machine has a GPU (the walk is the no-GPU one)");
+        return;
+    }
+    if !tmux_present() {
+        return;
+    }
+    let vim = ["vim", "vi"].into_iter().find(|v| {
+        Command::new(v)
+            .args(["--version"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if vim.is_none() {
+        eprintln!("no vim or vi here: the script editor only");
+    }
+    let mut editors: Vec<(&str, String)> = Vec::new();
+    if let Some(v) = vim {
+        // No settings, no swap or viminfo files: the keys below do what they say.
+        editors.push((v, format!("{v} -u NONE -N -n -i NONE")));
+    }
+    editors.push(("script", String::new()));
+    for (name, editor) in editors {
+        let dir = scratch(&format!("edit-{name}"), "");
+        let editor = if name == "script" {
+            let script = dir.join("append.sh");
+            std::fs::write(
+                &script,
+                "#!/bin/sh\necho '// appended by a script' >> \"$1\"\n",
+            )
+            .unwrap();
+            format!("sh {}", script.display())
+        } else {
+            editor
+        };
+        let mut cfg = std::fs::read_to_string(dir.join("cfg/config.toml")).unwrap();
+        cfg.push_str(&format!("editor = '{editor}'\n"));
+        std::fs::write(dir.join("cfg/config.toml"), cfg).unwrap();
+        let session = format!("atrex-edit-{name}-{}", std::process::id());
+        let _kill = Kill(session.clone());
+        let script = format!("{}; echo \"EXIT=$?\"; sleep 60", tui_command(&dir, ""));
+        assert!(new_session(&session, "100", "30", &script));
+        wait_for(&session, "operators · all", 20);
+        dismiss_picker(&session);
+        tmux(&["send-keys", "-t", &session, "j"]);
+        wait_for(&session, "rms_norm v0 · full source", 5);
+        tmux(&["send-keys", "-t", &session, "E"]);
+        let added = if name == "script" {
+            "// appended by a script"
+        } else {
+            // vim shows the file; append a line and write it out.
+            let t0 = Instant::now();
+            loop {
+                let s = capture(&session);
+                if s.contains("v0.cu") && !s.contains("operators · all") {
+                    break;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "{name} did not open:\n{s}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            tmux(&["send-keys", "-t", &session, "G", "o"]);
+            tmux(&["send-keys", "-t", &session, "-l", "// added in vim"]);
+            tmux(&["send-keys", "-t", &session, "Escape"]);
+            tmux(&["send-keys", "-t", &session, "-l", ":wq"]);
+            tmux(&["send-keys", "-t", &session, "Enter"]);
+            "// added in vim"
+        };
+        // Back in the TUI: the save is v1 from v0, and the editor's exit is logged.
+        let s = wait_for(&session, "editor closed (exit status: 0)", 15);
+        assert!(s.contains("rms_norm v1 by human (from v0)"), "{name}:\n{s}");
+        assert!(s.contains("operators · all"), "{name}:\n{s}");
+        assert!(s.contains("+1 −0"), "{name}: v1 is one line from v0:\n{s}");
+        // It still runs: keys work, and q quits cleanly.
+        tmux(&["send-keys", "-t", &session, "j"]);
+        wait_for(&session, "revisions · silu_and_mul", 5);
+        tmux(&["send-keys", "-t", &session, "q"]);
+        let s = wait_for(&session, "EXIT=", 10);
+        assert!(s.contains("EXIT=0"), "{name}:\n{s}");
+        // The session file: v0 (the kernel edited) before v1, v1 one line more.
+        let files: Vec<PathBuf> = std::fs::read_dir(dir.join("sessions"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        let revs = revisions(&files[0], "rms_norm");
+        let baseline =
+            std::fs::read_to_string(dir.join("ws/problems/rms_norm/baseline.cu")).unwrap();
+        assert_eq!(revs.len(), 2, "{name}: {revs:?}");
+        assert_eq!((revs[0].0, revs[0].1), (0, None), "{name}");
+        assert_eq!(
+            revs[0].2, baseline,
+            "{name}: v0 is the kernel that was edited"
+        );
+        assert_eq!((revs[1].0, revs[1].1), (1, Some(0)), "{name}");
+        assert_eq!(
+            revs[1].2,
+            format!("{baseline}{added}\n"),
+            "{name}: v1 is v0 and the added line"
+        );
+    }
+}
+
+/// `--resume FILE` then `q` without doing anything leaves the file byte for byte as it was
+/// (a tracked demo session stays clean).
+#[test]
+fn resuming_and_quitting_leaves_the_session_as_it_was_in_tmux() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !tmux_present() {
+        return;
+    }
+    let dir = scratch("resume-idle", "");
+    std::fs::create_dir_all(dir.join("sessions")).unwrap();
+    let demo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("sessions/demo-hand-edits.jsonl");
+    let original = std::fs::read(&demo).unwrap();
+    let file = dir.join("sessions/demo-hand-edits.jsonl");
+    std::fs::write(&file, &original).unwrap();
+    let session = format!("atrex-resume-{}", std::process::id());
+    let _kill = Kill(session.clone());
+    let script = format!(
+        "{}; echo \"EXIT=$?\"; sleep 60",
+        tui_command(&dir, &format!("--resume {}", file.display()))
+    );
+    assert!(new_session(&session, "100", "30", &script));
+    wait_for(&session, "operators · all", 20);
+    // Let the workers' start (and its answer) happen before quitting.
+    let t0 = Instant::now();
+    while !["no GPU", "worker ready", "workers ready"]
+        .iter()
+        .any(|w| capture(&session).contains(w))
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the workers never answered:\n{}",
+            capture(&session)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let s = wait_for(&session, "EXIT=", 10);
+    assert!(s.contains("EXIT=0"), "{s}");
+    assert!(
+        std::fs::read(&file).unwrap() == original,
+        "the resumed session changed:\n{}",
+        String::from_utf8_lossy(&std::fs::read(&file).unwrap())
+            .lines()
+            .skip(original.iter().filter(|b| **b == b'\n').count())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// Ctrl-Z suspends to the shell (the terminal restored, the process stopped) and `fg` brings
+/// the TUI back, drawn whole and answering keys; `kill -TSTP` does the same.
+#[test]
+fn ctrl_z_suspends_and_fg_resumes_in_tmux() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if has_gpu() {
+        eprintln!("SKIPPED: this machine has a GPU (the walk is the no-GPU one)");
+        return;
+    }
+    if !tmux_present() {
+        return;
+    }
+    let dir = scratch("suspend", "");
+    let session = format!("atrex-suspend-{}", std::process::id());
+    let _kill = Kill(session.clone());
+    // An interactive shell: job control, as a terminal user has it.
+    assert!(new_session(
+        &session,
+        "100",
+        "30",
+        "PS1='shell$ ' exec bash --norc --noprofile -i"
+    ));
+    wait_for(&session, "shell$", 10);
+    tmux(&["send-keys", "-t", &session, "-l", &tui_command(&dir, "")]);
+    tmux(&["send-keys", "-t", &session, "Enter"]);
+    wait_for(&session, "operators · all", 20);
+    dismiss_picker(&session);
+    let pid = tui_pid(&dir);
+    tmux(&["send-keys", "-t", &session, "C-z"]);
+    wait_stopped(pid, &session);
+    let s = wait_for(&session, "Stopped", 10);
+    assert!(
+        !s.contains("operators · all"),
+        "the alternate screen was left:\n{s}"
+    );
+    tmux(&["send-keys", "-t", &session, "-l", "fg"]);
+    tmux(&["send-keys", "-t", &session, "Enter"]);
+    let s = wait_for(&session, "operators · all", 10);
+    assert!(s.contains("continued after a suspend"), "{s}");
+    tmux(&["send-keys", "-t", &session, "j"]);
+    wait_for(&session, "revisions · rms_norm", 5);
+    // SIGTSTP from elsewhere suspends the same way.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTSTP) }, 0);
+    wait_stopped(pid, &session);
+    let t0 = Instant::now();
+    while capture(&session).matches("Stopped").count() < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{}",
+            capture(&session)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tmux(&["send-keys", "-t", &session, "-l", "fg"]);
+    tmux(&["send-keys", "-t", &session, "Enter"]);
+    wait_for(&session, "revisions · rms_norm", 10);
+    tmux(&["send-keys", "-t", &session, "q"]);
+    let t0 = Instant::now();
+    while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the TUI did not quit:\n{}",
+            capture(&session)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    tmux(&["send-keys", "-t", &session, "-l", "echo \"EXIT=$?\""]);
+    tmux(&["send-keys", "-t", &session, "Enter"]);
+    let s = wait_for(&session, "EXIT=", 10);
+    assert!(s.contains("EXIT=0"), "{s}");
 }

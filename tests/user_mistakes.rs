@@ -497,3 +497,78 @@ fn a_session_being_written_is_refused_naming_its_writer() {
     drop(lock);
     std::fs::remove_dir_all(&d).ok();
 }
+
+/// `import-atrex-bench` exits like `diff`: 1 when something differs, so an error is 2 (a folder
+/// that is not a benchmark checkout, `--write` without a workspace of its own), named on stderr.
+#[test]
+fn import_errors_exit_2_and_name_the_cause() {
+    let not_bench = tempdir("not-bench");
+    let (code, out, err) = run(bin().arg("import-atrex-bench").arg(&not_bench));
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.starts_with("atrex-tui: "), "{err}");
+    assert!(err.contains(&not_bench.display().to_string()), "{err}");
+    assert!(out.is_empty(), "{out}");
+    // --write in a workspace without problems/ (the built-in suite): refused, exit 2.
+    let bare = tempdir("import-bare-ws");
+    let (code, _, err) = run(bin()
+        .arg("import-atrex-bench")
+        .arg(&not_bench)
+        .arg("--write")
+        .arg("--workspace")
+        .arg(&bare));
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--write needs a workspace"), "{err}");
+    assert!(!bare.join("problems").exists());
+}
+
+/// A measuring command asked for JSON answers in JSON on stdout, also when it fails: no GPU
+/// (exit 2), an unknown operator (exit 1). Without `--json` the same failures are one line on
+/// stderr.
+#[test]
+fn bench_json_says_its_errors_as_json() {
+    let gpu = Command::new(common::exe())
+        .args(["doctor", "--json"])
+        .output()
+        .ok()
+        .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+        .is_some_and(|d| d["gpu"].get("error").is_none());
+    let doc = |args: &[&str]| {
+        let (code, out, err) = run(bin().args(args));
+        let v: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}\n{err}"));
+        assert!(err.is_empty(), "{args:?}: {err}");
+        assert_eq!(v["exit"], code, "{args:?}: {v}");
+        (code, v)
+    };
+    let (code, v) = doc(&["bench", "no_such_op", "--json"]);
+    assert_eq!(code, 1);
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown operator `no_such_op`")),
+        "{v}"
+    );
+    if gpu {
+        eprintln!("SKIPPED (the no-GPU part): this machine has a GPU");
+        return;
+    }
+    for args in [
+        &["bench", "rms_norm", "--quick", "--json"][..],
+        &["bench", "--all", "--json"][..],
+    ] {
+        let (code, v) = doc(args);
+        assert_eq!(code, 2, "{args:?}");
+        assert!(
+            v["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("no GPU: ")),
+            "{args:?}: {v}"
+        );
+    }
+    let (code, out, err) = run(bin().args(["bench", "rms_norm", "--quick"]));
+    assert_eq!(code, 2);
+    assert!(
+        out.is_empty() && err.starts_with("atrex-tui: no GPU: "),
+        "{out}{err}"
+    );
+}

@@ -111,6 +111,35 @@ async fn a_hanging_job_hits_the_watchdog_and_the_next_job_succeeds() {
     ));
 }
 
+/// A suspended TUI (Ctrl-Z) reads nothing from its workers while its clock runs on: a watchdog
+/// that expires across a suspension waits again instead of killing a healthy job; without one,
+/// the watchdog still fires.
+#[tokio::test]
+async fn a_suspension_does_not_count_against_the_watchdog() {
+    let c = simulated(400);
+    let (_, mut rx) = c.submit(job("v1 hang"));
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(1600) {
+        atrex_tui::engine::client::note_suspend();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        while let Ok(e) = rx.try_recv() {
+            assert!(
+                !matches!(
+                    e,
+                    JobEvent::WorkerLost { .. } | JobEvent::Worker(Event::Done { .. })
+                ),
+                "the job ended across suspensions after {:?}: {e:?}",
+                t0.elapsed()
+            );
+        }
+    }
+    match last(&mut rx).await {
+        JobEvent::WorkerLost { verdict, .. } => assert_eq!(verdict, Verdict::Timeout),
+        other => panic!("expected a timeout, got {other:?}"),
+    }
+    assert!(t0.elapsed() >= Duration::from_millis(1600));
+}
+
 #[tokio::test]
 async fn queued_jobs_can_be_cancelled_before_they_start() {
     let c = simulated(1000);

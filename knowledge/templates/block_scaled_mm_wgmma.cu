@@ -9,12 +9,13 @@ category = "algorithm"
 expected_gain = "wgmma at the f16 rate: B (the weights, N x K) widened to f16 once by a short memory-bound launch instead of by every block that reads it, so the consumers only widen their A fragments and the two consumer warpgroups run without a barrier between them"
 pitfalls = ["the FP8 wgmma's reduced-precision accumulation exceeds the strict tolerance: widen e4m3 to f16 (exact) and use the f16 wgmma", "a k permutation inside each 16-wide step is free when A and B share it: one 4-byte shared load gives a thread the k pairs (2c, 2c+1) and (2c+8, 2c+9) of its fragment, so the first launch stores B's f16 in that order", "promote after every 128-wide group: acc is reset by wgmma's scale-d predicate, out += P * (a_scale * b_scale) in fp32", "an RS wgmma reads its A registers asynchronously: load the next group's fragments only after wgmma.wait_group", "two accumulator sets (to promote one group while the next runs) do not fit the 168 registers of a 384-thread block: ptxas spills and serialises the wgmma (C7514)", "widening A in the first launch as well (both operands from shared memory) costs a read and a write of an f16 copy of A: 4-7 % slower on the shapes with K = 2048"]
 [measured]
-s_op = 0.2911
+s_op = 0.3087
 baseline_s_op = 0.1142
 gpu = "NVIDIA H200"
-date = "2026-12-01"
+date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.309, every shape passing at the strict level (docs/measurements/bench-best-block_scaled_mm.json).
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 24/24 shapes pass strict on 5 seeds, rel_l2 ≤ 1e-7): S_op 0.291 (0.2911) against the baseline's 0.114 and the previous kernel's 0.222 (B widened per block in shared memory); 2.55x the baseline (docs/measurements/bench-best-block_scaled_mm.json: two `bench --full --shape` runs joined by `bench --merge`). Large shapes 0.22-0.24 → 0.29-0.31 (4096³ in 250 µs, 299520 × 4096 × 4096 in 17.5 ms); small-M shapes pay the widening launch, which the previous kernel did not have: shape 12 (M = 237, N = K = 4096) 0.102 → 0.082 (44 → 55 µs). Profile (the largest shape, 23: 299520 × 4096 × 4096): the widening launch 21 µs, the GEMM 15.3 ms with the tensor pipe busy 72 %, SM 70 %, the memory system (L2 → SM) at 75 % and DRAM at 24 % (12.5 GB read: B's f16 copy, 33.5 MB, re-read from DRAM as A and the output stream through L2, which hits 81 %), 168 registers, 1 block per SM; shape 14 (4096³) alike: widening 22 µs (9 % of the time), GEMM 234 µs at 71 % tensor pipe. What is left: the per-group wgmma wait and promotion in each consumer.
 /* atrex:plan
 # Launch 1 widens b [N, K] (fp8 e4m3) to f16 in scratch, in the k order of the A fragments;

@@ -7,14 +7,15 @@ families = ["scan-conv"]
 bottlenecks = ["memory"]
 category = "memory-coalescing"
 expected_gain = "one 16-byte load and one 16-byte store per 8 outputs whatever T is (rows need not be aligned: the array is walked flat), the 3-element halo from the previous lane, a straight-line path for the elements whose window stays in one row"
-pitfalls = ["tokens before 0 come from initial_state (oldest first)", "fp32 accumulation starts from the bias; bf16 rounding before and after SiLU", "a row boundary can fall inside a thread's 8 elements (T is odd in some shapes, 1 in the decode shapes): keep a slow path that changes channel", "the full-precision expf and fp32 division made the kernel issue-bound (SM 58 %, DRAM 21 %): the fast versions are within an ulp of fp32, far inside a bf16 output"]
+pitfalls = ["tokens before 0 come from initial_state (oldest first)", "fp32 accumulation starts from the bias; bf16 rounding before and after SiLU", "a row boundary can fall inside a thread's 8 elements (T is odd in some shapes, 1 in the decode shapes): keep a slow path that changes channel", "the full-precision expf and fp32 division made the kernel issue-bound (SM 58 %, DRAM 21 %): the fast versions are within an ulp of fp32, far inside a bf16 output", "SiLU through tanh.approx (2^-11 relative) cancels for negative inputs: 1 + tanh(y/2) keeps no correct bit at y = -14, where the output is still 1e-5 (the structured draw `large` fails); use it for y >= 0 only"]
 [measured]
-s_op = 0.1695
+s_op = 0.1473
 baseline_s_op = 0.0919
 gpu = "NVIDIA H200"
-date = "2026-12-01"
+date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.147, every shape passing at the strict level (docs/measurements/bench-best-causal_conv1d.json).
 // Measured (NVIDIA H200, 2026-12-01, `bench --full`, 9/9 shapes pass strict on 5 seeds, max |err| 0): S_op 0.170 (0.1695) against the baseline's 0.092 and the one-element-per-thread kernel's 0.094 it replaces; 1.84x the baseline (docs/measurements/bench-best-causal_conv1d.json). Large shapes 0.16 → 0.55-0.63 (121 M elements in 161 µs), the median shape 3 (4096 × 514) 0.094 → 0.17 (10.4 µs). On the way (quick): 16-byte vectors alone 0.147 — the kernel was issue-bound (SM 58 %, DRAM 21 %); fast exp and division, one paired bf16 conversion and the 32-bit division 0.204 → SiLU through tanh.approx 0.214; EPT 16 slower on the mid shapes (fewer threads); a warp-uniform path for warps holding a row boundary slower (0.145: 48 registers, the extra loads). Profile: shape 8 74 % SM / 56 % DRAM (compute-bound still: conversions and the SiLU), shape 3 8 µs under the profiler with 1.3 waves and the slow path of the row-boundary threads diverging.
 /* atrex:plan
 [[launch]]
@@ -49,16 +50,19 @@ __device__ __forceinline__ float bf(unsigned short u) { return __uint_as_float((
 #ifndef SILU_TANH
 #define SILU_TANH 1
 #endif
-// SiLU in fp32: y / (1 + e^-y) with the fast exp and division, or y · (1 + tanh(y/2)) / 2 with
-// one tanh.approx (either within a few fp32 ulps of the exact form, far inside a bf16 output).
+// SiLU in fp32: y / (1 + e^-y) with the fast exp and division (ex2.approx and rcp: a few fp32
+// ulps everywhere), or, with SILU_TANH, y · (1 + tanh(y/2)) / 2 with one tanh.approx for y ≥ 0
+// only: tanh.approx's error is 2^-11 relative to tanh, so for y < 0 the sum 1 + tanh cancels and
+// the result loses every bit (y = -14: 1 + tanh ≈ 1.7e-6, the error as large as the value).
 __device__ __forceinline__ float silu(float y) {
 #if SILU_TANH
-    float th;
-    asm("tanh.approx.f32 %0, %1;" : "=f"(th) : "f"(0.5f * y));
-    return 0.5f * y * (1.0f + th);
-#else
-    return __fdividef(y, 1.0f + __expf(-y));
+    if (y >= 0.0f) {
+        float th;
+        asm("tanh.approx.f32 %0, %1;" : "=f"(th) : "f"(0.5f * y));
+        return 0.5f * y * (1.0f + th);
+    }
 #endif
+    return __fdividef(y, 1.0f + __expf(-y));
 }
 
 extern "C" __global__ void __launch_bounds__(BLOCK) causal_conv1d_silu_vec(

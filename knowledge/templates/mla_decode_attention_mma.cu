@@ -9,12 +9,13 @@ category = "algorithm"
 expected_gain = "the 16 query heads of a block are the M = 16 of mma.sync m16n8k16: both products (Q·Kᵀ over 576 dims, P·V over 512) run on the tensor cores instead of one CUDA-core dot per head, row and lane, and every shared-memory read is an ldmatrix of a padded row (no bank conflicts)"
 pitfalls = ["rows past the slice's end must be zero in shared memory (cp.async with source size 0): P = 0 times a stale NaN is NaN", "P in fp16 (one mma per tile) missed the strict tolerance (2 bf16 ulps, atol 1e-4) on one output near zero in 262144 when a block took 128 positions: P as bf16 hi + lo (16 significant bits) against bf16 V keeps it, at two mma per tile", "a 576-element row (1152 bytes) puts every row's chunk in the same banks: pad rows to 584 elements so that ldmatrix's eight rows fall in eight bank groups", "the cluster's size is the number of slices: the combine splits the 512 dims among the blocks in even chunks, whatever the size", "an empty slice still takes part in the combine, with m = -inf and l = 0", "the slice's rows in one cp.async trip, not rounds of 32: each further round is another dependent cold trip (about 5 µs each when one block of shape 1 took all 256 rows in rounds)", "eight blocks of 32 positions beat fewer, longer slices: slices of 128 rows cost 150 KB of shared memory and serialise 16 n8 tiles per warp"]
 [measured]
-s_op = 0.0224
+s_op = 0.0210
 baseline_s_op = 0.0028
 gpu = "NVIDIA H200"
-date = "2026-12-02"
+date = "2026-12-03"
 mode = "full"
 */
+// Re-measured under the second-round harness (NVIDIA H200, 2026-12-03, `bench --full`: every timed sample checked, 5 seeds and every structured draw): S_op 0.021, every shape passing at the strict level (docs/measurements/bench-best-mla_decode_attention.json).
 // Measured (NVIDIA H200, 2026-12-02, `bench --full`, 3/3 shapes pass strict on 5 seeds, rel_l2 ≤ 1.3e-4): S_op 0.0224 against the baseline's 0.0028 and the CUDA-core cluster kernel's 0.0157 it replaces (docs/measurements/bench-best-mla_decode_attention.json): shape 0 (4 requests × 128 heads × 128 positions) 22.6 → 15.9 µs, shape 1 20.1 → 12.4 µs, shape 2 21.1 → 13.1 µs. Variants (quick, same lease): NSPL 8 / 4 / 2 / 1 0.0221 / 0.0220 / 0.0184 / 0.0133 (NSPL 8 gives S = 256 eight slices of 32 and S = 128 four); an earlier version with fp16 P (one mma per tile) and the slice loaded in rounds of 32 rows: 0.0219, and one output in 262144 outside the strict tolerance with NSPL 1. Limiter (from the timings; not profiled, the lease's device time was spent): latency, not the tensor cores or bandwidth. The kernel is two dependent cold memory trips (the lengths, then the rows) plus the combine; shape 1 with 8 blocks takes 12.4 µs for the same per-block work as shape 0's 128 blocks (15.9 µs), and the plainest kernels of this suite take 4.2 µs under the harness's cold-L2 timing. The target S_op 0.05 needs shape 0 at 7 µs: about one cold trip.
 /* atrex:plan
 [[launch]]

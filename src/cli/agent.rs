@@ -114,7 +114,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async move {
-        let started = match super::pool::start(&a.workers, PoolOptions::default()).await {
+        let started = match super::pool::start(&a.workers, PoolOptions::default(), a.json).await {
             Ok(s) => s,
             Err(code) => return Ok(code),
         };

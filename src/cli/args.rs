@@ -61,7 +61,8 @@ pub enum Command {
         json: bool,
     },
     /// Compare problems/ with an Atrex-Bench checkout; with --write, update shapes, weights and
-    /// production timings in the workspace's problems/.
+    /// production timings in the workspace's problems/. Exit 0 when they agree, 1 when anything
+    /// differs (like diff), 2 on an error.
     ImportAtrexBench {
         /// The checkout (holds data/ and configs/).
         dir: PathBuf,

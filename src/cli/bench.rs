@@ -34,7 +34,7 @@ pub fn run(
     let ids = resolve_shape_ids(p, shape_ids)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let started = match super::pool::start(workers, PoolOptions::default()).await {
+        let started = match super::pool::start(workers, PoolOptions::default(), as_json).await {
             Ok(s) => s,
             Err(code) => return Ok(code),
         };
@@ -202,6 +202,8 @@ fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Re
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,
+        // When the run ended (UTC, `YYYY-MM-DD hh:mm:ss`): what the standing dates it by.
+        "date": crate::engine::client::utc_now(),
         "mode": if r.quick { "quick" } else { "full" },
         "verdict": o.verdict.as_ref().map(|v| v.name()),
         "message": o.message,

@@ -51,7 +51,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
     }
     let rt = runtime()?;
     rt.block_on(async {
-        let started = match super::pool::start(a.workers, PoolOptions::default()).await {
+        let started = match super::pool::start(a.workers, PoolOptions::default(), a.json).await {
             Ok(s) => s,
             Err(code) => return Ok(code),
         };
@@ -429,6 +429,7 @@ fn print_json(
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,
+        "date": crate::engine::client::utc_now(),
         "mode": if r.quick { "quick" } else { "full" },
         "s_agg": {
             "all": aggs[0].1,

@@ -9,7 +9,7 @@
 //! profile is known here). S_op and the benchmark-compatible S_op are computed again over the
 //! union of the shapes asked for, a shape without a result counting 0 (as `bench` counts it);
 //! the verdict is the first part's that did not pass, else pass; `wall_s` is the parts' sum and
-//! `parts` says which file gave which shapes and which it lost.
+//! `parts` says which file gave which shapes and which it lost; `date` is the last part's.
 //! The per-run `incumbent` comparison is dropped (each covered only its part's shapes).
 
 use crate::engine::outcome::{s_op_bench_over, s_op_over};
@@ -256,6 +256,13 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
         .collect();
     output.sort_by_key(|o| o.get("shape").and_then(Value::as_u64));
     let wall: f64 = parts.iter().filter_map(|p| p["wall_s"].as_f64()).sum();
+    // The merged run ended when its last part did (`YYYY-MM-DD hh:mm:ss` sorts as text).
+    let date = docs
+        .iter()
+        .filter_map(|(_, d)| d.get("date").and_then(Value::as_str))
+        .max()
+        .map(|d| json!(d))
+        .unwrap_or(Value::Null);
 
     let mut out = first.clone();
     let o = out.as_object_mut().expect("a bench document is an object");
@@ -274,6 +281,7 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
     o.insert("sol_checked".into(), json!(hw.is_some()));
     o.insert("incumbent".into(), Value::Null);
     o.insert("wall_s".into(), json!(wall));
+    o.insert("date".into(), date);
     o.insert("parts".into(), Value::Array(parts));
     Ok(out)
 }

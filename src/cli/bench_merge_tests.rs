@@ -69,6 +69,17 @@ fn joins_disjoint_parts_and_computes_s_op_over_the_union() {
     assert_eq!(m["incumbent"], Value::Null);
     assert_eq!(m["parts"][0]["file"], json!("part0.json"));
     assert_eq!(m["parts"][1]["shapes"], json!([1]));
+    assert_eq!(m["date"], Value::Null, "parts without a date give none");
+}
+
+#[test]
+fn the_merged_run_is_dated_by_its_last_part() {
+    let mut a = doc(vec![shape(0, 0.1)], "abc", 1.0);
+    let mut b = doc(vec![shape(1, 0.2)], "abc", 1.0);
+    a["date"] = json!("2026-12-03 14:05:09");
+    b["date"] = json!("2026-12-02 23:59:59");
+    let m = merge(suite(), Some("rms_norm"), &files(vec![a, b])).unwrap();
+    assert_eq!(m["date"], json!("2026-12-03 14:05:09"));
 }
 
 #[test]

@@ -132,6 +132,7 @@ impl WorkersReport {
                 "protocol": w.protocol,
                 "tool_version": w.tool_version,
                 "error": w.error,
+                "start_s": w.start_s,
             })).collect::<Vec<_>>(),
         })
     }
@@ -150,8 +151,11 @@ impl WorkersReport {
         for w in &self.status.workers {
             if answered(w) {
                 println!(
-                    "  {}: answered hello · host {} · GPU {} {} · driver {} · atrex-tui {} (protocol {}){}",
+                    "  {}: answered hello{} · host {} · GPU {} {} · driver {} · atrex-tui {} (protocol {}){}",
                     w.name,
+                    w.start_s
+                        .map(|s| format!(" in {s:.2} s"))
+                        .unwrap_or_default(),
                     w.host.as_deref().unwrap_or("?"),
                     w.device,
                     w.gpu.as_deref().unwrap_or("?"),

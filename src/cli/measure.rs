@@ -66,7 +66,7 @@ pub fn run(
     }
     let rt = crate::engine::runtime()?;
     rt.block_on(async {
-        let started = match super::pool::start(workers, PoolOptions::default()).await {
+        let started = match super::pool::start(workers, PoolOptions::default(), as_json).await {
             Ok(s) => s,
             Err(code) => return Ok(code),
         };
@@ -365,6 +365,7 @@ fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
         "driver": r.run.driver,
         "nvrtc": r.run.nvrtc,
         "hardware": r.run.hardware,
+        "date": crate::engine::client::utc_now(),
         "mode": r.run.mode,
         "shapes": r.run.shapes,
         "rev": r.rev,

@@ -30,6 +30,37 @@ use clap::Parser;
 /// Exit code when no GPU is available.
 pub const EXIT_NO_GPU: i32 = 2;
 
+/// Says why a command failed and gives its exit status: `atrex-tui: WHY` on stderr, or with
+/// `json` the error document on stdout (`{"error": WHY, "exit": STATUS}`, docs/bench-json.md),
+/// so that a script reading the command's JSON always gets JSON.
+pub(crate) fn fail(json: bool, why: &str, status: i32) -> i32 {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"error": why, "exit": status}))
+                .unwrap_or_default()
+        );
+    } else {
+        eprintln!("atrex-tui: {why}");
+    }
+    status
+}
+
+/// How a command's error ends: its exit status, and whether it is said as a JSON document.
+/// `import-atrex-bench` exits 1 when something differs, so its errors exit 2 (as `diff`'s do);
+/// the measuring commands with `--json` say their errors in JSON.
+fn error_exit(command: Option<&Command>) -> (i32, bool) {
+    match command {
+        Some(Command::ImportAtrexBench { .. }) => (2, false),
+        Some(
+            Command::Bench { json, .. }
+            | Command::Measure { json, .. }
+            | Command::Agent { json, .. },
+        ) => (1, *json),
+        _ => (1, false),
+    }
+}
+
 pub(crate) use crate::engine::runtime;
 
 fn load_suite(ws: &Workspace) -> Result<Suite, String> {
@@ -69,6 +100,7 @@ pub fn main() -> i32 {
             crate::tui::run(&ws, opts)
         }
     };
+    let (error_status, json_errors) = error_exit(cli.command.as_ref());
     let result = match cli.command {
         None => tui(crate::tui::Options {
             resume: cli.resume.clone(),
@@ -138,10 +170,7 @@ pub fn main() -> i32 {
     };
     match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("atrex-tui: {e}");
-            1
-        }
+        Err(e) => fail(json_errors, &e, error_status),
     }
 }
 

@@ -44,36 +44,34 @@ pub(crate) fn choose(
     Ok(workers::choose(device, file, &settings, path.as_deref())?)
 }
 
-/// Starts the pool and waits for every worker's first start. When no worker is up, says why on
-/// stderr in one line and gives the exit status: 1 when the workers were configured (a workers
-/// file or the settings' `[[workers]]`: they failed, each with its error), `EXIT_NO_GPU` when
-/// this machine has no GPU to use.
-pub(crate) async fn start(choice: &Choice, opts: PoolOptions) -> Result<Started, i32> {
+/// Starts the pool and waits for every worker's first start. When no worker is up, says why
+/// (on stderr in one line, or with `json` as the error document on stdout: `super::fail`) and
+/// gives the exit status: 1 when the workers were configured (a workers file or the settings'
+/// `[[workers]]`: they failed, each with its error), `EXIT_NO_GPU` when this machine has no
+/// GPU to use.
+pub(crate) async fn start(choice: &Choice, opts: PoolOptions, json: bool) -> Result<Started, i32> {
     let pool = Pool::start(choice, opts).await;
     let status = pool.status();
     let first = match (status.first_up(), choice) {
         (Some(first), _) => first,
         (None, Choice::Listed { from, .. }) => {
-            eprintln!(
-                "atrex-tui: no worker of {from} started: {}; nothing was measured",
+            let why = format!(
+                "no worker of {from} started: {}; nothing was measured",
                 status.why_down()
             );
-            return Err(1);
+            return Err(super::fail(json, &why, 1));
         }
         (None, _) => {
-            eprintln!(
-                "atrex-tui: no GPU: {}; measurement is unavailable",
-                status.why_down()
-            );
-            return Err(super::EXIT_NO_GPU);
+            let why = format!("no GPU: {}; measurement is unavailable", status.why_down());
+            return Err(super::fail(json, &why, super::EXIT_NO_GPU));
         }
     };
     let Some(dev) = first.gpu_info.clone() else {
-        eprintln!(
-            "atrex-tui: worker {} answered without describing its GPU; measurement is unavailable",
+        let why = format!(
+            "worker {} answered without describing its GPU; measurement is unavailable",
             first.name
         );
-        return Err(1);
+        return Err(super::fail(json, &why, 1));
     };
     for w in status.workers.iter().filter(|w| w.error.is_some()) {
         eprintln!(

@@ -6,13 +6,28 @@
 
 use super::guard::JobGuard;
 use super::protocol::*;
+use super::stop::{Ending, Launched};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
+
+/// How many times this process was suspended (Ctrl-Z in the TUI). A stopped process reads
+/// nothing while its clock runs on: a watchdog that expires across a suspension is the
+/// process's own silence, not the worker's, and waits again.
+static SUSPENSIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Says that this process is about to stop (called just before it stops itself).
+pub fn note_suspend() {
+    SUSPENSIONS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+fn suspensions() -> u64 {
+    SUSPENSIONS.load(std::sync::atomic::Ordering::SeqCst)
+}
 
 /// Sends to a job's owner. The owner may have stopped listening (a cancelled or abandoned job,
 /// a command that ended): then there is nobody left to tell and the client goes on.
@@ -160,6 +175,9 @@ pub struct WorkerClient {
     next_id: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// Restarts so far (for the UI).
     pub restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// How long its last start took, from launch to its answer to `hello`, in microseconds
+    /// (0: not started yet). Through `srun` this includes the wait for the allocation.
+    pub start_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl WorkerClient {
@@ -167,11 +185,13 @@ impl WorkerClient {
     pub fn spawn(cfg: WorkerConfig) -> WorkerClient {
         let (tx, rx) = mpsc::unbounded_channel();
         let restarts = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-        tokio::spawn(supervise(cfg, rx, restarts.clone()));
+        let start_us = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        tokio::spawn(supervise(cfg, rx, restarts.clone(), start_us.clone()));
         WorkerClient {
             tx,
             next_id: std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1)),
             restarts,
+            start_us,
         }
     }
 
@@ -236,7 +256,8 @@ impl WorkerClient {
 }
 
 struct Proc {
-    child: Child,
+    /// The process (a launcher's, for a templated worker: see `stop`).
+    child: Launched,
     stdin: ChildStdin,
     lines: mpsc::UnboundedReceiver<String>,
     /// The last lines the worker wrote to stderr.
@@ -247,6 +268,18 @@ struct Proc {
     hello: Result<Event, String>,
     /// The name its results carry: the label, else `host:device`.
     who: String,
+    /// How long it took from launch to its answer to `hello`.
+    took: Duration,
+}
+
+impl Proc {
+    /// Stops the worker's process (see `stop`).
+    async fn stop(self, ending: Ending) {
+        let Proc {
+            mut child, stdin, ..
+        } = self;
+        child.stop(Some(stdin), ending).await;
+    }
 }
 
 /// Request ids of hello and calibrate (far above job ids).
@@ -262,6 +295,7 @@ const LOG_LIMIT: u64 = 16 << 20;
 /// Starts the worker and greets it: a worker that does not answer `hello`, or whose versions
 /// differ from this build's, is stopped and the start fails.
 async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
+    let t0 = tokio::time::Instant::now();
     let mut p = spawn(cfg)?;
     let id = sync_id();
     // A worker that ended at once (its launcher failed) refuses the request: its exit and last
@@ -276,7 +310,8 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
         };
         let line = match next {
             Err(_) => {
-                let _ = p.child.start_kill();
+                // A launcher still waiting (srun for its allocation) is asked to withdraw.
+                p.stop(Ending::Lost).await;
                 return Err(format!(
                     "worker {} did not answer hello within {:.0} s",
                     cfg.display_name(),
@@ -300,6 +335,7 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
         if ev.id() != id {
             continue;
         }
+        p.took = t0.elapsed();
         if let Event::Error { message, .. } = ev {
             p.hello = Err(message);
             return Ok(p);
@@ -320,7 +356,7 @@ async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
                 Ok(p)
             }
             Err(e) => {
-                let _ = p.child.start_kill();
+                p.stop(Ending::Answering).await;
                 Err(e.to_string())
             }
         };
@@ -338,7 +374,8 @@ fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        // A launcher is asked to end rather than killed (see `stop`).
+        .kill_on_drop(cfg.launch.is_none());
     let mut child = cmd.spawn().map_err(|e| {
         format!(
             "cannot start the worker {}: {e}",
@@ -407,7 +444,7 @@ fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
         });
     }
     Ok(Proc {
-        child,
+        child: Launched::new(child, cfg.launch.is_some()),
         stdin,
         lines: rx,
         last_words,
@@ -417,6 +454,7 @@ fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
             .label
             .clone()
             .unwrap_or_else(|| format!("GPU {}", cfg.device)),
+        took: Duration::ZERO,
     })
 }
 
@@ -465,7 +503,7 @@ pub fn utc(t: i64) -> String {
 
 /// Describes how a worker ended, with its last words on stderr and where its log is.
 async fn exit_reason(p: &mut Proc) -> String {
-    let how = match tokio::time::timeout(Duration::from_millis(500), p.child.wait()).await {
+    let how = match tokio::time::timeout(Duration::from_millis(500), p.child.child.wait()).await {
         Ok(Ok(st)) => {
             #[cfg(unix)]
             {
@@ -532,6 +570,7 @@ async fn supervise(
     cfg: WorkerConfig,
     mut rx: mpsc::UnboundedReceiver<Msg>,
     restarts: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    start_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) {
     let mut proc: Option<Proc> = None;
     let mut queue: VecDeque<(u64, Box<Job>, mpsc::UnboundedSender<JobEvent>)> = VecDeque::new();
@@ -544,17 +583,17 @@ async fn supervise(
                 Some(Msg::Cancel { .. }) => {}
                 Some(Msg::Hello { reply }) => {
                     // The handshake of the worker's start answers (it created the context).
-                    let r = match ensure(&cfg, &mut proc).await {
+                    let r = match ensure(&cfg, &mut proc, &start_us).await {
                         Ok(p) => p.hello.clone(),
                         Err(e) => Err(e),
                     };
                     if r.is_err() {
-                        drop_proc(&mut proc).await;
+                        drop_proc(&mut proc, Ending::Answering).await;
                     }
                     answer(reply, r);
                 }
                 Some(Msg::Calibrate { reply }) => {
-                    let r = match ensure(&cfg, &mut proc).await {
+                    let r = match ensure(&cfg, &mut proc, &start_us).await {
                         Ok(p) => {
                             let sync_id = sync_id();
                             let r = request_reply(
@@ -565,7 +604,7 @@ async fn supervise(
                             )
                             .await;
                             if r.is_err() {
-                                drop_proc(&mut proc).await;
+                                drop_proc(&mut proc, Ending::Lost).await;
                             }
                             r
                         }
@@ -588,7 +627,7 @@ async fn supervise(
         // One pass per worker: a worker lost mid-shape costs that shape, and the shapes not yet
         // measured go to a restarted worker (see `guard`).
         'job: loop {
-            let p = match ensure(&cfg, &mut proc).await {
+            let p = match ensure(&cfg, &mut proc, &start_us).await {
                 Ok(p) => p,
                 Err(e) => {
                     tell(
@@ -619,9 +658,12 @@ async fn supervise(
             // Forward events until Done, a crash, a protocol error, or the watchdog.
             while lost.is_none() {
                 let Some(p) = proc.as_mut() else { break };
+                let epoch = suspensions();
                 tokio::select! {
                     line = tokio::time::timeout(watchdog, p.lines.recv()) => {
                         match line {
+                            // This process was suspended meanwhile: wait again.
+                            Err(_) if suspensions() != epoch => continue,
                             Err(_) => {
                                 lost = Some((Verdict::Timeout, format!(
                                     "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",
@@ -681,7 +723,7 @@ async fn supervise(
             let Some((verdict, message, protocol)) = lost else {
                 break 'job;
             };
-            drop_proc(&mut proc).await;
+            drop_proc(&mut proc, Ending::Lost).await;
             restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if protocol {
                 tell(
@@ -693,7 +735,7 @@ async fn supervise(
                         ),
                     },
                 );
-                let _ = ensure(&cfg, &mut proc).await;
+                let _ = ensure(&cfg, &mut proc, &start_us).await;
                 break 'job;
             }
             let after = guard.lost(verdict.clone(), &message);
@@ -714,34 +756,39 @@ async fn supervise(
                         },
                     );
                     // Restart at once so that the next job finds a warm worker.
-                    let _ = ensure(&cfg, &mut proc).await;
+                    let _ = ensure(&cfg, &mut proc, &start_us).await;
                     break 'job;
                 }
             }
         }
     }
-    drop_proc(&mut proc).await;
+    drop_proc(&mut proc, Ending::Answering).await;
 }
 
+/// The worker, started (and its start's time noted in `start_us`) unless it is running.
 async fn ensure<'a>(
     cfg: &WorkerConfig,
     proc: &'a mut Option<Proc>,
+    start_us: &std::sync::atomic::AtomicU64,
 ) -> Result<&'a mut Proc, String> {
     let alive = match proc.as_mut() {
-        Some(p) => matches!(p.child.try_wait(), Ok(None)),
+        Some(p) => matches!(p.child.child.try_wait(), Ok(None)),
         None => false,
     };
     if !alive {
-        *proc = Some(start(cfg).await?);
+        let p = start(cfg).await?;
+        let us = u64::try_from(p.took.as_micros()).unwrap_or(u64::MAX).max(1);
+        start_us.store(us, std::sync::atomic::Ordering::SeqCst);
+        *proc = Some(p);
     }
     proc.as_mut()
         .ok_or_else(|| "worker did not start".to_string())
 }
 
-async fn drop_proc(proc: &mut Option<Proc>) {
-    if let Some(mut p) = proc.take() {
-        let _ = p.child.start_kill();
-        let _ = tokio::time::timeout(Duration::from_secs(2), p.child.wait()).await;
+/// Stops the worker, if there is one (see `stop`).
+async fn drop_proc(proc: &mut Option<Proc>, ending: Ending) {
+    if let Some(p) = proc.take() {
+        p.stop(ending).await;
     }
 }
 

@@ -75,13 +75,19 @@ pub struct TensorCheck {
     pub bench_ok: bool,
     /// Strict: per-operator atol/rtol per element plus relative L2 error.
     pub strict_ok: bool,
+    /// The error figures are NaN or infinite where the candidate wrote NaN or infinity; JSON
+    /// writes those as null, which reads back as NaN (`not_finite`).
+    #[serde(deserialize_with = "not_finite::f64")]
     pub max_abs: f64,
+    #[serde(deserialize_with = "not_finite::f64")]
     pub max_rel: f64,
+    #[serde(deserialize_with = "not_finite::f64")]
     pub rel_l2: f64,
     /// Elements failing the strict test.
     pub mismatches: u64,
     pub first_bad: Option<u64>,
     /// First failing element's values (reference, candidate).
+    #[serde(default, deserialize_with = "not_finite::pair")]
     pub first_bad_values: Option<(f64, f64)>,
     /// Why the tensor failed, when it did, in words.
     pub reason: Option<String>,
@@ -113,6 +119,22 @@ impl TensorCheck {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+/// Reading back figures that were not finite: JSON has no NaN or infinity, so serde_json writes
+/// them as null; a null figure reads as NaN (a candidate's NaN must reach the verdict as
+/// `incorrect`, never as a protocol error).
+mod not_finite {
+    use serde::{Deserialize, Deserializer};
+
+    pub fn f64<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+    }
+
+    pub fn pair<'de, D: Deserializer<'de>>(d: D) -> Result<Option<(f64, f64)>, D::Error> {
+        let p = Option::<(Option<f64>, Option<f64>)>::deserialize(d)?;
+        Ok(p.map(|(a, b)| (a.unwrap_or(f64::NAN), b.unwrap_or(f64::NAN))))
+    }
 }
 
 /// Tolerances of the strict level.
@@ -453,6 +475,34 @@ mod tests {
         v.iter()
             .flat_map(|x| ((x.to_bits() >> 16) as u16).to_le_bytes())
             .collect()
+    }
+
+    /// A candidate's NaN gives NaN figures; they cross the worker's JSON line (as null) and read
+    /// back as NaN, so the verdict stays `incorrect` instead of a protocol error.
+    #[test]
+    fn figures_that_are_not_finite_survive_the_json_line() {
+        let mut c = TensorCheck::passing("out", 4);
+        c.strict_ok = false;
+        c.bench_ok = false;
+        c.max_abs = f64::NAN;
+        c.max_rel = f64::INFINITY;
+        c.rel_l2 = f64::NAN;
+        c.mismatches = 1;
+        c.first_bad = Some(2);
+        c.first_bad_values = Some((0.5, f64::NAN));
+        let line = serde_json::to_string(&c).unwrap();
+        assert!(line.contains("\"max_abs\":null"), "{line}");
+        let back: TensorCheck = serde_json::from_str(&line).unwrap();
+        assert!(back.max_abs.is_nan() && back.max_rel.is_nan() && back.rel_l2.is_nan());
+        let (r, k) = back.first_bad_values.unwrap();
+        assert_eq!(r, 0.5);
+        assert!(k.is_nan());
+        assert!(!back.strict_ok && !back.bench_ok);
+        // Finite figures read back as they were.
+        let ok: TensorCheck =
+            serde_json::from_str(&serde_json::to_string(&TensorCheck::passing("o", 1)).unwrap())
+                .unwrap();
+        assert_eq!(ok, TensorCheck::passing("o", 1));
     }
 
     const TOL: Tol = Tol {

@@ -112,7 +112,9 @@ INT_GEN(arange, int64, long long)
 // Group j is chosen when it is the draw's pick (so at least one is) or one time in 8; element i
 // is an outlier when it is the pick or one time in 256. Choices depend only on (seed, salt,
 // index), never on the launch. Ops: 0 chosen groups := a, 1 chosen groups ×= a,
-// 2 outliers ×= a; integers: 3 every element := lo + pick mod (hi − lo), 4 x := x mod lo.
+// 2 outliers ×= a; integers: 3 every element := lo + pick mod (hi − lo), 4 x := x mod lo,
+// 5 x := (m·x + c) mod lo for x in [0, lo): a bijection of [0, lo) (m odd, coprime to lo, not 1
+// where lo > 3, so consecutive values land apart), values outside [0, lo) kept.
 __device__ __forceinline__ bool chosen(u64 seed, u64 salt, u64 j, u64 count) {
     u64 pick = rnd(seed, salt, ~0ull) % count;
     return j == pick || (rnd(seed, salt, j) & 7ull) == 0;
@@ -134,6 +136,11 @@ __device__ void structure_float(T* p, u64 n, u64 group, u64 seed, u64 salt, int 
     }
 }
 
+__device__ __forceinline__ u64 gcd_u64(u64 a, u64 b) {
+    while (b != 0) { const u64 t = a % b; a = b; b = t; }
+    return a;
+}
+
 template <typename I>
 __device__ void structure_int(I* p, u64 n, u64 seed, u64 salt, int op, long long lo, long long hi) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
@@ -142,6 +149,15 @@ __device__ void structure_int(I* p, u64 n, u64 seed, u64 salt, int op, long long
         } else if (op == 4 && lo > 0) {
             long long x = (long long)p[i] % lo;
             p[i] = (I)(x < 0 ? x + lo : x);
+        } else if (op == 5 && lo > 0) {
+            const u64 n = (u64)lo;
+            u64 m = (rnd(seed, salt, ~0ull) % n) | 1ull;
+            if (m == 1 && n > 3) m = 3;
+            while (gcd_u64(m, n) != 1) m += 2;
+            const u64 c = rnd(seed, salt, ~1ull) % n;
+            const long long x = (long long)p[i];
+            // n ≤ 2^31 (Pass::resolve): (m mod n)·x + c < 2^63.
+            if (x >= 0 && x < lo) p[i] = (I)(long long)(((m % n) * (u64)x + c) % n);
         }
     }
 }

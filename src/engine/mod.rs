@@ -19,6 +19,7 @@ pub mod simulate;
 pub mod spread;
 pub mod stats;
 pub mod stdio;
+pub mod stop;
 pub mod template;
 pub mod worker;
 pub mod workers;

@@ -88,6 +88,9 @@ pub struct WorkerStatus {
     pub error: Option<String>,
     /// Restarts after a loss.
     pub restarts: u64,
+    /// How long its last start took, from launch to its answer to `hello`, in seconds (through
+    /// `srun`, the wait for the allocation included); None until it answered.
+    pub start_s: Option<f64>,
     /// Whether its first start finished (up or down).
     pub greeted: bool,
 }
@@ -1184,6 +1187,10 @@ impl Actor {
                     state: s.state,
                     error: s.error.clone(),
                     restarts: s.client.restarts.load(Ordering::SeqCst),
+                    start_s: match s.client.start_us.load(Ordering::SeqCst) {
+                        0 => None,
+                        us => Some(us as f64 / 1e6),
+                    },
                     greeted: s.greeted,
                 }
             })
@@ -1266,6 +1273,7 @@ mod tests {
             state,
             error: None,
             restarts,
+            start_s: None,
             greeted: true,
         };
         let st = PoolStatus {

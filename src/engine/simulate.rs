@@ -14,6 +14,8 @@
 //! Its `hello` describes a simulated device with the index it was started for: the GPU model is
 //! `ATREX_SIM_GPU` (default "Simulated GPU") and the host `ATREX_SIM_HOST` (default this
 //! machine's name), so that tests can stand in for pools of several machines and models.
+//! `ATREX_SIM_SHAPE_MS` (default 0) is how long each shape takes before its result, so that a
+//! test can cut a worker's connection or allocation while it is on a shape.
 
 use super::protocol::*;
 use super::stdio::{self, Capture};
@@ -23,6 +25,8 @@ struct Sim {
     out: stdio::Protocol,
     capture: Capture,
     device: u32,
+    /// How long each shape takes (`ATREX_SIM_SHAPE_MS`).
+    shape_time: std::time::Duration,
     /// The behaviour of a candidate whose name selects none.
     default: String,
 }
@@ -102,6 +106,7 @@ impl Sim {
                     eprintln!("simulated worker: aborting on shape {s}");
                     std::process::abort();
                 }
+                std::thread::sleep(self.shape_time);
                 if name.contains("print") {
                     // What a hostile kernel's printf writes: a forged event and some text.
                     let forged = Event::ShapeDone {
@@ -209,10 +214,15 @@ pub fn main(device: u32, default: &str) -> i32 {
             return 1;
         }
     };
+    let shape_ms = std::env::var("ATREX_SIM_SHAPE_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
     let mut sim = Sim {
         out,
         capture,
         device,
+        shape_time: std::time::Duration::from_millis(shape_ms),
         default: default.to_string(),
     };
     let stdin = std::io::stdin();

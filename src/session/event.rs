@@ -276,6 +276,26 @@ impl SessionEvent {
         }
     }
 
+    /// The revision this event refers to and needs in the session before it: a revision's
+    /// parent; the revision a measurement, decision or profile is about.
+    pub fn refers_to(&self) -> Option<(&str, u32)> {
+        match self {
+            SessionEvent::Revision {
+                op,
+                parent: Some(p),
+                ..
+            } => Some((op, *p)),
+            SessionEvent::MeasureStart { op, rev, .. }
+            | SessionEvent::Compiled { op, rev, .. }
+            | SessionEvent::ShapeResult { op, rev, .. }
+            | SessionEvent::MeasureDone { op, rev, .. }
+            | SessionEvent::KernelOutput { op, rev, .. }
+            | SessionEvent::Decision { op, rev, .. }
+            | SessionEvent::Profile { op, rev, .. } => Some((op, *rev)),
+            _ => None,
+        }
+    }
+
     /// Decisions and accepted kernels are fsync'd.
     pub fn durable(&self) -> bool {
         matches!(self, SessionEvent::Decision { .. })

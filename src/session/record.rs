@@ -27,7 +27,12 @@ impl Recording {
 
     /// Records one event: numbered, written, applied. A write error is returned after the
     /// event was applied to the state (nothing shown is lost; the file stops where it failed).
+    /// A revision the event refers to that the session does not hold yet (the starting kernel,
+    /// v0) is recorded just before it.
     pub fn append(&mut self, ev: SessionEvent) -> Result<Record, String> {
+        if let Some(first) = self.model.unrecorded_referent(&ev) {
+            self.append(first)?;
+        }
         let rec = self.recorder.stamp(ev);
         self.model.apply(&rec);
         if let Some(w) = self.writer.as_mut() {

@@ -389,14 +389,20 @@ pub fn scrub(s: &str) -> String {
 
 /// An open session file, appended to one event at a time. It holds the session's lock
 /// (`session::lock`) from its opening until it drops: one writer per file.
+///
+/// A new session of the TUI (`create_deferred`) and a continued session (`continue_file`)
+/// hold a run's `run_start` and `device` lines until the run's first other event: a run in
+/// which nothing happened leaves no file behind, and a continued file byte for byte as it was.
 pub struct SessionWriter {
     /// None only for a deferred writer before its first action.
     lock: Option<SessionLock>,
     /// None until the first action of a deferred writer.
     file: Option<File>,
     path: PathBuf,
-    /// Lines of a deferred writer not yet written (a run's start and device).
+    /// A run's start and device lines not yet written (nothing else happened yet).
     pending: Vec<String>,
+    /// Whether a run's start lines are held until its first other event.
+    hold: bool,
 }
 
 impl SessionWriter {
@@ -420,6 +426,7 @@ impl SessionWriter {
             file: Some(file),
             path: path.to_path_buf(),
             pending: Vec::new(),
+            hold: false,
         })
     }
 
@@ -431,6 +438,7 @@ impl SessionWriter {
             file: None,
             path: path.to_path_buf(),
             pending: Vec::new(),
+            hold: true,
         }
     }
 
@@ -443,7 +451,8 @@ impl SessionWriter {
     /// this tool (its first line a valid `run_start`) of a format this build writes; anything else
     /// is refused and left untouched. A damaged last line is moved to `FILE.damaged-<time>`
     /// before the append continues after the last good line. Returns the writer and what was
-    /// read (its warnings say what was moved where).
+    /// read (its warnings say what was moved where). The run's start is written with its first
+    /// other event: a run that does nothing appends nothing.
     /// Another writer holding the file's lock is refused first, naming it.
     pub fn continue_file(path: &Path) -> Result<(SessionWriter, Loaded), SessionError> {
         Self::continue_locked(path, SessionLock::take(path)?)
@@ -557,6 +566,7 @@ impl SessionWriter {
             file: Some(file),
             path: path.to_path_buf(),
             pending: Vec::new(),
+            hold: true,
         })
     }
 
@@ -564,9 +574,17 @@ impl SessionWriter {
         &self.path
     }
 
+    /// Puts what was written on the disk (at the end of a run, whatever ended it).
+    pub fn sync(&mut self) -> Result<(), SessionError> {
+        match self.file.as_mut() {
+            Some(f) => f.sync_data().map_err(io(&self.path)),
+            None => Ok(()),
+        }
+    }
+
     /// Writes one record (numbered by the session's `Recorder`): one write of one line;
-    /// decisions are fsync'd. A deferred writer holds a run's start and device lines until the
-    /// first other event.
+    /// decisions are fsync'd. A deferred or continuing writer holds a run's start and device
+    /// lines until the first other event, then writes them with it.
     pub fn write(&mut self, rec: &Record) -> Result<(), SessionError> {
         let mut line = serde_json::to_string(rec).map_err(|e| SessionError::Other {
             file: self.path.display().to_string(),
@@ -574,14 +592,17 @@ impl SessionWriter {
         })?;
         line = scrub(&line);
         line.push('\n');
-        if self.file.is_none() {
-            if matches!(
+        if self.hold
+            && matches!(
                 rec.event,
                 SessionEvent::RunStart { .. } | SessionEvent::Device { .. }
-            ) {
-                self.pending.push(line);
-                return Ok(());
-            }
+            )
+        {
+            self.pending.push(line);
+            return Ok(());
+        }
+        self.hold = false;
+        if self.file.is_none() {
             if let Some(d) = self.path.parent() {
                 std::fs::create_dir_all(d).map_err(io(d))?;
             }
@@ -594,6 +615,8 @@ impl SessionWriter {
                 .open(&self.path)
                 .map_err(io(&self.path))?;
             self.file = Some(f);
+        }
+        if !self.pending.is_empty() {
             line = std::mem::take(&mut self.pending).concat() + &line;
         }
         let Some(file) = self.file.as_mut() else {

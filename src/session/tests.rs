@@ -634,6 +634,56 @@ mod continuing {
         assert_eq!(again.records.len(), loaded.records.len() + 1);
     }
 
+    /// A continued session in which nothing happens stays byte for byte as it was: the run's
+    /// start and device are written with its first other event, in order.
+    #[test]
+    fn a_continued_session_in_which_nothing_happens_is_left_as_it_was() {
+        let d = tmpdir("idle-resume");
+        let f = d.join("s.jsonl");
+        let text = session_text();
+        std::fs::write(&f, &text).unwrap();
+        let start = |resumed| SessionEvent::RunStart {
+            tool_version: "t".into(),
+            resumed,
+            gpu: None,
+            driver: None,
+            nvrtc: None,
+            hardware: None,
+            suite: "s".into(),
+            suite_version: "1".into(),
+        };
+        let device = SessionEvent::Device {
+            gpu: Some("NVIDIA H200".into()),
+            driver: None,
+            nvrtc: None,
+            hardware: None,
+        };
+        {
+            let (w, loaded) = SessionWriter::continue_file(&f).unwrap();
+            let mut w = test_log(w, &loaded.records);
+            w.append(start(true)).unwrap();
+            w.append(device.clone()).unwrap();
+            w.writer.as_mut().unwrap().sync().unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), text);
+        // Once something happens, the held lines come first.
+        let (w, loaded) = SessionWriter::continue_file(&f).unwrap();
+        let n = loaded.records.len();
+        let mut w = test_log(w, &loaded.records);
+        w.append(start(true)).unwrap();
+        w.append(device).unwrap();
+        w.append(SessionEvent::Steer {
+            op: None,
+            text: "go on".into(),
+        })
+        .unwrap();
+        let again = load(&f).unwrap();
+        assert!(again.warnings.is_empty(), "{:?}", again.warnings);
+        let kinds: Vec<&str> = again.records[n..].iter().map(|r| r.event.kind()).collect();
+        assert_eq!(kinds, vec!["run_start", "device", "steer"]);
+        assert!(std::fs::read_to_string(&f).unwrap().starts_with(&text));
+    }
+
     /// Events of unknown kinds are kept and counted, not a reason to stop the load.
     #[test]
     fn unknown_kinds_are_kept_and_counted() {
@@ -824,4 +874,124 @@ mod one_writer {
             loaded.warnings
         );
     }
+}
+
+/// An operator started from the standing's incumbent: the first event that refers to v0 (a
+/// hand edit's revision naming it as parent) is preceded by v0 itself, with its source and
+/// author, so that replaying or resuming the file shows v1 against the kernel it came from.
+#[test]
+fn the_starting_kernel_is_recorded_before_its_first_child() {
+    let d = tmpdir("v0-first");
+    let f = d.join("s.jsonl");
+    let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
+    let p = suite.problem("rms_norm").unwrap().clone();
+    let start = "// the standing's rms_norm\nint k;\n";
+    let mut model = Model::new(&suite);
+    model.start_from("rms_norm", start, "the standing's incumbent (shipped)");
+    let mut rec = Recording::new(model, Some(SessionWriter::create(&f).unwrap()));
+    let edited = format!("{start}// one more line\n");
+    let v1 = rec
+        .revision(
+            &p,
+            Author::Human,
+            Some(0),
+            "hand edit",
+            &edited,
+            Some("file"),
+        )
+        .unwrap();
+    assert_eq!(v1, 1);
+    // A second child does not record v0 again.
+    rec.revision(&p, Author::Human, Some(0), "again", &edited, Some("file"))
+        .unwrap();
+    let loaded = load(&f).unwrap();
+    let revs: Vec<(u32, Option<u32>, Author, String)> = loaded
+        .records
+        .iter()
+        .filter_map(|r| match &r.event {
+            SessionEvent::Revision {
+                rev,
+                parent,
+                author,
+                source,
+                ..
+            } => Some((*rev, *parent, author.clone(), source.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        revs,
+        vec![
+            (0, None, Author::Incumbent, start.to_string()),
+            (1, Some(0), Author::Human, edited.clone()),
+            (2, Some(0), Author::Human, edited),
+        ]
+    );
+    // Read back, v1's parent is the standing's kernel (a one-line difference), and nothing
+    // is reported missing.
+    let m = Model::from_records(&suite, &loaded.records);
+    assert_eq!(m.ops["rms_norm"].rev(0).unwrap().source, start);
+    assert!(
+        !m.log.iter().any(|l| l.text.contains("does not hold")),
+        "{:?}",
+        m.log
+    );
+    // A measurement or decision of v0 alone records it first as well.
+    let mut model = Model::new(&suite);
+    model.start_from("rms_norm", start, "the standing's incumbent (shipped)");
+    let mut rec = Recording::new(model, None);
+    rec.decide(&p, 0, Decision::Accepted, DecidedBy::Auto)
+        .unwrap();
+    let o = &rec.model.ops["rms_norm"];
+    assert!(o.rev(0).unwrap().recorded && o.incumbent == Some(0));
+}
+
+/// An operator the session already revised keeps its start, whatever the standing holds now;
+/// a file written before the starting kernel was recorded says what is missing.
+#[test]
+fn a_session_keeps_its_start_and_names_a_missing_one() {
+    let suite = fixture_suite();
+    let baseline = Model::new(&suite).ops["rms_norm"]
+        .rev(0)
+        .unwrap()
+        .source
+        .clone();
+    let old = records(vec![
+        SessionEvent::RunStart {
+            tool_version: "t".into(),
+            resumed: false,
+            gpu: None,
+            driver: None,
+            nvrtc: None,
+            hardware: None,
+            suite: "s".into(),
+            suite_version: "1".into(),
+        },
+        revision("rms_norm", 1, Some(0), Author::Human, "edit", "// v1\n"),
+    ]);
+    let mut m = Model::from_records(&suite, &old);
+    assert!(
+        m.log.iter().any(|l| l.level == model::LogLevel::Warn
+            && l.text
+                .contains("rms_norm v1 comes from v0, which the session does not hold")),
+        "{:?}",
+        m.log
+    );
+    m.start_from("rms_norm", "// today's standing\n", "standing");
+    let v0 = m.ops["rms_norm"].rev(0).unwrap();
+    assert_eq!(
+        (v0.source.as_str(), &v0.author),
+        (baseline.as_str(), &Author::Baseline)
+    );
+    // An operator the session never touched starts from the standing.
+    m.start_from("silu_and_mul", "// today's standing\n", "standing");
+    let v0 = m.ops["silu_and_mul"].rev(0).unwrap();
+    assert_eq!(
+        (v0.source.as_str(), &v0.author, v0.via.as_deref()),
+        (
+            "// today's standing\n",
+            &Author::Incumbent,
+            Some("standing")
+        )
+    );
 }

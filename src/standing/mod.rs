@@ -147,7 +147,7 @@ impl Standing {
         t
     }
 
-    /// Where the records come from: "shipped, measured 2026-11-30 on NVIDIA H200",
+    /// Where the records come from: "shipped, measured 2026-12-03 on NVIDIA H200",
     /// "standing/H200.json", or both.
     pub fn describe(&self) -> String {
         let own = self.entries.values().any(|e| e.layer == Layer::Workspace);
@@ -160,7 +160,7 @@ impl Standing {
         }
     }
 
-    /// A short line for a header: "shipped, measured 2026-11-30 on NVIDIA H200",
+    /// A short line for a header: "shipped, measured 2026-12-03 on NVIDIA H200",
     /// "standing/H200.json", "standing/H200.json + shipped", "none yet".
     pub fn short(&self) -> String {
         let own = self.entries.values().any(|e| e.layer == Layer::Workspace);

@@ -20,7 +20,7 @@ pub const TEXT: &str = include_str!("../../docs/measurements/standing-H200.json"
 pub const NAME: &str = "docs/measurements/standing-H200.json (built-in)";
 
 /// The day the shipped measurements were made (docs/baselines.md).
-pub const DATE: &str = "2026-11-30";
+pub const DATE: &str = "2026-12-03";
 
 /// The version of atrex-tui that made them.
 pub const TOOL_VERSION: &str = "0.1.0";
@@ -98,7 +98,10 @@ pub fn from_bench_docs(
             .problem(op)
             .ok_or_else(|| format!("`{op}` is not in the suite"))?;
         let named = doc.get("kernel").and_then(|k| k.as_str()).unwrap_or("");
-        let (source, kernel) = if named == format!("{op} baseline") {
+        // `bench OP` names the baseline "OP baseline"; `bench OP --kernel problems/OP/baseline.cu`
+        // by its path: either is the suite's baseline (its code is checked all the same).
+        let baseline_path = format!("problems/{op}/baseline.cu");
+        let (source, kernel) = if named == format!("{op} baseline") || named == baseline_path {
             let source = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code;
             (source, format!("problems/{op}/baseline.cu"))
         } else if named.starts_with(super::store::TEMPLATES) {

@@ -572,11 +572,11 @@ fn the_shipped_standing_is_built_from_the_measurements() {
             .shipped
             .as_deref()
             .unwrap()
-            .starts_with("measured 2026-11-30 on NVIDIA H200")
+            .starts_with("measured 2026-12-03 on NVIDIA H200")
     );
 }
 
-/// A fresh clone opens at the figure of docs/baselines.md: S_agg 0.313 (the best kernels), nothing stale, on an
+/// A fresh clone opens at the figure of docs/baselines.md: S_agg 0.309 (the best kernels), nothing stale, on an
 /// H200 and without a GPU alike; another GPU finds every record stale.
 #[test]
 fn the_shipped_standing_gives_the_baselines_s_agg() {
@@ -586,16 +586,16 @@ fn the_shipped_standing_gives_the_baselines_s_agg() {
     let all = crate::suite::PhaseFilter::All;
     for gpu in [None, Some("NVIDIA H200")] {
         let v = s.view("H200", gpu);
-        assert_eq!(format!("{:.3}", v.s_agg(suite(), all)), "0.313");
+        assert_eq!(format!("{:.3}", v.s_agg(suite(), all)), "0.309");
         assert_eq!(v.tally(suite(), all).measured, 30);
         assert!(
             v.shipped
                 .as_deref()
                 .unwrap()
-                .starts_with("measured 2026-11-30 on NVIDIA H200 ")
+                .starts_with("measured 2026-12-03 on NVIDIA H200 ")
         );
         let rms = v.entry("rms_norm").unwrap();
-        assert_eq!(format!("{:.3}", rms.s_op().unwrap()), "0.246");
+        assert_eq!(format!("{:.3}", rms.s_op().unwrap()), "0.272");
         assert_eq!(rms.record.measurement.shapes.len(), 56);
         assert_eq!(rms.record.measurement.mode, "full");
     }
@@ -768,8 +768,12 @@ fn the_raw_results_hold_no_machine_paths() {
 fn provenance_vouches_only_for_documents_that_need_it() {
     let text = shipped::PROVENANCE;
     let entries: toml::Value = toml::from_str(text).unwrap();
-    let list = entries["comments_only"].as_array().unwrap();
-    for e in list {
+    let list = entries
+        .get("comments_only")
+        .and_then(|l| l.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for e in &list {
         let name = e["document"].as_str().unwrap();
         let f = measurements().join(name);
         let doc: serde_json::Value =

@@ -46,6 +46,9 @@ pub enum Pass {
     OneValue(i64, i64),
     /// Integers: x → x mod n, so values ≥ n never occur.
     Wrap(i64),
+    /// Integers: values in [0, n) mapped by a bijection of [0, n) drawn from the seed (a block
+    /// table's pages scattered over the pool); values outside [0, n) kept.
+    Permute(i64),
     /// The operator's inputs.cu with `draw` = the code (non-zero).
     Custom(i64),
 }
@@ -59,6 +62,7 @@ pub const PASS_KINDS: &[&str] = &[
     "zero_groups(g)",
     "one_value(lo, hi)",
     "wrap(n)",
+    "permute(n)",
     "custom(code)",
 ];
 
@@ -127,6 +131,17 @@ impl Pass {
                     n => return Err(format!("pass `{src}`: modulus {n} is not positive")),
                 }
             }
+            "permute" => {
+                arity(1)?;
+                match int(0)? {
+                    n if n > 0 && n <= 1 << 31 => Pass::Permute(n),
+                    n => {
+                        return Err(format!(
+                            "pass `{src}`: range {n} is not in [1, 2^31]"
+                        ));
+                    }
+                }
+            }
             "custom" => {
                 arity(1)?;
                 match int(0)? {
@@ -156,7 +171,7 @@ impl Pass {
             Pass::ConstRows(v) => float || (fp8 && fp8_code(dtype, *v).is_some()),
             Pass::ScaleRows(_) | Pass::Outliers(_) => float,
             Pass::ZeroGroups(_) => float || fp8,
-            Pass::OneValue(..) | Pass::Wrap(_) => int,
+            Pass::OneValue(..) | Pass::Wrap(_) | Pass::Permute(_) => int,
             Pass::Custom(_) => false,
         };
         if !ok {
@@ -330,6 +345,7 @@ mod tests {
             Ok(Pass::OneValue(0, 64))
         );
         assert_eq!(Pass::resolve("wrap(E / 4)", &env), Ok(Pass::Wrap(16)));
+        assert_eq!(Pass::resolve("permute(E + 1)", &env), Ok(Pass::Permute(65)));
         assert_eq!(Pass::resolve("custom(2)", &env), Ok(Pass::Custom(2)));
         for (bad, why) in [
             ("zero_rows(1)", "takes 0 argument"),
@@ -338,6 +354,7 @@ mod tests {
             ("zero_groups(0)", "not positive"),
             ("custom(0)", "random draw"),
             ("wrap(1.5)", "not an integer"),
+            ("permute(0)", "not in [1, 2^31]"),
             ("shuffle(2)", "unknown kind `shuffle`"),
             ("scale_rows(Q)", "Q"),
         ] {

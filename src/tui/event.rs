@@ -33,15 +33,19 @@ pub enum AppEvent {
         path: PathBuf,
         content: Result<String, String>,
     },
-    /// $EDITOR returned.
+    /// $EDITOR returned: how it ended, and the file as it left it (recorded like a save, so
+    /// that a save the file watcher had not reported yet is not lost).
     EditorExited {
         path: PathBuf,
         status: String,
+        content: Result<String, String>,
     },
     /// Replay playback step.
     Tick,
-    /// SIGTERM / SIGHUP / SIGINT.
-    Signal(&'static str),
+    /// SIGTERM / SIGHUP / SIGINT: its name and number (the exit status is 128 + the number).
+    Signal(&'static str, i32),
+    /// SIGTSTP (`kill -TSTP`, or an editor suspending its process group): suspend like Ctrl-Z.
+    Stop,
     /// A message for the log from the runtime.
     Log(LogLevel, String),
     /// News from the agent of an operator.
@@ -171,6 +175,9 @@ pub enum Effect {
         mid: u64,
         briefs: Vec<Brief>,
     },
+    /// Give the terminal back to the shell and stop (Ctrl-Z, SIGTSTP); take it back and draw
+    /// everything when continued (`fg`).
+    Suspend,
     Quit,
 }
 

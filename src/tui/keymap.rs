@@ -47,6 +47,7 @@ pub enum Action {
     EditorUndo,
     EditorRedo,
     EditorClose,
+    Suspend,
     Quit,
 }
 
@@ -401,6 +402,14 @@ pub const BINDINGS: &[Binding] = &[
         scope: Scope::Always,
         chords: &[(k('q'), A::Quit), (ctrl('c'), A::Quit)],
         hints: &[hint(Everywhere, 92, "q", "quit")],
+    },
+    Binding {
+        section: "quit",
+        keys: "Ctrl-Z",
+        help: "suspend to the shell (fg resumes; measurements go on)",
+        scope: Scope::Always,
+        chords: &[(ctrl('z'), A::Suspend)],
+        hints: &[],
     },
 ];
 

@@ -6,6 +6,7 @@ pub mod app;
 mod effects;
 pub mod event;
 pub mod first_frame;
+mod handover;
 pub mod highlight;
 pub mod keymap;
 mod standing_writer;
@@ -123,13 +124,12 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
         }
         None => (Model::new(&suite), None, vec![]),
     };
-    // The standing: the workspace's files and the shipped one; a new session starts each
-    // operator from the standing's incumbent.
+    // The standing: the workspace's files and the shipped one; a session starts each operator
+    // it has not touched (every operator of a new one) from the standing's incumbent, which is
+    // recorded as its v0 before anything refers to it.
     let store = crate::standing::Store::load(ws, &suite);
     let mut model = model;
-    if opts.resume.is_none()
-        && let Some(h) = &hw
-    {
+    if let Some(h) = &hw {
         let view = store.view(&h.key, None);
         for p in &suite.problems {
             if let Some((src, why)) = view.start(&p.name) {
@@ -334,7 +334,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
         standing: Default::default(),
     };
     rtm.persist(&mut state);
-    // None while the editor has the terminal.
+    // None while the editor or the shell has the terminal.
     let mut input = Some(crossterm::event::EventStream::new());
     let result = event_loop(
         &mut rtm,
@@ -346,6 +346,12 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
     )
     .await;
     ratatui::restore();
+    // What the session holds is on the disk before the process ends.
+    if let Some(w) = rtm.writer.as_mut()
+        && let Err(e) = w.sync()
+    {
+        eprintln!("atrex-tui: {e}");
+    }
     // Standing records still queued are written before the app ends; what went wrong with
     // them is said on stderr, the screen being gone.
     rtm.standing.finish();
@@ -362,7 +368,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
     if let Some(p) = rtm.playback.take() {
         p.abort();
     }
-    result.map(|_| 0)
+    result.map(|_| state.exit_status)
 }
 
 /// Starts the workers (in the background), their stderr kept beside the session.
@@ -454,23 +460,32 @@ fn load_highlighter_in_background(tx: &Tx, settings: &Settings, state: &AppState
     });
 }
 
-/// Turns SIGTERM, SIGHUP and SIGINT into events, so the terminal is restored before leaving.
+/// Turns SIGTERM, SIGHUP, SIGINT and SIGTSTP into events, so the terminal is restored (and
+/// the session written) before leaving or stopping.
 fn forward_signals(tx: &Tx) {
     // SIGTERM / SIGHUP (SSH drop) / SIGINT (`kill -INT`; Ctrl-C is a key in raw mode): restore
-    // the terminal and leave.
+    // the terminal and leave with 128 + the signal. SIGTSTP (`kill -TSTP`; Ctrl-Z is a key in
+    // raw mode): suspend.
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        for (kind, name) in [
-            (SignalKind::terminate(), "SIGTERM"),
-            (SignalKind::hangup(), "SIGHUP"),
-            (SignalKind::interrupt(), "SIGINT"),
+        for (number, name) in [
+            (libc::SIGTERM, "SIGTERM"),
+            (libc::SIGHUP, "SIGHUP"),
+            (libc::SIGINT, "SIGINT"),
+            (libc::SIGTSTP, "SIGTSTP"),
         ] {
-            if let Ok(mut sig) = signal(kind) {
+            if let Ok(mut sig) = signal(SignalKind::from_raw(number)) {
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    if sig.recv().await.is_some() {
-                        deliver(&tx, AppEvent::Signal(name));
+                    while sig.recv().await.is_some() {
+                        let ev = match number {
+                            libc::SIGTSTP => AppEvent::Stop,
+                            _ => AppEvent::Signal(name, number),
+                        };
+                        if tx.send(ev).is_err() {
+                            break;
+                        }
                     }
                 });
             }
@@ -490,10 +505,24 @@ async fn event_loop(
     t_start: Instant,
 ) -> Result<(), String> {
     let mut first = true;
+    // Draws that failed in a row: one is logged and the next draws everything; a terminal that
+    // fails again and again ends the app (every event is in the session file already).
+    let mut failed_draws = 0;
     loop {
-        terminal
-            .draw(|f| view::draw(f, state))
-            .map_err(|e| format!("cannot draw on the terminal: {e}"))?;
+        match terminal.draw(|f| view::draw(f, state)) {
+            Ok(_) => failed_draws = 0,
+            Err(e) if failed_draws < 2 => {
+                failed_draws += 1;
+                state.log(
+                    LogLevel::Warn,
+                    format!("cannot draw on the terminal ({e}); drawing everything again"),
+                );
+                if let Err(e) = handover::redraw_all(terminal) {
+                    state.log(LogLevel::Warn, e);
+                }
+            }
+            Err(e) => return Err(format!("cannot draw on the terminal: {e}")),
+        }
         if first {
             first = false;
             let ms = t_start.elapsed().as_secs_f64() * 1e3;
@@ -524,17 +553,25 @@ async fn event_loop(
         for ev in pending {
             let fx = app::update(state, ev);
             for e in fx {
-                if let Some(suspend) = execute(rtm, state, e) {
-                    // $EDITOR: give the terminal away, keep handling events, take it back.
-                    drop(input.take());
-                    ratatui::restore();
-                    run_editor(rtm, state, rx, suspend).await;
-                    *terminal = ratatui::try_init()
-                        .map_err(|e| format!("cannot reopen the terminal: {e}"))?;
-                    terminal
-                        .clear()
-                        .map_err(|e| format!("cannot clear the terminal: {e}"))?;
-                    *input = Some(crossterm::event::EventStream::new());
+                match execute(rtm, state, e) {
+                    Hand::Keep => {}
+                    Hand::Editor(path) => {
+                        // $EDITOR: give the terminal away, keep handling events, record what
+                        // the editor left, then take the terminal back.
+                        rtm.persist(state);
+                        handover::release(terminal, input);
+                        handover::run_editor(rtm, state, rx, path).await;
+                        if let Err(e) = handover::take_back(terminal, input) {
+                            state.log(LogLevel::Error, e);
+                        }
+                    }
+                    Hand::Suspend => {
+                        rtm.persist(state);
+                        if let Err(e) = handover::suspend(terminal, input) {
+                            state.log(LogLevel::Error, e);
+                        }
+                        state.log(LogLevel::Info, "continued after a suspend".into());
+                    }
                 }
             }
         }
@@ -599,9 +636,19 @@ fn start_agent(
     Ok(())
 }
 
-/// Carries out one effect. Returns the file to edit when the TUI must be suspended.
-fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf> {
-    match e {
+/// What the event loop does with the terminal after an effect.
+enum Hand {
+    /// Nothing: it keeps drawing.
+    Keep,
+    /// Gives the terminal to `$EDITOR` on this file.
+    Editor(PathBuf),
+    /// Gives the terminal to the shell and stops until continued.
+    Suspend,
+}
+
+/// Carries out one effect; says when the terminal must be handed over.
+fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
+    let file = match e {
         Effect::StartAgent {
             op,
             state: st,
@@ -676,7 +723,12 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Option<PathBuf
             });
             None
         }
+        Effect::Suspend => return Hand::Suspend,
         Effect::Quit => None,
+    };
+    match file {
+        Some(path) => Hand::Editor(path),
+        None => Hand::Keep,
     }
 }
 
@@ -797,44 +849,4 @@ fn watch(
         .watch(dir, notify::RecursiveMode::NonRecursive)
         .map_err(|e| format!("cannot watch {}: {e}", dir.display()))?;
     Ok(d)
-}
-
-async fn run_editor(
-    rtm: &mut Runtime,
-    state: &mut AppState,
-    rx: &mut mpsc::UnboundedReceiver<AppEvent>,
-    path: PathBuf,
-) {
-    let editor = rtm
-        .editor
-        .clone()
-        .or_else(|| std::env::var("VISUAL").ok())
-        .or_else(|| std::env::var("EDITOR").ok())
-        .unwrap_or_else(|| "vi".into());
-    let mut parts = editor.split_whitespace();
-    let prog = parts.next().unwrap_or("vi").to_string();
-    let args: Vec<String> = parts.map(|s| s.to_string()).collect();
-    let child = tokio::process::Command::new(&prog)
-        .args(&args)
-        .arg(&path)
-        .spawn();
-    let status = match child {
-        Ok(mut c) => loop {
-            tokio::select! {
-                st = c.wait() => break match st { Ok(s) => s.to_string(), Err(e) => e.to_string() },
-                Some(ev) = rx.recv() => {
-                    let fx = app::update(state, ev);
-                    for e in fx {
-                        // A second editor cannot start while this one runs: no suspend here.
-                        if let Some(p) = execute(rtm, state, e) {
-                            state.log(LogLevel::Warn, format!("{}: an editor is already open", p.display()));
-                        }
-                    }
-                    rtm.persist(state);
-                }
-            }
-        },
-        Err(e) => format!("cannot start `{editor}`: {e}"),
-    };
-    deliver(&rtm.tx, AppEvent::EditorExited { path, status });
 }

@@ -273,6 +273,8 @@ pub struct AppState {
     pub kernels_dir: PathBuf,
     pub watches: BTreeMap<PathBuf, Watch>,
     pub quit: bool,
+    /// The process's exit status when it quits: 0, or 128 + the signal that ended it.
+    pub exit_status: i32,
     /// The agents started in this run, one per operator (they run at once on the pool).
     pub agents: BTreeMap<String, AgentView>,
     /// The agent's configuration (settings + environment), or why it cannot start.
@@ -338,6 +340,7 @@ impl AppState {
             kernels_dir,
             watches: BTreeMap::new(),
             quit: false,
+            exit_status: 0,
             agents: BTreeMap::new(),
             agent_cfg: crate::agent::config::resolve(&Default::default(), None),
             standing,
@@ -580,8 +583,12 @@ impl AppState {
 
     /// Records a session event: numbered by the recorder, applied through the reducer and
     /// kept in the journal (which the runtime writes to the session file). In replay, events
-    /// only change the state shown.
+    /// only change the state shown. A revision the event refers to that the session does not
+    /// hold yet (the starting kernel, v0) is recorded just before it.
     pub fn record(&mut self, event: SessionEvent) {
+        if let Some(first) = self.model.unrecorded_referent(&event) {
+            self.record(first);
+        }
         let rec = self.recorder.stamp(event);
         self.model.apply(&rec);
         if self.replay.is_none() {

@@ -21,4 +21,7 @@ pub fn exe() -> PathBuf {
     built
 }
 
+pub mod daemons;
+pub mod slurm;
+pub mod sshd;
 pub mod standins;

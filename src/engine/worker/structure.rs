@@ -87,6 +87,7 @@ impl Gpu {
             let (op, lo, hi) = match pass {
                 Pass::OneValue(lo, hi) => (3u64, lo, hi),
                 Pass::Wrap(m) => (4u64, m, 0),
+                Pass::Permute(m) => (5u64, m, 0),
                 _ => return Err(gerr(format!("the pass does not apply to {}", t.dtype))),
             };
             (

@@ -427,17 +427,47 @@ impl Model {
     }
 
     /// Starts an operator from another kernel than the suite's baseline (the standing's
-    /// incumbent): the unrecorded revision 0 takes its source and says where it comes from.
-    /// Recorded sessions are never changed.
+    /// incumbent): the unrecorded revision 0 takes its source, its author becomes `incumbent`
+    /// and it says where it comes from. Recorded sessions are never changed, nor an operator
+    /// with recorded revisions (its start is the session's, whatever the standing holds now).
     pub fn start_from(&mut self, op: &str, source: &str, rationale: &str) {
-        if let Some(r) = self.ops.get_mut(op).and_then(|o| o.rev_mut(0))
-            && !r.recorded
+        let Some(o) = self.ops.get_mut(op) else {
+            return;
+        };
+        if o.revisions.iter().any(|r| r.recorded) {
+            return;
+        }
+        if let Some(r) = o.rev_mut(0)
             && r.source != source
         {
+            r.author = Author::Incumbent;
             r.source = source.to_string();
             r.rationale = rationale.to_string();
             r.via = Some("standing".into());
         }
+    }
+
+    /// The `revision` event of the revision `ev` refers to (`SessionEvent::refers_to`) when
+    /// the state shows it but the session does not hold it yet (an operator's starting
+    /// kernel, revision 0, before anything used it): whoever records `ev` records this first,
+    /// so that every revision a session refers to is in it before its first child.
+    pub fn unrecorded_referent(&self, ev: &SessionEvent) -> Option<SessionEvent> {
+        let (op, rev) = ev.refers_to()?;
+        let r = self.ops.get(op)?.rev(rev)?;
+        (!r.recorded).then(|| SessionEvent::Revision {
+            op: op.to_string(),
+            rev: r.rev,
+            parent: r.parent,
+            author: r.author.clone(),
+            rationale: r.rationale.clone(),
+            source: r.source.clone(),
+            via: r.via.clone(),
+            request_id: r.request_id.clone(),
+            tokens_in: r.tokens.map(|t| t.0),
+            tokens_out: r.tokens.map(|t| t.1),
+            category: r.category.clone(),
+            knowledge: r.knowledge.clone(),
+        })
     }
 
     /// Builds the state of a sequence of records.

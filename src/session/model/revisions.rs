@@ -71,6 +71,29 @@ impl Model {
             )
         });
         self.latest_op = Some(op.to_string());
+        // Every revision a session refers to is recorded before its first child; a file
+        // written before the starting kernel was kept lacks it (its state shows the suite's).
+        let orphan = new.parent.filter(|p| {
+            *p != rev
+                && !self
+                    .ops
+                    .get(op)
+                    .and_then(|o| o.rev(*p))
+                    .is_some_and(|r| r.recorded)
+        });
+        if let Some(p) = orphan {
+            self.log(
+                t,
+                LogLevel::Warn,
+                format!(
+                    "session: {op} v{rev} comes from v{p}, which the session does not hold; v{p} shows {}",
+                    match self.ops.get(op).and_then(|o| o.rev(p)) {
+                        Some(_) => "the suite's baseline, not necessarily the kernel it started from",
+                        None => "nothing",
+                    }
+                ),
+            );
+        }
         let o = self.op_mut(op);
         if let Some(existing) = o.rev_mut(rev) {
             let m = std::mem::take(&mut existing.measurement);

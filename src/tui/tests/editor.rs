@@ -208,3 +208,100 @@ fn external_edit_records_and_measures_every_save() {
     );
     assert_eq!(s.model.ops["rms_norm"].rev(4).unwrap().parent, Some(3));
 }
+
+/// A new session's operator starts from the standing's incumbent (an unrecorded v0); editing it
+/// in $EDITOR records v0 with its source just before v1, so the file shows v1 one line from
+/// the kernel it came from. What the editor left is recorded when it exits (a save the file
+/// watcher had not reported yet), once.
+#[test]
+fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
+    let suite = Arc::new(fixture_suite());
+    let start = "// the standing's rms_norm\nint k;\n";
+    let mut model = Model::new(&suite);
+    model.start_from("rms_norm", start, "the standing's incumbent (test)");
+    let hw = suite.hardware("H200").ok().cloned();
+    let mut s = AppState::new(
+        suite,
+        model,
+        Theme::builtin("dark", true).unwrap(),
+        hw,
+        std::env::temp_dir().join("atrex-tui-test-kernels"),
+    );
+    s.worker = WorkerState::Ready {
+        gpu: "NVIDIA H200".into(),
+        sm_clock_mhz: 1980,
+    };
+    s.select_op_name("rms_norm");
+    s.rev_sel = 0;
+    s.refresh();
+    let fx = send(&mut s, vec![press(KeyCode::Char('E'))]);
+    let [Effect::ExternalEdit { path, content, .. }] = &fx[..] else {
+        panic!("{fx:?}")
+    };
+    assert_eq!(content, start);
+    assert!(s.journal.is_empty(), "opening the editor records nothing");
+    let edited = format!("{start}// one more line\n");
+    let fx = send(
+        &mut s,
+        vec![AppEvent::EditorExited {
+            path: path.clone(),
+            status: "exit status: 0".into(),
+            content: Ok(edited.clone()),
+        }],
+    );
+    assert!(
+        matches!(&fx[..], [Effect::Measure { rev: 1, .. }]),
+        "{fx:?}"
+    );
+    let kinds: Vec<String> = s
+        .journal
+        .iter()
+        .map(|r| match &r.event {
+            SessionEvent::Revision {
+                rev,
+                parent,
+                author,
+                source,
+                ..
+            } => format!(
+                "v{rev} from {parent:?} by {} ({} bytes)",
+                author.label(),
+                source.len()
+            ),
+            e => e.kind().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            format!("v0 from None by incumbent ({} bytes)", start.len()),
+            format!("v1 from Some(0) by human ({} bytes)", edited.len()),
+            "measure_start".to_string(),
+        ]
+    );
+    let out = screen(&s, 120, 40);
+    assert!(
+        out.contains("rms_norm v1 vs v0 (parent) [d] +1 −0"),
+        "{out}"
+    );
+    // The watcher's report of the same save comes after: nothing more is recorded.
+    let n = s.journal.len();
+    let fx = send(
+        &mut s,
+        vec![AppEvent::FileChanged {
+            path: path.clone(),
+            content: Ok(edited),
+        }],
+    );
+    assert!(fx.is_empty() && s.journal.len() == n);
+    // Nor when the editor exits on what was recorded already.
+    let fx = send(
+        &mut s,
+        vec![AppEvent::EditorExited {
+            path: path.clone(),
+            status: "exit status: 0".into(),
+            content: Ok(format!("{start}// one more line\n")),
+        }],
+    );
+    assert!(fx.is_empty() && s.journal.len() == n, "{fx:?}");
+}

@@ -209,6 +209,56 @@ fn quit_confirms_while_measuring() {
     );
 }
 
+/// Ctrl-Z suspends from the main view and every dialog but the built-in editor (where it
+/// undoes); SIGTSTP does the same.
+#[test]
+fn ctrl_z_and_sigtstp_suspend_except_in_the_built_in_editor() {
+    let mut s = fixture_state(vec![]);
+    assert_eq!(send(&mut s, vec![press_ctrl('z')]), vec![Effect::Suspend]);
+    send(&mut s, vec![press(KeyCode::Char('?'))]);
+    assert!(matches!(s.modal, Modal::Help { .. }));
+    assert_eq!(send(&mut s, vec![press_ctrl('z')]), vec![Effect::Suspend]);
+    assert!(matches!(s.modal, Modal::Help { .. }), "the dialog stays");
+    s.modal = Modal::None;
+    assert_eq!(send(&mut s, vec![AppEvent::Stop]), vec![Effect::Suspend]);
+    send(
+        &mut s,
+        vec![press(KeyCode::Char('e')), press(KeyCode::Char('x'))],
+    );
+    assert!(send(&mut s, vec![press_ctrl('z')]).is_empty());
+    let Modal::Editor(ed) = &s.modal else {
+        panic!("the editor stays open")
+    };
+    assert_eq!(ed.text(), ed.base_source, "Ctrl-Z undid the typing");
+    assert!(s.journal.is_empty());
+}
+
+/// SIGTERM, SIGHUP, SIGINT: quit at once (running jobs cancelled and recorded so) with 128 +
+/// the signal as the exit status.
+#[test]
+fn a_signal_quits_with_128_plus_its_number() {
+    let mut s = fixture_state(vec![]);
+    assert_eq!(s.exit_status, 0);
+    let fx = send(&mut s, vec![press(KeyCode::Char('m'))]);
+    let [Effect::Measure { mid, .. }] = fx[..] else {
+        panic!("{fx:?}")
+    };
+    let fx = send(&mut s, vec![AppEvent::Signal("SIGTERM", 15)]);
+    assert_eq!(fx, vec![Effect::Cancel { mid }, Effect::Quit]);
+    assert!(s.quit);
+    assert_eq!(s.exit_status, 143);
+    assert!(matches!(
+        last_event(&s),
+        SessionEvent::MeasureDone {
+            verdict: Verdict::Cancelled,
+            ..
+        }
+    ));
+    let mut s = fixture_state(vec![]);
+    send(&mut s, vec![AppEvent::Signal("SIGHUP", 1)]);
+    assert_eq!((s.quit, s.exit_status), (true, 129));
+}
+
 #[test]
 fn navigation_phase_filter_and_diff_modes() {
     let mut s = fixture_state(tuner_v3());

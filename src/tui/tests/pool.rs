@@ -23,6 +23,7 @@ fn worker(name: &str, host: &str, state: SeatState, restarts: u64) -> WorkerStat
         state,
         error: (state == SeatState::Down).then(|| "ssh: connect to host box-b: timed out".into()),
         restarts,
+        start_s: Some(0.4),
         greeted: true,
     }
 }

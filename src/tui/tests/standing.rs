@@ -42,7 +42,7 @@ fn on_gpu(s: &mut AppState, gpu: &str) {
     s.restand();
 }
 
-/// A fresh workspace opens on the shipped H200 standing: S_agg 0.313 (all / prefill / decode),
+/// A fresh workspace opens on the shipped H200 standing: S_agg 0.309 (all / prefill / decode),
 /// every operator's S_op, marked as shipped and measured elsewhere.
 #[test]
 fn snapshot_first_sight_on_the_shipped_standing() {
@@ -50,11 +50,11 @@ fn snapshot_first_sight_on_the_shipped_standing() {
     let mut s = first_sight(&d);
     let out = screen(&s, 120, 40);
     assert!(
-        out.contains("S_agg 0.313 · prefill 0.346 · decode 0.318"),
+        out.contains("S_agg 0.309 · prefill 0.342 · decode 0.314"),
         "{out}"
     );
     assert!(
-        out.contains("standing: shipped, measured 2026-11-30 on NVIDIA H200"),
+        out.contains("standing: shipped, measured 2026-12-03 on NVIDIA H200"),
         "{out}"
     );
     assert!(out.contains("unified_attention"), "{out}");
@@ -65,19 +65,19 @@ fn snapshot_first_sight_on_the_shipped_standing() {
     insta::assert_snapshot!("first_sight_shipped_120x40", out);
     // The narrow screen keeps the figure.
     let small = screen(&s, 80, 24);
-    assert!(small.contains("S_agg 0.313"), "{small}");
+    assert!(small.contains("S_agg 0.309"), "{small}");
     insta::assert_snapshot!("first_sight_shipped_80x24", small);
     // Without a GPU the figure stays: it was measured elsewhere, which the header says.
     update(&mut s, AppEvent::Hello(Err("libcuda not found".into())));
     s.modal = Modal::None;
     let out = screen(&s, 120, 40);
-    assert!(out.contains("S_agg 0.313"), "{out}");
+    assert!(out.contains("S_agg 0.309"), "{out}");
     assert!(out.contains("no GPU"), "{out}");
     // On the H200 it stands as well; on another GPU every record is stale and counts 0.
     on_gpu(&mut s, "NVIDIA H200");
     assert_eq!(
         format!("{:.3}", s.s_agg(crate::suite::PhaseFilter::All)),
-        "0.313"
+        "0.309"
     );
     s.hw = s.suite.hardware("H100_SXM").ok().cloned();
     on_gpu(&mut s, "NVIDIA H100 80GB HBM3");
@@ -109,7 +109,7 @@ fn a_stale_record_is_marked_and_counts_zero() {
     on_gpu(&mut s, "NVIDIA H200");
     let out = screen(&s, 160, 45);
     assert!(out.contains("· 1 stale"), "{out}");
-    assert!(out.contains("0.246~ ~ stale"), "{out}");
+    assert!(out.contains("0.272~ ~ stale"), "{out}");
     assert!(out.contains("standing/H200.json + shipped"), "{out}");
     let w = s.suite.weights(crate::suite::PhaseFilter::All)["rms_norm"];
     let all = s.s_agg(crate::suite::PhaseFilter::All);

@@ -8,6 +8,12 @@ use crossterm::event::{KeyCode, KeyEvent};
 use ratatui_textarea::TextArea;
 
 pub(crate) fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
+    // Ctrl-Z suspends from every dialog but the built-in editor (where it undoes).
+    if !matches!(state.modal, Modal::Editor(_))
+        && crate::tui::keymap::action(&k, state.replay.is_some(), false) == Some(Action::Suspend)
+    {
+        return vec![Effect::Suspend];
+    }
     // modal first
     match &mut state.modal {
         Modal::Help { scroll } => {
@@ -175,6 +181,7 @@ pub(crate) fn on_action(state: &mut AppState, a: Action) -> Vec<Effect> {
         Action::PageUp => navigate(state, -PAGE),
         Action::First => navigate(state, isize::MIN / 2),
         Action::Last => navigate(state, isize::MAX / 2),
+        Action::Suspend => return vec![Effect::Suspend],
         Action::EditorSave | Action::EditorUndo | Action::EditorRedo | Action::EditorClose => {}
     }
     vec![]

@@ -54,7 +54,14 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             vec![]
         }
         AppEvent::FileChanged { path, content } => on_file(state, path, content),
-        AppEvent::EditorExited { path, status } => {
+        AppEvent::EditorExited {
+            path,
+            status,
+            content,
+        } => {
+            // What the editor left is recorded first (a save not yet reported by the watcher
+            // included; the same content twice is recorded once).
+            let fx = on_file(state, path.clone(), content);
             state.log(
                 LogLevel::Info,
                 format!(
@@ -64,7 +71,7 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
                         .unwrap_or_default()
                 ),
             );
-            vec![]
+            fx
         }
         AppEvent::Tick => {
             let fx = replay_step(state, 1);
@@ -84,10 +91,12 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
                 fx
             }
         }
-        AppEvent::Signal(name) => {
+        AppEvent::Signal(name, number) => {
             state.log(LogLevel::Warn, format!("{name}: quitting"));
+            state.exit_status = 128 + number;
             quit_now(state)
         }
+        AppEvent::Stop => vec![Effect::Suspend],
         AppEvent::Log(l, s) => {
             state.log(l, s);
             vec![]

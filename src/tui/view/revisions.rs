@@ -53,7 +53,14 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         let mut cells = vec![
             Span::styled(if inc { "★" } else { " " }, Style::default().fg(t.accent)),
             Span::raw(format!("v{}", rv.rev)),
-            Span::styled(rv.author.label(), Style::default().fg(t.info)),
+            Span::styled(
+                match &rv.author {
+                    // The narrow column holds 8 characters.
+                    crate::session::Author::Incumbent if narrow => "incumb.".into(),
+                    a => a.label(),
+                },
+                Style::default().fg(t.info),
+            ),
             match standing {
                 Some(label) => Span::styled(label, Style::default().fg(t.dim)),
                 None => Span::styled(

@@ -15,6 +15,7 @@ pub fn replay_seek(state: &mut AppState, pos: usize) {
     } else {
         state.model = Model::from_records(&state.suite, &r.records[..pos]);
     }
+    state.model.interrupt_unended(&r.ended);
     r.pos = pos;
     // follow the operator and revision the last event touched
     let touched = r.records[..pos].last().and_then(|rec| match &rec.event {

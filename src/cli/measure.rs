@@ -449,7 +449,7 @@ mod tests {
                 hardware: bench["hardware"].as_str(),
                 mode: Mode::Full,
                 shapes: shapes.iter().collect(),
-                date: "2026-12-01".into(),
+                date: bench["date"].as_str().unwrap().into(),
             },
         };
         let doc = json_doc(&r);
@@ -469,13 +469,13 @@ mod tests {
                 d,
                 &Default::default(),
                 Some(&build::Dated {
-                    date: "2026-12-01".into(),
+                    date: bench["date"].as_str().unwrap().into(),
                     tool_version: env!("CARGO_PKG_VERSION").into(),
                 }),
             )
             .unwrap()
         };
-        assert_eq!(doc["date"], "2026-12-01");
+        assert_eq!(doc["date"], bench["date"]);
         assert_eq!(doc["tool_version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(record(&doc), record(&bench));
     }

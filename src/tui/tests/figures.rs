@@ -79,7 +79,7 @@ fn the_header_shows_s_agg_under_both_rules() {
     for w in [80, 120] {
         let out = screen(&s, w, 30);
         assert!(
-            out.contains("S_agg prefill 0.346 strict · 0.336 bench rule"),
+            out.contains("S_agg prefill 0.342 strict · 0.332 bench rule"),
             "{out}"
         );
     }
@@ -130,7 +130,7 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
     );
     let out = screen(&s, 120, 40);
     assert!(
-        out.contains("shapes · rms_norm v0 · standing S 0.246"),
+        out.contains("shapes · rms_norm v0 · standing S 0.272"),
         "{out}"
     );
     assert!(out.contains(note), "{out}");

@@ -108,6 +108,14 @@ fn report_of_a_fresh_workspace() {
         j["s_agg"], suite["s_agg"],
         "report and suite agree on S_agg"
     );
+    assert_eq!(
+        j["s_agg_benchmark"], suite["s_agg_benchmark"],
+        "and on S_agg under the benchmark's rule"
+    );
+    assert_eq!(
+        format!("{:.3}", j["s_agg_benchmark"]["all"].as_f64().unwrap()),
+        "0.300"
+    );
     assert!(j["warnings"].as_array().unwrap().is_empty(), "{j}");
     assert_eq!(j["sessions"][0], "sessions/demo-hand-edits.jsonl");
 
@@ -137,6 +145,23 @@ fn report_of_a_fresh_workspace() {
             "{name}"
         );
         assert_eq!(cells[7], format!("{:.3}", op["s_op"].as_f64().unwrap()));
+        assert_eq!(
+            cells[8],
+            format!("{:.3}", op["s_op_benchmark"].as_f64().unwrap()),
+            "{name}"
+        );
+        let bench = row
+            .value()
+            .attr("data-s-op-benchmark")
+            .map(|s| s.parse::<f64>().unwrap());
+        assert_eq!(bench, op["s_op_benchmark"].as_f64(), "{name}");
+        // Each record with the day and GPU of the run that measured it.
+        let measured = op["standing"]["measured"].as_str().unwrap();
+        assert!(
+            cells[11].starts_with(&format!("{measured} · NVIDIA H200")),
+            "{name}: {}",
+            cells[11]
+        );
     }
     for phase in ["all", "prefill", "decode"] {
         let e = doc
@@ -150,7 +175,36 @@ fn report_of_a_fresh_workspace() {
             format!("{v:.3}"),
             "shown to 3 places"
         );
+        let e = doc
+            .select(&sel(&format!(
+                "#s-agg-summary [data-benchmark-phase={phase}]"
+            )))
+            .next()
+            .unwrap();
+        let v: f64 = e
+            .value()
+            .attr("data-s-agg-benchmark")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(Some(v), suite["s_agg_benchmark"][phase].as_f64(), "{phase}");
+        assert_eq!(e.text().collect::<String>(), format!("{v:.3}"));
     }
+    let summary: String = doc
+        .select(&sel("#s-agg-summary"))
+        .next()
+        .unwrap()
+        .text()
+        .collect();
+    assert!(
+        summary.contains("= 0.309 strict · 0.300 under the benchmark's rule (prefill 0.342 / 0.332, decode 0.314 / 0.305)"),
+        "{summary}"
+    );
+    let h1: String = doc.select(&sel("h1")).next().unwrap().text().collect();
+    assert!(
+        h1.contains("S_agg 0.309 strict · 0.300 benchmark rule on H200"),
+        "{h1}"
+    );
 
     // One chart of S over shapes per measured operator (all 30: the shipped standing).
     let measured = ops

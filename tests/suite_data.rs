@@ -382,8 +382,9 @@ fn a_calibrated_profile_uses_the_measured_bandwidth() {
 }
 
 /// `suite` shows where the suite stands: the shipped H200 standing in a fresh workspace (S_agg
-/// 0.309, every operator measured, marked shipped), stale on another profile, a workspace record
-/// over it, and a bad standing file named and ignored.
+/// 0.309 strict, 0.300 under the benchmark's rule, every operator measured on the day its record
+/// says, marked shipped), stale on another profile, a workspace record over it, and a bad
+/// standing file named and ignored.
 #[test]
 fn suite_json_shows_the_standing() {
     let tmp = tempdir("standing");
@@ -409,6 +410,34 @@ fn suite_json_shows_the_standing() {
     assert_eq!(three(&d["s_agg"]["all"]), "0.309");
     assert_eq!(three(&d["s_agg"]["prefill"]), "0.342");
     assert_eq!(three(&d["s_agg"]["decode"]), "0.314");
+    // Under the benchmark's rule fp8_blockscale_fused_moe counts 0: it passes the strict level
+    // on every shape and the benchmark-compatible level on none.
+    assert_eq!(three(&d["s_agg_benchmark"]["all"]), "0.300");
+    assert_eq!(three(&d["s_agg_benchmark"]["prefill"]), "0.332");
+    assert_eq!(three(&d["s_agg_benchmark"]["decode"]), "0.305");
+    let op = |d: &serde_json::Value, name: &str| {
+        d["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let fp8 = op(&d, "fp8_blockscale_fused_moe");
+    assert_eq!(three(&fp8["s_op"]), "0.184");
+    assert_eq!(fp8["s_op_benchmark"].as_f64(), Some(0.0));
+    // Each record is dated by the run that measured it (docs/baselines.md).
+    for (name, day) in [
+        ("unified_attention", "2026-12-03"),
+        ("block_scaled_mm", "2026-12-03"),
+        ("fused_moe", "2026-12-03"),
+        ("layer_norm", "2026-12-03"),
+    ] {
+        let s = &op(&d, name)["standing"];
+        assert_eq!(s["measured"], day, "{name}");
+        assert_eq!(s["gpu"], "NVIDIA H200", "{name}");
+    }
     let st = &d["standing"];
     assert_eq!(st["hardware"], "H200");
     assert_eq!(
@@ -445,6 +474,7 @@ fn suite_json_shows_the_standing() {
         assert_eq!(s["layer"], "shipped");
         assert_eq!(s["mode"], "full");
         assert_eq!(op["s_op"], s["s_op_measured"]);
+        assert_eq!(op["s_op_benchmark"], s["s_op_benchmark"]);
     }
     let rms = ops.iter().find(|o| o["name"] == "rms_norm").unwrap();
     assert_eq!(three(&rms["s_op"]), "0.246");
@@ -503,7 +533,13 @@ fn suite_json_shows_the_standing() {
         .output()
         .unwrap();
     let t = String::from_utf8_lossy(&out.stdout);
-    assert!(t.contains("S_op  standing"), "{t}");
+    assert!(t.contains("S_op   bench  standing"), "{t}");
+    assert!(
+        t.contains("S_agg ")
+            && t.contains(" strict · ")
+            && t.contains(" benchmark rule · prefill "),
+        "{t}"
+    );
     assert!(t.contains("stale: source changed"), "{t}");
     assert!(t.contains("1 stale"), "{t}");
     // A corrupt standing file: named on stderr and in the JSON, ignored, left as it is.
@@ -514,4 +550,45 @@ fn suite_json_shows_the_standing() {
     assert_eq!(d["standing"]["problems"].as_array().unwrap().len(), 1);
     assert_eq!(three(&d["s_agg"]["all"]), "0.309");
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "{ corrupt");
+}
+
+/// `suite`'s text names both S_agg figures of a fresh workspace — the strict level's and the
+/// benchmark's rule's — and each operator's S_op under both.
+#[test]
+fn suite_text_shows_s_agg_under_both_rules() {
+    let tmp = tempdir("both-rules");
+    let out = bin()
+        .args(["suite", "--workspace"])
+        .arg(&tmp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        t.contains(
+            "S_agg 0.309 strict · 0.300 benchmark rule · prefill 0.342/0.332 · decode 0.314/0.305 (strict/benchmark rule) · standing H200: shipped, measured 2026-12-03 on NVIDIA H200"
+        ),
+        "{t}"
+    );
+    let fp8 = t
+        .lines()
+        .find(|l| l.starts_with("fp8_blockscale_fused_moe "))
+        .unwrap();
+    assert!(
+        fp8.contains("  0.184   0.000  2026-12-03 NVIDIA H200"),
+        "{fp8}"
+    );
+    let unified = t
+        .lines()
+        .find(|l| l.starts_with("unified_attention "))
+        .unwrap();
+    assert!(
+        unified.contains("  0.430   0.430  2026-12-03 NVIDIA H200"),
+        "{unified}"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
 }

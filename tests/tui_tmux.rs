@@ -569,7 +569,8 @@ fn resuming_and_quitting_leaves_the_session_as_it_was_in_tmux() {
     wait_for(&session, "operators · all", 20);
     // Let the workers' start (and its answer) happen before quitting.
     let t0 = Instant::now();
-    while !["no GPU", "worker ready", "workers ready"]
+    // The header says "worker ready" or, where narrow, "… MHz ready"; "no GPU" without one.
+    while !["no GPU", "worker ready", "workers ready", "MHz ready"]
         .iter()
         .any(|w| capture(&session).contains(w))
     {

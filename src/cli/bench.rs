@@ -60,6 +60,7 @@ pub fn run(
             );
         }
         let t0 = std::time::Instant::now();
+        let date = crate::engine::client::utc_now();
         let job = crate::engine::build_job(
             p,
             candidate.clone(),
@@ -107,7 +108,7 @@ pub fn run(
             0
         };
         if as_json {
-            print_json(&report, &o, wall_s, &started.pool.status())?;
+            print_json(&report, &o, &date, wall_s, &started.pool.status())?;
         } else {
             print_table(&report, &o);
         }
@@ -185,7 +186,14 @@ struct Report<'a> {
 }
 
 /// Prints the outcome as one pretty JSON document on stdout.
-fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Result<(), String> {
+/// `date`: when the run started (UTC).
+fn print_json(
+    r: &Report<'_>,
+    o: &Outcome,
+    date: &str,
+    wall_s: f64,
+    pool: &PoolStatus,
+) -> Result<(), String> {
     let s_op = s_op_over(&o.shapes, r.ids);
     let s_op_bench = s_op_bench_over(&o.shapes, r.ids);
     let doc = json!({
@@ -202,9 +210,10 @@ fn print_json(r: &Report<'_>, o: &Outcome, wall_s: f64, pool: &PoolStatus) -> Re
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,
-        // When the run ended (UTC, `YYYY-MM-DD hh:mm:ss`): what the standing dates it by.
-        "date": crate::engine::client::utc_now(),
         "mode": if r.quick { "quick" } else { "full" },
+        // When and by which version: what a standing record built from this document says.
+        "date": date,
+        "tool_version": env!("CARGO_PKG_VERSION"),
         "verdict": o.verdict.as_ref().map(|v| v.name()),
         "message": o.message,
         "compile": o.compiled,

@@ -162,7 +162,7 @@ mod tests {
         let line = inc.summary(&[14], theirs * 2.0);
         assert!(
             line.starts_with(
-                "against the incumbent (shipped: knowledge/templates/fused_moe_wgmma.cu, full, 2026-12-03): S_op 0.40"
+                "against the incumbent (shipped: knowledge/templates/fused_moe_wgmma.cu, full, 2026-12-03): S_op 0.41"
             ),
             "{line}"
         );

@@ -8,8 +8,9 @@
 //! result is kept as its part wrote it, and its T_SOL must be the suite's (where the hardware
 //! profile is known here). S_op and the benchmark-compatible S_op are computed again over the
 //! union of the shapes asked for, a shape without a result counting 0 (as `bench` counts it);
-//! the verdict is the first part's that did not pass, else pass; `wall_s` is the parts' sum and
-//! `parts` says which file gave which shapes and which it lost; `date` is the last part's.
+//! the verdict is the first part's that did not pass, else pass; `wall_s` is the parts' sum,
+//! `date` the last part's (the parts must be of one `tool_version`) and `parts` says which file
+//! gave which shapes and which it lost, and when it ran.
 //! The per-run `incumbent` comparison is dropped (each covered only its part's shapes).
 
 use crate::engine::outcome::{s_op_bench_over, s_op_over};
@@ -20,7 +21,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Fields every part must agree on (JSON pointers into a bench document).
-const SAME: [(&str, &str); 9] = [
+const SAME: [(&str, &str); 10] = [
     ("operator", "/operator"),
     ("kernel", "/kernel"),
     ("source_sha256", "/source_sha256"),
@@ -30,6 +31,7 @@ const SAME: [(&str, &str); 9] = [
     ("nvrtc", "/nvrtc"),
     ("hardware", "/hardware"),
     ("mode", "/mode"),
+    ("tool_version", "/tool_version"),
 ];
 
 pub fn run(
@@ -220,6 +222,7 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
             "shapes": ids,
             "missing": missing,
             "wall_s": wall,
+            "date": d.get("date"),
         }));
     }
     let asked: Vec<u32> = asked_by.keys().copied().collect();
@@ -256,13 +259,10 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
         .collect();
     output.sort_by_key(|o| o.get("shape").and_then(Value::as_u64));
     let wall: f64 = parts.iter().filter_map(|p| p["wall_s"].as_f64()).sum();
-    // The merged run ended when its last part did (`YYYY-MM-DD hh:mm:ss` sorts as text).
-    let date = docs
-        .iter()
-        .filter_map(|(_, d)| d.get("date").and_then(Value::as_str))
-        .max()
-        .map(|d| json!(d))
-        .unwrap_or(Value::Null);
+    // The joined measurement is dated by its last part (`YYYY-MM-DD hh:mm:ss` sorts as time);
+    // with a part that does not say, the joined document does not either.
+    let dates: Option<Vec<&str>> = parts.iter().map(|p| p["date"].as_str()).collect();
+    let date = dates.and_then(|d| d.into_iter().max().map(str::to_string));
 
     let mut out = first.clone();
     let o = out.as_object_mut().expect("a bench document is an object");
@@ -281,8 +281,11 @@ pub fn merge(suite: &Suite, op: Option<&str>, docs: &[(PathBuf, Value)]) -> Resu
     o.insert("sol_checked".into(), json!(hw.is_some()));
     o.insert("incumbent".into(), Value::Null);
     o.insert("wall_s".into(), json!(wall));
-    o.insert("date".into(), date);
     o.insert("parts".into(), Value::Array(parts));
+    match date {
+        Some(d) => o.insert("date".into(), json!(d)),
+        None => o.remove("date"),
+    };
     Ok(out)
 }
 

@@ -264,3 +264,30 @@ fn refuses_parts_of_another_kernel_driver_nvrtc_or_hardware() {
         assert!(e.contains(&format!("part1.json: {field}")), "{e}");
     }
 }
+
+/// The joined document is dated by its last part and each part keeps its own date; parts of
+/// different versions of atrex-tui do not merge, and a part that does not say when it ran
+/// leaves the joined document undated (the shipped standing then refuses it unless
+/// provenance.toml dates it).
+#[test]
+fn the_joined_run_is_dated_by_its_last_part() {
+    let dated = |shapes, when: &str| {
+        let mut d = doc(shapes, "abc", 1.0);
+        d["date"] = json!(when);
+        d["tool_version"] = json!("0.1.0");
+        d
+    };
+    let a = dated(vec![shape(0, 0.1)], "2026-12-03 09:00:00");
+    let b = dated(vec![shape(1, 0.2)], "2026-12-04 01:30:00");
+    let m = merge(suite(), None, &files(vec![b.clone(), a.clone()])).unwrap();
+    assert_eq!(m["date"], json!("2026-12-04 01:30:00"));
+    assert_eq!(m["tool_version"], json!("0.1.0"));
+    assert_eq!(m["parts"][1]["date"], json!("2026-12-03 09:00:00"));
+    let mut newer = b.clone();
+    newer["tool_version"] = json!("0.2.0");
+    assert!(refusal(&a, newer).contains("part1.json: tool_version is"));
+    let mut undated = doc(vec![shape(1, 0.2)], "abc", 1.0);
+    undated["tool_version"] = json!("0.1.0");
+    let m = merge(suite(), None, &files(vec![a, undated])).unwrap();
+    assert!(m.get("date").is_none(), "{}", m["date"]);
+}

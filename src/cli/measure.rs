@@ -142,13 +142,15 @@ pub fn run(
             .and_then(|o| o.rev(rev))
             .map(|r| r.verdict().label())
             .unwrap_or_default();
-        let shapes = rec
-            .model
-            .ops
-            .get(&p.name)
-            .and_then(|o| o.rev(rev))
+        let measured = rec.model.ops.get(&p.name).and_then(|o| o.rev(rev));
+        let shapes = measured
             .map(|r| r.measurement.results.values().collect())
             .unwrap_or_default();
+        // When the measurement started, as the session recorded it.
+        let date = measured
+            .and_then(|r| r.measurement.made.as_ref())
+            .map(|m| crate::engine::client::utc(m.t as i64))
+            .unwrap_or_else(crate::engine::client::utc_now);
         let result = MeasureResult {
             path: &path,
             p,
@@ -168,6 +170,7 @@ pub fn run(
                 hardware: hw.map(|h| h.key.as_str()),
                 mode,
                 shapes,
+                date,
             },
         };
         if as_json {
@@ -302,6 +305,8 @@ struct RunInfo<'a> {
     hardware: Option<&'a str>,
     mode: Mode,
     shapes: Vec<&'a ShapeResult>,
+    /// When the measurement started (UTC).
+    date: String,
 }
 
 /// Records an accepted revision in the workspace's standing; says so on stderr.
@@ -365,8 +370,9 @@ fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
         "driver": r.run.driver,
         "nvrtc": r.run.nvrtc,
         "hardware": r.run.hardware,
-        "date": crate::engine::client::utc_now(),
         "mode": r.run.mode,
+        "date": r.run.date,
+        "tool_version": env!("CARGO_PKG_VERSION"),
         "shapes": r.run.shapes,
         "rev": r.rev,
         "parent": r.incumbent,
@@ -443,6 +449,7 @@ mod tests {
                 hardware: bench["hardware"].as_str(),
                 mode: Mode::Full,
                 shapes: shapes.iter().collect(),
+                date: bench["date"].as_str().unwrap().into(),
             },
         };
         let doc = json_doc(&r);
@@ -461,11 +468,15 @@ mod tests {
                 kernel,
                 d,
                 &Default::default(),
-                "2026-12-01",
-                "0.1.0",
+                Some(&build::Dated {
+                    date: bench["date"].as_str().unwrap().into(),
+                    tool_version: env!("CARGO_PKG_VERSION").into(),
+                }),
             )
             .unwrap()
         };
+        assert_eq!(doc["date"], bench["date"]);
+        assert_eq!(doc["tool_version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(record(&doc), record(&bench));
     }
 }

@@ -1,8 +1,9 @@
 //! `suite`: the operators by weight with where each stands (the standing's incumbent S_op,
-//! measured or stale), with shapes and speed-of-light times.
+//! measured or stale, under the strict level and under the benchmark's rule), with shapes and
+//! speed-of-light times.
 
 use crate::standing::{Entry, Standing};
-use crate::suite::roofline;
+use crate::suite::roofline::{self, Rule};
 use crate::suite::{PhaseFilter, Suite, Workspace};
 use serde_json::json;
 
@@ -76,6 +77,7 @@ pub fn suite_json(
             "dtype": p.dtype,
             "num_shapes": p.shapes.len(),
             "s_op": e.and_then(|e| e.s_op()),
+            "s_op_benchmark": e.and_then(|e| e.s_op_under(Rule::Benchmark, p)),
             "standing": entry_json(e),
         });
         if shapes {
@@ -107,15 +109,28 @@ pub fn suite_json(
         }
         ops.push(op);
     }
-    let agg = |ph| standing.s_agg(suite, ph);
+    let agg = |ph| standing.s_agg_by_rule(suite, ph);
+    let (all, prefill, decode) = (
+        agg(PhaseFilter::All),
+        agg(PhaseFilter::Prefill),
+        agg(PhaseFilter::Decode),
+    );
     Ok(json!({
         "hardware": hw.key,
         "phase": phase.name(),
         "suite": suite.source.describe(),
+        // Strict: a shape counts when it passed the problem's own tolerance.
         "s_agg": {
-            "all": agg(PhaseFilter::All),
-            "prefill": agg(PhaseFilter::Prefill),
-            "decode": agg(PhaseFilter::Decode),
+            "all": all.strict,
+            "prefill": prefill.strict,
+            "decode": decode.strict,
+        },
+        // The benchmark's rule: a shape counts only when it also passed the
+        // benchmark-compatible level.
+        "s_agg_benchmark": {
+            "all": all.benchmark,
+            "prefill": prefill.benchmark,
+            "decode": decode.benchmark,
         },
         "standing": standing_json(suite, standing, phase),
         "operators": ops,
@@ -175,11 +190,12 @@ pub fn run(
         suite.source.describe()
     );
     let t = standing.tally(suite, phase);
+    let agg = |ph| standing.s_agg_by_rule(suite, ph);
     println!(
-        "S_agg {:.3} · prefill {:.3} · decode {:.3} · standing {}: {} · {} measured, {} stale, {} without a record",
-        standing.s_agg(suite, PhaseFilter::All),
-        standing.s_agg(suite, PhaseFilter::Prefill),
-        standing.s_agg(suite, PhaseFilter::Decode),
+        "S_agg {} · prefill {} · decode {} (strict/benchmark rule) · standing {}: {} · {} measured, {} stale, {} without a record",
+        agg(PhaseFilter::All).named("benchmark rule"),
+        agg(PhaseFilter::Prefill).pair(),
+        agg(PhaseFilter::Decode).pair(),
         standing.hardware,
         standing.describe(),
         t.measured,
@@ -187,23 +203,27 @@ pub fn run(
         t.missing
     );
     println!(
-        "{:<30} {:<10} {:>8} {:>10} {:<15} {:>6} {:>7}  standing",
-        "operator", "id", "weight", "raw", "phase", "shapes", "S_op"
+        "{:<30} {:<10} {:>8} {:>10} {:<15} {:>6} {:>7} {:>7}  standing",
+        "operator", "id", "weight", "raw", "phase", "shapes", "S_op", "bench"
     );
     for op in doc["operators"].as_array().into_iter().flatten() {
         let name = op["name"].as_str().unwrap_or("");
         let e = standing.entry(name);
+        let three = |v: &serde_json::Value| {
+            v.as_f64()
+                .map(|s| format!("{s:.3}"))
+                .unwrap_or_else(|| "—".into())
+        };
         println!(
-            "{:<30} {:<10} {:>7.2}% {:>10.6} {:<15} {:>6} {:>7}  {}",
+            "{:<30} {:<10} {:>7.2}% {:>10.6} {:<15} {:>6} {:>7} {:>7}  {}",
             name,
             op["id"].as_str().unwrap_or(""),
             op["weight"].as_f64().unwrap_or(0.0) * 100.0,
             op["raw_importance"].as_f64().unwrap_or(0.0),
             op["phase"].as_str().unwrap_or(""),
             op["num_shapes"].as_u64().unwrap_or(0),
-            e.and_then(|e| e.s_op())
-                .map(|s| format!("{s:.3}"))
-                .unwrap_or_else(|| "—".into()),
+            three(&op["s_op"]),
+            three(&op["s_op_benchmark"]),
             entry_text(e)
         );
         if shapes {

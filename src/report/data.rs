@@ -2,18 +2,20 @@
 //! of it is drawn.
 //!
 //! Invariants: the figures are those of `suite --json` — the weights of `Suite::weights`, each
-//! operator's S_op of `Entry::s_op` (a stale record counts 0 and its figure is shown as stale)
-//! and S_agg of `Standing::s_agg` — so that the two never disagree. Nothing is invented: an
+//! operator's S_op of `Entry::s_op_under` (a stale record counts 0 and its figure is shown as
+//! stale) and S_agg of `Standing::s_agg_by_rule`, each under the strict level and under the
+//! benchmark's rule — so that the two never disagree. Nothing is invented: an
 //! operator without a record, a shape without a time or a work figure, has `None`.
 
 use super::history::{HistoryItem, Sessions};
 use crate::standing::{Entry, Standing, Tally};
 use crate::suite::hardware::HardwareProfile;
+use crate::suite::roofline::Rule;
 use crate::suite::{PhaseFilter, Problem, Suite};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// S_agg of the three phase views.
+/// S_agg of the three phase views (under one rule).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SAgg {
     pub all: f64,
@@ -113,6 +115,9 @@ pub struct OpReport {
     pub state: State,
     /// S_op as counted in S_agg (None: stale or missing).
     pub s_op: Option<f64>,
+    /// The same under the benchmark's rule (a shape counting only when it also passed the
+    /// benchmark-compatible level), as counted in `s_agg_benchmark`.
+    pub s_op_benchmark: Option<f64>,
     pub record: Option<RecordView>,
     /// Shapes of the suite the record has no result for.
     pub unmeasured: Vec<u32>,
@@ -133,7 +138,10 @@ pub struct ReportData {
     pub peak_flops: BTreeMap<String, f64>,
     /// Where the standing's records come from.
     pub standing: String,
+    /// S_agg at the strict level (the problem's tolerance).
     pub s_agg: SAgg,
+    /// S_agg under the benchmark's rule.
+    pub s_agg_benchmark: SAgg,
     pub measured: usize,
     pub stale: usize,
     pub missing: usize,
@@ -248,6 +256,7 @@ pub fn assemble(
             num_shapes: p.shapes.len(),
             state,
             s_op: e.and_then(|e| e.s_op()),
+            s_op_benchmark: e.and_then(|e| e.s_op_under(Rule::Benchmark, p)),
             record,
             unmeasured,
             history: sessions.by_op.get(&p.name).cloned().unwrap_or_default(),
@@ -258,6 +267,12 @@ pub fn assemble(
         stale,
         missing,
     } = standing.tally(suite, PhaseFilter::All);
+    let agg = |ph| standing.s_agg_by_rule(suite, ph);
+    let (all, prefill, decode) = (
+        agg(PhaseFilter::All),
+        agg(PhaseFilter::Prefill),
+        agg(PhaseFilter::Decode),
+    );
     let mut warnings = standing.problems.clone();
     warnings.extend(sessions.warnings.iter().cloned());
     ReportData {
@@ -270,9 +285,14 @@ pub fn assemble(
         peak_flops: hw.peak_flops.clone(),
         standing: standing.describe(),
         s_agg: SAgg {
-            all: standing.s_agg(suite, PhaseFilter::All),
-            prefill: standing.s_agg(suite, PhaseFilter::Prefill),
-            decode: standing.s_agg(suite, PhaseFilter::Decode),
+            all: all.strict,
+            prefill: prefill.strict,
+            decode: decode.strict,
+        },
+        s_agg_benchmark: SAgg {
+            all: all.benchmark,
+            prefill: prefill.benchmark,
+            decode: decode.benchmark,
         },
         measured,
         stale,

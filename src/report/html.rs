@@ -58,7 +58,10 @@ fn header(d: &ReportData) -> Markup {
         .map(|(k, v)| format!("{k} {:.0} TFLOP/s", v / 1e12))
         .collect();
     html! {
-        h1 { "Where the suite stands · S_agg " (format!("{:.3}", d.s_agg.all)) " on " (d.hardware) }
+        h1 {
+            "Where the suite stands · S_agg " (format!("{:.3}", d.s_agg.all)) " strict · "
+            (format!("{:.3}", d.s_agg_benchmark.all)) " benchmark rule on " (d.hardware)
+        }
         p.meta {
             "Made " (d.generated) " UTC by atrex-tui " (d.tool_version) ". Suite: " (d.suite) "."
             br;
@@ -293,7 +296,10 @@ pub fn render(d: &ReportData) -> String {
                 meta http-equiv="Content-Security-Policy"
                     content="default-src 'none'; style-src 'unsafe-inline'; img-src data:";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                title { "atrex-tui report · " (d.hardware) " · S_agg " (format!("{:.3}", d.s_agg.all)) }
+                title {
+                    "atrex-tui report · " (d.hardware) " · S_agg " (format!("{:.3}", d.s_agg.all))
+                    " strict · " (format!("{:.3}", d.s_agg_benchmark.all)) " benchmark rule"
+                }
                 style { (PreEscaped(CSS)) }
             }
             body {

@@ -1,26 +1,49 @@
 //! The S_agg table (as in docs/baselines.md): per operator its weight, shapes, shapes passed,
-//! input draws, S_op, S range and where and when it was measured; S_agg of every phase view
-//! above it. maud escapes every string it is given.
+//! input draws, S_op (strict, and under the benchmark's rule), S range and where and when it
+//! was measured; S_agg of every phase view under both rules above it. maud escapes every
+//! string it is given.
 //!
-//! Each row carries `data-op` and, when its S_op counts, `data-s-op` (the figure at full
-//! precision), so that a reader can check the table against `suite --json`.
+//! Each row carries `data-op` and, when its S_op counts, `data-s-op` and `data-s-op-benchmark`
+//! (the figures at full precision), so that a reader can check the table against `suite --json`.
 
 use super::data::{OpReport, ReportData, State};
 use maud::{Markup, html};
 
-/// S_agg of each phase view, and how many operators are measured, stale or missing.
+/// S_agg of each phase view under the strict level and under the benchmark's rule, and how
+/// many operators are measured, stale or missing.
 pub fn summary(d: &ReportData) -> Markup {
+    let b = &d.s_agg_benchmark;
     html! {
         p #s-agg-summary {
             "S_agg (all phases, Σ weight · S_op) = "
             strong data-phase="all" data-s-agg=(d.s_agg.all) { (format!("{:.3}", d.s_agg.all)) }
-            " (prefill "
+            " strict · "
+            strong data-benchmark-phase="all" data-s-agg-benchmark=(b.all) { (format!("{:.3}", b.all)) }
+            " under the benchmark's rule (prefill "
             span data-phase="prefill" data-s-agg=(d.s_agg.prefill) { (format!("{:.3}", d.s_agg.prefill)) }
+            " / "
+            span data-benchmark-phase="prefill" data-s-agg-benchmark=(b.prefill) { (format!("{:.3}", b.prefill)) }
             ", decode "
             span data-phase="decode" data-s-agg=(d.s_agg.decode) { (format!("{:.3}", d.s_agg.decode)) }
+            " / "
+            span data-benchmark-phase="decode" data-s-agg-benchmark=(b.decode) { (format!("{:.3}", b.decode)) }
             ") · " (d.measured) " measured, " (d.stale) " stale (counted 0), "
             (d.missing) " not measured (counted 0)"
         }
+        p.meta {
+            "Strict: a shape counts when its outputs passed the problem's own tolerance (exact "
+            "codes for integer and fp8 outputs). The benchmark's rule: a shape counts only when "
+            "it also passed the benchmark-compatible level, where, e.g., NaN never equals NaN."
+        }
+    }
+}
+
+/// S_op under the benchmark's rule, where the record stands (else as `s_op_cell` says).
+fn s_op_benchmark_cell(op: &OpReport) -> Markup {
+    match (op.s_op_benchmark, op.s_op) {
+        (Some(b), Some(s)) if b != s => html! { strong { (format!("{b:.3}")) } },
+        (Some(b), _) => html! { (format!("{b:.3}")) },
+        _ => html! { span.missing { "—" } },
     }
 }
 
@@ -67,13 +90,13 @@ pub fn table(d: &ReportData) -> Markup {
                 tr {
                     th { "#" } th { "operator" } th { "phase" } th.num { "weight" }
                     th.num { "shapes" } th.num { "passed (strict)" } th.num { "seeds" }
-                    th.num { "S_op" } th { "S range" } th { "standing" }
+                    th.num { "S_op" } th.num { "S_op (benchmark rule)" } th { "S range" } th { "standing" }
                     th { "measured (when · where · kernel)" }
                 }
             }
             tbody {
                 @for (i, op) in d.operators.iter().enumerate() {
-                    tr data-op=(op.name) data-state=(op.state.name()) data-s-op=[op.s_op] {
+                    tr data-op=(op.name) data-state=(op.state.name()) data-s-op=[op.s_op] data-s-op-benchmark=[op.s_op_benchmark] {
                         td.num { (i + 1) }
                         td { a href={ "#op-" (op.name) } { (op.name) } }
                         td { (op.phase) }
@@ -92,6 +115,7 @@ pub fn table(d: &ReportData) -> Markup {
                             }
                         }
                         td.num { (s_op_cell(op)) }
+                        td.num { (s_op_benchmark_cell(op)) }
                         td.range {
                             @match op.record.as_ref().and_then(|r| r.s_range) {
                                 Some((lo, hi)) => { (format!("{lo:.4} – {hi:.3}")) }

@@ -135,6 +135,11 @@ fn summarize(
             "prefill": model.s_agg(suite, PhaseFilter::Prefill),
             "decode": model.s_agg(suite, PhaseFilter::Decode),
         },
+        "s_agg_benchmark": {
+            "all": model.s_agg_by_rule(suite, PhaseFilter::All).benchmark,
+            "prefill": model.s_agg_by_rule(suite, PhaseFilter::Prefill).benchmark,
+            "decode": model.s_agg_by_rule(suite, PhaseFilter::Decode).benchmark,
+        },
         "operators": ops,
         "decisions": decisions,
         "tool_calls": tool_calls,

@@ -70,6 +70,118 @@ fn the_reducer_tracks_incumbents_verdicts_and_scores() {
     assert_eq!(m.steering.len(), 1);
 }
 
+/// A measurement still running when a later run starts was cut off with its run: the reducer
+/// makes it interrupted (and says so), never measuring; a replay marks so the measurements its
+/// file never ends. Interrupted is neither a failure nor a score.
+#[test]
+fn a_measurement_cut_off_by_its_run_is_interrupted() {
+    let suite = fixture_suite();
+    let mut ev = demo_events(&suite);
+    ev.push(SessionEvent::MeasureStart {
+        op: "rms_norm".into(),
+        rev: 2,
+        mid: 77,
+        mode: "quick".into(),
+    });
+    let running = Model::from_records(&suite, &records(ev.clone()));
+    let r = running.ops["rms_norm"].rev(2).unwrap();
+    assert_eq!(r.verdict(), RevVerdict::Measuring);
+    assert_eq!(running.ops["rms_norm"].status(), OpStatus::Measuring);
+    // Not live (a replay): the file never ends mid 77.
+    let mut replayed = running.clone();
+    replayed.interrupt_unended(&std::collections::BTreeSet::from([1, 2]));
+    assert_eq!(
+        replayed.ops["rms_norm"].rev(2).unwrap().verdict(),
+        RevVerdict::Interrupted
+    );
+    let mut ended = running.clone();
+    ended.interrupt_unended(&std::collections::BTreeSet::from([77]));
+    assert_eq!(
+        ended, running,
+        "a measurement the file ends is left running"
+    );
+    // Resumed: the next run's start ends it.
+    ev.push(SessionEvent::RunStart {
+        tool_version: "0.1.0".into(),
+        resumed: true,
+        gpu: None,
+        driver: None,
+        nvrtc: None,
+        hardware: None,
+        suite: "tui-fixture".into(),
+        suite_version: "1".into(),
+    });
+    let m = Model::from_records(&suite, &records(ev));
+    let o = &m.ops["rms_norm"];
+    let r = o.rev(2).unwrap();
+    assert_eq!(r.measurement.status, model::MeasureStatus::Interrupted);
+    assert_eq!(r.verdict(), RevVerdict::Interrupted);
+    assert_eq!(r.verdict().label(), "interrupted");
+    assert!(!r.verdict().failed() && r.verdict().score().is_none());
+    assert_eq!(o.status(), OpStatus::Interrupted);
+    assert_eq!(
+        o.incumbent_s(),
+        m.ops["rms_norm"].rev(1).unwrap().verdict().score()
+    );
+    assert!(
+        m.log.iter().any(|l| l.text
+            == "rms_norm v2: its measurement was interrupted (its run ended before it did; m measures it again)"),
+        "{:?}",
+        m.log
+    );
+}
+
+/// A revision is named by where it came from; a v0 an older session took from the standing
+/// (author `baseline`, via `standing`) is the standing's too.
+#[test]
+fn revisions_are_named_by_their_origin() {
+    let suite = fixture_suite();
+    let mut m = Model::new(&suite);
+    let v0 = |m: &Model| m.ops["rms_norm"].rev(0).unwrap().clone();
+    assert_eq!(v0(&m).origin(), "baseline");
+    m.start_from(
+        "rms_norm",
+        "// the incumbent\n",
+        "the standing's incumbent (x.cu, shipped)",
+    );
+    assert_eq!(v0(&m).author, Author::Incumbent);
+    assert_eq!(v0(&m).origin(), "standing");
+    let mut older = v0(&m);
+    older.author = Author::Baseline;
+    assert_eq!(older.origin(), "standing");
+    let named = |author: Author, via: Option<&str>| {
+        let mut r = v0(&m);
+        r.author = author;
+        r.via = via.map(str::to_string);
+        r.origin()
+    };
+    assert_eq!(named(Author::Human, Some("editor")), "hand edit");
+    assert_eq!(named(Author::Human, Some("external")), "hand edit");
+    assert_eq!(named(Author::Human, Some("file")), "file");
+    assert_eq!(named(Author::Tuner, None), "tuner");
+    assert_eq!(
+        named(Author::Model("qwen3-coder".into()), None),
+        "qwen3-coder"
+    );
+}
+
+/// `replay --json` sums the session up under both rules.
+#[test]
+fn the_summary_has_s_agg_under_both_rules() {
+    let suite = fixture_suite();
+    let recs = records(demo_events(&suite));
+    let m = Model::from_records(&suite, &recs);
+    let loaded = Loaded {
+        records: recs,
+        ..Default::default()
+    };
+    let doc = summary(&suite, &loaded, &m);
+    let both = m.s_agg_by_rule(&suite, PhaseFilter::All);
+    assert_eq!(doc["s_agg"]["all"].as_f64(), Some(both.strict));
+    assert_eq!(doc["s_agg_benchmark"]["all"].as_f64(), Some(both.benchmark));
+    assert!(both.strict > 0.0 && both.benchmark <= both.strict);
+}
+
 #[test]
 fn rejecting_the_incumbent_falls_back() {
     let suite = fixture_suite();

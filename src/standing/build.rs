@@ -119,10 +119,20 @@ pub fn record(
     }
 }
 
+/// When, and by which version of atrex-tui, a document was measured, for a document written
+/// before `bench --json` and `measure --json` said so (docs/measurements/provenance.toml).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dated {
+    /// UTC, `YYYY-MM-DD hh:mm:ss`, or a day.
+    pub date: String,
+    pub tool_version: String,
+}
+
 /// A record from a `bench OP --full --json` document of the kernel `source`, kept at `kernel`.
-/// The document names the GPU, driver, NVRTC and hardware profile; the day and the tool version
-/// come from the caller (the document has neither).
-#[allow(clippy::too_many_arguments)]
+/// The document names the GPU, driver, NVRTC, hardware profile, date and version of the run that
+/// measured it; `dated` gives the date and version of a document written before it carried them
+/// (a document's own always win).
 pub fn from_bench_json(
     p: &Problem,
     print: &OpPrint,
@@ -130,8 +140,7 @@ pub fn from_bench_json(
     kernel: &str,
     doc: &serde_json::Value,
     attested: &BTreeMap<String, String>,
-    date: &str,
-    tool_version: &str,
+    dated: Option<&Dated>,
 ) -> Result<Record, String> {
     let s = |k: &str| doc.get(k).and_then(|v| v.as_str()).map(|s| s.to_string());
     if s("operator").as_deref() != Some(p.name.as_str()) {
@@ -153,13 +162,23 @@ pub fn from_bench_json(
         .and_then(|g| g.get("name"))
         .and_then(|n| n.as_str())
         .ok_or("a bench document without its GPU")?;
+    let undated = || {
+        "a bench document that says neither when it was measured nor by which atrex-tui \
+         (written before `date` and `tool_version`): measure it again, or date it in \
+         docs/measurements/provenance.toml"
+            .to_string()
+    };
     let ctx = Context {
         gpu: gpu.to_string(),
         driver: s("driver").ok_or("a bench document without the driver")?,
         nvrtc: s("nvrtc"),
-        tool_version: tool_version.to_string(),
+        tool_version: s("tool_version")
+            .or_else(|| dated.map(|d| d.tool_version.clone()))
+            .ok_or_else(undated)?,
         hardware: s("hardware").ok_or("a bench document without its hardware profile")?,
-        date: date.to_string(),
+        date: s("date")
+            .or_else(|| dated.map(|d| d.date.clone()))
+            .ok_or_else(undated)?,
     };
     Ok(record(
         p,

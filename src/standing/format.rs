@@ -126,6 +126,69 @@ impl Measured {
     }
 }
 
+/// Where and when some records were measured, each run as its record says: over which days,
+/// on which GPUs, drivers and versions of atrex-tui (each named once, in order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MeasuredOn {
+    pub first_day: String,
+    pub last_day: String,
+    pub gpus: Vec<String>,
+    pub drivers: Vec<String>,
+    pub tools: Vec<String>,
+}
+
+impl MeasuredOn {
+    /// None without records.
+    pub fn of<'a>(records: impl IntoIterator<Item = &'a Record>) -> Option<MeasuredOn> {
+        let mut days: Vec<&str> = Vec::new();
+        let (mut gpus, mut drivers, mut tools) = (Vec::new(), Vec::new(), Vec::new());
+        for r in records {
+            days.push(r.measurement.day());
+            for (list, v) in [
+                (&mut gpus, &r.fingerprint.gpu),
+                (&mut drivers, &r.measurement.driver),
+                (&mut tools, &r.measurement.tool_version),
+            ] {
+                if !list.contains(v) {
+                    list.push(v.clone());
+                }
+            }
+        }
+        days.sort_unstable();
+        gpus.sort_unstable();
+        drivers.sort_unstable();
+        tools.sort_unstable();
+        Some(MeasuredOn {
+            first_day: days.first()?.to_string(),
+            last_day: days.last()?.to_string(),
+            gpus,
+            drivers,
+            tools,
+        })
+    }
+
+    /// "measured 2026-11-30 on NVIDIA H200", "measured 2026-11-30 – 2026-12-02 on NVIDIA H200".
+    pub fn short(&self) -> String {
+        let when = if self.first_day == self.last_day {
+            self.first_day.clone()
+        } else {
+            format!("{} – {}", self.first_day, self.last_day)
+        };
+        format!("measured {when} on {}", self.gpus.join(", "))
+    }
+
+    /// The short form with the drivers and versions: "measured … on NVIDIA H200 (driver 13.0,
+    /// atrex-tui 0.1.0)".
+    pub fn note(&self) -> String {
+        format!(
+            "{} (driver {}, atrex-tui {})",
+            self.short(),
+            self.drivers.join(", "),
+            self.tools.join(", ")
+        )
+    }
+}
+
 /// One shape of a measurement.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShapeMeasured {

@@ -19,16 +19,16 @@ pub mod store;
 mod tests;
 
 pub use format::{
-    BadFile, Defect, FORMAT_VERSION, Fingerprint, Measured, Origin, Record, ShapeMeasured,
-    StandingFile,
+    BadFile, Defect, FORMAT_VERSION, Fingerprint, Measured, MeasuredOn, Origin, Record,
+    ShapeMeasured, StandingFile,
 };
 pub use stale::{OpPrint, Stale};
 pub use store::Update;
 
 use crate::suite::WorkQ;
 use crate::suite::hardware::HardwareProfile;
-use crate::suite::roofline;
-use crate::suite::{PhaseFilter, Suite, SuiteSource, Workspace};
+use crate::suite::roofline::{self, ByRule, Rule};
+use crate::suite::{PhaseFilter, Problem, Suite, SuiteSource, Workspace};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -72,6 +72,26 @@ impl Entry {
         self.fresh().then_some(self.record.measurement.s_op)
     }
 
+    /// S_op under `rule` when the record stands. A record written before it kept the
+    /// benchmark-compatible S_op has it computed from its shapes (`p`: the operator).
+    pub fn s_op_under(&self, rule: Rule, p: &Problem) -> Option<f64> {
+        let m = &self.record.measurement;
+        self.fresh().then(|| match rule {
+            Rule::Strict => m.s_op,
+            Rule::Benchmark => m
+                .s_op_benchmark
+                .unwrap_or_else(|| build::s_op_over(p, &m.shapes, true)),
+        })
+    }
+
+    /// Whether the record measured exactly `source`: the kernel it names reads as `source` now
+    /// and its source fingerprint is that text's (then the record's measurement is that
+    /// source's, wherever the text came from).
+    pub fn measured(&self, source: &str) -> bool {
+        self.source.as_deref() == Some(source)
+            && !self.stale.iter().any(|s| matches!(s, Stale::SourceChanged))
+    }
+
     /// "stale: source changed, shapes changed".
     pub fn stale_label(&self) -> String {
         self.stale
@@ -98,7 +118,8 @@ pub struct Standing {
     pub hardware: String,
     /// The workspace's file for this profile (which may not exist yet).
     pub file: PathBuf,
-    /// The shipped standing's note ("measured … on …") when an entry comes from it.
+    /// Where and when the entries that come from the shipped standing were measured ("measured
+    /// 2026-11-30 – 2026-12-02 on NVIDIA H200 (driver 13.0, atrex-tui 0.1.0)"), when some do.
     pub shipped: Option<String>,
     /// Files that were reported and ignored (path and why).
     pub problems: Vec<String>,
@@ -134,6 +155,28 @@ impl Standing {
         roofline::s_agg(suite, phase, &self.s_ops())
     }
 
+    /// S_op under `rule` of every operator of the suite whose record stands.
+    pub fn s_ops_under(&self, suite: &Suite, rule: Rule) -> BTreeMap<String, f64> {
+        suite
+            .problems
+            .iter()
+            .filter_map(|p| {
+                let s = self.entries.get(&p.name)?.s_op_under(rule, p)?;
+                Some((p.name.clone(), s))
+            })
+            .collect()
+    }
+
+    /// S_agg over a phase view under the strict level and under the benchmark's rule.
+    pub fn s_agg_by_rule(&self, suite: &Suite, phase: PhaseFilter) -> ByRule {
+        roofline::s_agg_by_rule(
+            suite,
+            phase,
+            &self.s_ops_under(suite, Rule::Strict),
+            &self.s_ops_under(suite, Rule::Benchmark),
+        )
+    }
+
     /// Measured, stale and missing operators of a phase view.
     pub fn tally(&self, suite: &Suite, phase: PhaseFilter) -> Tally {
         let mut t = Tally::default();
@@ -147,8 +190,8 @@ impl Standing {
         t
     }
 
-    /// Where the records come from: "shipped, measured 2026-12-03 on NVIDIA H200",
-    /// "standing/H200.json", or both.
+    /// Where the records come from: "shipped, measured 2026-11-30 – 2026-12-02 on NVIDIA H200
+    /// (…)", "standing/H200.json", or both.
     pub fn describe(&self) -> String {
         let own = self.entries.values().any(|e| e.layer == Layer::Workspace);
         let name = Path::new("standing").join(self.file.file_name().unwrap_or_default());
@@ -160,19 +203,21 @@ impl Standing {
         }
     }
 
-    /// A short line for a header: "shipped, measured 2026-12-03 on NVIDIA H200",
-    /// "standing/H200.json", "standing/H200.json + shipped", "none yet".
+    /// A short line for a header: "shipped, measured 2026-11-30 – 2026-12-02 on NVIDIA H200"
+    /// (the days and GPUs of the shipped records it holds), "standing/H200.json",
+    /// "standing/H200.json + shipped", "none yet".
     pub fn short(&self) -> String {
         let own = self.entries.values().any(|e| e.layer == Layer::Workspace);
-        let shipped = self.entries.values().find(|e| e.layer == Layer::Shipped);
+        let shipped = MeasuredOn::of(
+            self.entries
+                .values()
+                .filter(|e| e.layer == Layer::Shipped)
+                .map(|e| &e.record),
+        );
         let name = Path::new("standing").join(self.file.file_name().unwrap_or_default());
         match (own, shipped) {
             (false, None) => "none yet".into(),
-            (false, Some(e)) => format!(
-                "shipped, measured {} on {}",
-                e.record.measurement.day(),
-                e.record.fingerprint.gpu
-            ),
+            (false, Some(m)) => format!("shipped, {}", m.short()),
             (true, None) => name.display().to_string(),
             (true, Some(_)) => format!("{} + shipped", name.display()),
         }
@@ -391,7 +436,6 @@ impl Store {
     /// on a GPU (`gpu`: None when there is none, and then the GPU is not judged).
     pub fn view(&self, hardware: &str, gpu: Option<&str>) -> Standing {
         let mut entries = BTreeMap::new();
-        let mut shipped_note = None;
         let own = self.files.get(&store::file_key(hardware));
         let layers = [
             (self.shipped.as_ref(), Layer::Shipped),
@@ -429,9 +473,13 @@ impl Store {
                 );
             }
         }
-        if entries.values().any(|e| e.layer == Layer::Shipped) {
-            shipped_note = self.shipped.as_ref().and_then(|s| s.shipped.clone());
-        }
+        let shipped_note = MeasuredOn::of(
+            entries
+                .values()
+                .filter(|e| e.layer == Layer::Shipped)
+                .map(|e| &e.record),
+        )
+        .map(|m| m.note());
         Standing {
             hardware: hardware.to_string(),
             file: store::file_for(&self.ws, hardware),

@@ -5,8 +5,12 @@
 //! of a full run, which carries the same fields) — built into
 //! docs/measurements/standing-H200.json. A workspace without a standing of its own shows it,
 //! marked as shipped and measured elsewhere, until re-measured.
+//!
+//! Each record carries the date, GPU, driver and version of the run that measured it, read from
+//! its document (a document written before `date` and `tool_version` is dated by
+//! docs/measurements/provenance.toml); the file's note summarises them.
 
-use super::build;
+use super::build::{self, Dated};
 use super::format::{self, StandingFile};
 use super::stale::OpPrint;
 use crate::suite::Suite;
@@ -19,38 +23,49 @@ pub const TEXT: &str = include_str!("../../docs/measurements/standing-H200.json"
 /// How the shipped file is named in messages.
 pub const NAME: &str = "docs/measurements/standing-H200.json (built-in)";
 
-/// The day the shipped measurements were made (docs/baselines.md).
-pub const DATE: &str = "2026-12-03";
-
-/// The version of atrex-tui that made them.
-pub const TOOL_VERSION: &str = "0.1.0";
-
 /// What the project vouches for of raw results that predate `code_sha256`
 /// (docs/measurements/provenance.toml).
 pub const PROVENANCE: &str = include_str!("../../docs/measurements/provenance.toml");
 
+/// provenance.toml as written.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Provenance {
+    #[serde(default)]
+    comments_only: Vec<CommentsOnly>,
+    /// Documents written before `date` and `tool_version`, by file name.
+    #[serde(default)]
+    dated: BTreeMap<String, Dated>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct CommentsOnly {
+    document: String,
+    source_sha256: String,
+    code_sha256: String,
+    why: String,
+}
+
+fn provenance(text: &str) -> Result<Provenance, String> {
+    toml::from_str(text).map_err(|e| format!("docs/measurements/provenance.toml: {e}"))
+}
+
 /// provenance.toml's `[[comments_only]]` entries: the measured text's source_sha256 -> the
 /// code_sha256 of its code.
 pub fn attested(text: &str) -> Result<BTreeMap<String, String>, String> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        #[serde(default)]
-        comments_only: Vec<Entry>,
-    }
-    #[derive(serde::Deserialize)]
-    #[allow(dead_code)]
-    struct Entry {
-        document: String,
-        source_sha256: String,
-        code_sha256: String,
-        why: String,
-    }
-    let f: File =
-        toml::from_str(text).map_err(|e| format!("docs/measurements/provenance.toml: {e}"))?;
-    Ok(f.comments_only
+    Ok(provenance(text)?
+        .comments_only
         .into_iter()
         .map(|e| (e.source_sha256, e.code_sha256))
         .collect())
+}
+
+/// provenance.toml's `[dated]` table: a document's file name -> when and by which version it
+/// was measured (for documents that do not say).
+pub fn dated(text: &str) -> Result<BTreeMap<String, Dated>, String> {
+    Ok(provenance(text)?.dated)
 }
 
 /// The shipped standing when it is for this suite (Ok(None) for another suite; Err when the
@@ -64,32 +79,23 @@ pub fn load(suite: &str) -> Result<Option<StandingFile>, String> {
 }
 
 /// Builds the shipped standing from bench documents (one per operator, `bench OP --full
-/// --json` of its baseline.cu or of a template of the knowledge base) on the suite as it is now.
+/// --json` of its baseline.cu or of a template of the knowledge base, each with its file name
+/// in docs/measurements) on the suite as it is now. Every record is dated by its own document;
+/// the file's note says over which days, on which GPUs, drivers and versions they were made.
 pub fn from_bench_docs(
     suite: &Suite,
-    docs: &[serde_json::Value],
-    date: &str,
-    tool_version: &str,
+    docs: &[(String, serde_json::Value)],
 ) -> Result<StandingFile, String> {
-    let first = docs.first().ok_or("no bench documents")?;
+    let (_, first) = docs.first().ok_or("no bench documents")?;
     let hardware = first
         .get("hardware")
         .and_then(|h| h.as_str())
         .ok_or("a bench document without its hardware profile")?
         .to_string();
-    let gpu = first
-        .get("gpu")
-        .and_then(|g| g.get("name"))
-        .and_then(|n| n.as_str())
-        .unwrap_or("?")
-        .to_string();
-    let driver = first.get("driver").and_then(|d| d.as_str()).unwrap_or("?");
     let attested = attested(PROVENANCE)?;
+    let dated = dated(PROVENANCE)?;
     let mut f = StandingFile::new(&suite.name, &hardware);
-    f.shipped = Some(format!(
-        "measured {date} on {gpu} (driver {driver}, atrex-tui {tool_version})"
-    ));
-    for doc in docs {
+    for (name, doc) in docs {
         let op = doc
             .get("operator")
             .and_then(|o| o.as_str())
@@ -119,11 +125,11 @@ pub fn from_bench_docs(
             &kernel,
             doc,
             &attested,
-            date,
-            tool_version,
+            dated.get(name),
         )
-        .map_err(|e| format!("{op}: {e}"))?;
+        .map_err(|e| format!("{op} ({name}): {e}"))?;
         f.operators.insert(op.to_string(), r);
     }
+    f.shipped = format::MeasuredOn::of(f.operators.values()).map(|m| m.note());
     Ok(f)
 }

@@ -509,7 +509,7 @@ fn measurements() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements")
 }
 
-fn bench_docs() -> Vec<serde_json::Value> {
+fn bench_docs() -> Vec<(String, serde_json::Value)> {
     let dir = measurements();
     let mut docs = Vec::new();
     for p in &suite().problems {
@@ -521,7 +521,8 @@ fn bench_docs() -> Vec<serde_json::Value> {
             dir.join(format!("bench-{}.json", p.name))
         };
         let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        docs.push(serde_json::from_str(&text).unwrap());
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        docs.push((name, serde_json::from_str(&text).unwrap()));
     }
     docs
 }
@@ -531,9 +532,7 @@ fn bench_docs() -> Vec<serde_json::Value> {
 /// ATREX_TUI_WRITE_SHIPPED_STANDING=1 this writes the file instead.)
 #[test]
 fn the_shipped_standing_is_built_from_the_measurements() {
-    let built =
-        shipped::from_bench_docs(suite(), &bench_docs(), shipped::DATE, shipped::TOOL_VERSION)
-            .unwrap();
+    let built = shipped::from_bench_docs(suite(), &bench_docs()).unwrap();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements/standing-H200.json");
     if std::env::var_os("ATREX_TUI_WRITE_SHIPPED_STANDING").is_some() {
         std::fs::write(&path, built.to_text()).unwrap();
@@ -567,13 +566,110 @@ fn the_shipped_standing_is_built_from_the_measurements() {
             );
         }
     }
-    assert!(
-        shipped
-            .shipped
-            .as_deref()
-            .unwrap()
-            .starts_with("measured 2026-12-03 on NVIDIA H200")
+    // Each record is dated by the run that measured it, as docs/baselines.md says, and the
+    // file's note spans them.
+    let day = |op: &str| shipped.operators[op].measurement.date[..10].to_string();
+    assert_eq!(day("unified_attention"), "2026-12-03");
+    assert_eq!(day("block_scaled_mm"), "2026-12-03");
+    assert_eq!(day("fused_moe"), "2026-12-03");
+    assert_eq!(day("layer_norm"), "2026-12-03");
+    assert_eq!(
+        shipped.shipped.as_deref(),
+        Some("measured 2026-12-03 on NVIDIA H200 (driver 13.0, atrex-tui 0.1.0)")
     );
+}
+
+/// A record's date and version come from its document; provenance.toml dates only documents
+/// that do not say, and a document that says neither is refused, naming what to do.
+#[test]
+fn a_records_date_comes_from_its_document() {
+    let p = suite().problem("rms_norm").unwrap();
+    let print = OpPrint::of(suite(), p);
+    let source = "__global__ void k() {}\n";
+    let mut doc = serde_json::json!({
+        "operator": "rms_norm", "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "driver": "13.1",
+        "hardware": "H100_SXM", "mode": "full", "shapes": [],
+    });
+    let none = Default::default();
+    let older = build::Dated {
+        date: "2026-11-30".into(),
+        tool_version: "0.1.0".into(),
+    };
+    let e = build::from_bench_json(p, &print, source, "k.cu", &doc, &none, None).unwrap_err();
+    assert!(e.contains("provenance.toml"), "{e}");
+    let r = build::from_bench_json(p, &print, source, "k.cu", &doc, &none, Some(&older)).unwrap();
+    assert_eq!(r.measurement.date, "2026-11-30");
+    assert_eq!(r.measurement.tool_version, "0.1.0");
+    assert_eq!(r.fingerprint.gpu, "NVIDIA H100 80GB HBM3");
+    doc["date"] = "2027-01-05 10:11:12".into();
+    doc["tool_version"] = "0.2.0".into();
+    let r = build::from_bench_json(p, &print, source, "k.cu", &doc, &none, Some(&older)).unwrap();
+    assert_eq!(r.measurement.date, "2027-01-05 10:11:12");
+    assert_eq!(r.measurement.tool_version, "0.2.0");
+    assert_eq!(r.measurement.driver, "13.1");
+    // A standing of records of several days and GPUs says so.
+    let mut other = r.clone();
+    other.measurement.date = "2026-12-02".into();
+    other.fingerprint.gpu = "NVIDIA H200".into();
+    other.measurement.tool_version = "0.1.0".into();
+    let m = MeasuredOn::of([&r, &other]).unwrap();
+    assert_eq!(
+        m.note(),
+        "measured 2026-12-02 – 2027-01-05 on NVIDIA H100 80GB HBM3, NVIDIA H200 (driver 13.1, atrex-tui 0.1.0, 0.2.0)"
+    );
+    assert_eq!(
+        MeasuredOn::of([&r]).unwrap().short(),
+        "measured 2027-01-05 on NVIDIA H100 80GB HBM3"
+    );
+    assert_eq!(MeasuredOn::of(std::iter::empty()), None);
+}
+
+/// Every raw result in docs/measurements says when and by which atrex-tui it was measured:
+/// itself (`date`, `tool_version`), or, written before those fields, provenance.toml's
+/// `[dated]` — never both, and provenance.toml dates no document that is not there.
+#[test]
+fn every_raw_result_is_dated_once() {
+    let dated = shipped::dated(shipped::PROVENANCE).unwrap();
+    let mut seen = 0;
+    for e in std::fs::read_dir(measurements()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("bench-") && name.ends_with(".json")) {
+            continue;
+        }
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let own = doc.get("date").is_some() || doc.get("tool_version").is_some();
+        match (own, dated.get(&name)) {
+            (true, Some(_)) => panic!(
+                "{name} says when it was measured: remove its entry from provenance.toml's [dated]"
+            ),
+            (false, None) => panic!(
+                "{name} says neither when nor by which atrex-tui it was measured: date it in provenance.toml's [dated]"
+            ),
+            (true, None) => {
+                assert!(
+                    doc["date"].is_string() && doc["tool_version"].is_string(),
+                    "{name}"
+                );
+            }
+            (false, Some(d)) => {
+                assert!(
+                    d.date.len() >= 10 && d.date.as_bytes()[4] == b'-',
+                    "{name}: {}",
+                    d.date
+                );
+            }
+        }
+        seen += 1;
+    }
+    assert!(seen >= 30, "{seen}");
+    for name in dated.keys() {
+        assert!(
+            measurements().join(name).exists(),
+            "provenance.toml dates {name}, which is not in docs/measurements"
+        );
+    }
 }
 
 /// A fresh clone opens at the figure of docs/baselines.md: S_agg 0.309 (the best kernels), nothing stale, on an
@@ -594,6 +690,10 @@ fn the_shipped_standing_gives_the_baselines_s_agg() {
                 .unwrap()
                 .starts_with("measured 2026-12-03 on NVIDIA H200 ")
         );
+        assert_eq!(
+            v.short(),
+            "shipped, measured 2026-12-03 on NVIDIA H200"
+        );
         let rms = v.entry("rms_norm").unwrap();
         assert_eq!(format!("{:.3}", rms.s_op().unwrap()), "0.272");
         assert_eq!(rms.record.measurement.shapes.len(), 56);
@@ -605,7 +705,7 @@ fn the_shipped_standing_gives_the_baselines_s_agg() {
         .unwrap()
         .record
         .measurement;
-    assert_eq!(format!("{:.3}", fp8.s_op), "0.183");
+    assert_eq!(format!("{:.3}", fp8.s_op), "0.184");
     assert_eq!(fp8.s_op_benchmark, Some(0.0));
     let h100 = s.view("H100_SXM", Some("NVIDIA H100 80GB HBM3"));
     assert_eq!(h100.s_agg(suite(), all), 0.0);
@@ -821,7 +921,11 @@ fn a_document_of_other_code_is_refused() {
     };
     let none = Default::default();
     let rec = |d: &serde_json::Value, a: &BTreeMap<String, String>| {
-        build::from_bench_json(p, &print, source, "k.cu", d, a, "2026-12-02", "0.1.0")
+        let dated = build::Dated {
+            date: "2026-12-02".into(),
+            tool_version: "0.1.0".into(),
+        };
+        build::from_bench_json(p, &print, source, "k.cu", d, a, Some(&dated))
     };
     let code = super::code::code_sha256(source);
     // Its own code, with other comments: taken.

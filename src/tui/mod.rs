@@ -81,14 +81,19 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let suite = Arc::new(Suite::load(ws.suite_source())?);
     let hw = suite.hardware(&settings.hardware).ok().cloned();
     let kernels = ws.dir.join("kernels");
+    // The standing: the workspace's files and the shipped one. A replay reads it as a new
+    // session does, so that `replay FILE` and a session opened from the picker show the same
+    // figures (the header's rule: the session's own measurements, else the standing's).
+    let store = crate::standing::Store::load(ws, &suite);
     if let Some(file) = &opts.replay {
         let (timeline, loaded) = crate::session::demos::timeline_of_file_or_demo(file)?;
         let mut st = AppState::new(suite.clone(), Model::new(&suite), th, hw, kernels);
+        attach_standing(&mut st, store, ws);
         let name = file
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        st.start_replay(name, timeline, loaded.warnings);
+        st.open_replay(name, timeline, loaded);
         // The first frame shows the selected revision whole: its results are read now.
         if let Some(Effect::ReadResults {
             file,
@@ -124,10 +129,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
         }
         None => (Model::new(&suite), None, vec![]),
     };
-    // The standing: the workspace's files and the shipped one; a session starts each operator
-    // it has not touched (every operator of a new one) from the standing's incumbent, which is
-    // recorded as its v0 before anything refers to it.
-    let store = crate::standing::Store::load(ws, &suite);
+    // A new session starts each operator from the standing's incumbent.
     let mut model = model;
     if let Some(h) = &hw {
         let view = store.view(&h.key, None);
@@ -138,10 +140,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
         }
     }
     let mut st = AppState::new(suite.clone(), model, th, hw, kernels);
-    st.attach_standing(store, ws.dir.clone());
-    for w in st.standing.view.problems.clone() {
-        st.log(LogLevel::Warn, format!("standing: {w}"));
-    }
+    attach_standing(&mut st, store, ws);
     // The agent's settings: an error here only disables the agent (the log says why).
     st.agent_cfg = crate::agent::config::resolve(&settings.agent, None);
     if let Err(e) = &st.agent_cfg {
@@ -203,6 +202,15 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
         writer,
         workers,
     })
+}
+
+/// Takes the standing read at start into the state; a file that could not be used is said in
+/// the log.
+fn attach_standing(st: &mut AppState, store: crate::standing::Store, ws: &Workspace) {
+    st.attach_standing(store, ws.dir.clone());
+    for w in st.standing.view.problems.clone() {
+        st.log(LogLevel::Warn, format!("standing: {w}"));
+    }
 }
 
 /// The sessions of `dir` (newest name first; not `current`, the file being recorded) and the

@@ -9,7 +9,7 @@ use crate::session::store::now;
 use crate::session::{Author, Model, Record, Recorder, SessionEvent, Timeline};
 use crate::standing::{Layer, Standing, Store, Tally};
 use crate::suite::hardware::HardwareProfile;
-use crate::suite::roofline::{self, Bottleneck};
+use crate::suite::roofline::{self, Bottleneck, ByRule, Rule};
 use crate::suite::{PhaseFilter, Suite};
 use crate::tui::event::{Effect, SessionFile};
 use crate::tui::highlight::{DiffView, HighlightCache, Highlighter, build_diff};
@@ -185,6 +185,9 @@ pub struct Replay {
     pub warnings: Vec<String>,
     /// The briefs last asked to be read whole (operator, revision, measurement, places).
     pub asked: Option<(String, u32, u64, Vec<Place>)>,
+    /// The measurements the file ends (`measure_done`), anywhere in it: any other measurement
+    /// was interrupted (a replayed session is not live).
+    pub ended: std::collections::BTreeSet<u64>,
 }
 
 pub const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 32.0];
@@ -412,6 +415,59 @@ impl AppState {
         }
     }
 
+    /// An operator's S_op as counted under `rule` (None: it counts 0): the figure `figure`
+    /// shows, under the strict level or under the benchmark's rule (a shape counting only when
+    /// it also passed the benchmark-compatible level).
+    pub fn counted(&self, op: &str, rule: Rule) -> Option<f64> {
+        match (self.figure(op), rule) {
+            (f, Rule::Strict) => f.counted(),
+            (Figure::Live(_), Rule::Benchmark) => {
+                let r = self.model.ops.get(op)?.incumbent_rev()?;
+                Some(match r.verdict() {
+                    crate::session::RevVerdict::Score(_) => r.measurement.results.s_op_bench(),
+                    _ => 0.0,
+                })
+            }
+            (Figure::Standing(..), Rule::Benchmark) => {
+                let p = self.suite.problem(op)?;
+                self.standing.view.entry(op)?.s_op_under(rule, p)
+            }
+            (Figure::Stale(_) | Figure::None, Rule::Benchmark) => None,
+        }
+    }
+
+    /// S_agg over a phase view under the strict level and under the benchmark's rule: each
+    /// operator's figure as `counted`, stale and unmeasured operators counting 0.
+    pub fn s_agg_by_rule(&self, phase: PhaseFilter) -> ByRule {
+        let under = |rule| -> BTreeMap<String, f64> {
+            self.suite
+                .problems
+                .iter()
+                .filter_map(|p| self.counted(&p.name, rule).map(|s| (p.name.clone(), s)))
+                .collect()
+        };
+        roofline::s_agg_by_rule(
+            &self.suite,
+            phase,
+            &under(Rule::Strict),
+            &under(Rule::Benchmark),
+        )
+    }
+
+    /// The standing's record of a revision the session has not measured, where the record
+    /// measured that very source (its source fingerprint is the revision's text): its
+    /// measurement is then the revision's — in the revisions pane, the shapes pane and the
+    /// roofline, and for `y`. Stale or not: the caller says which counts.
+    pub fn standing_measurement(&self, op: &str, r: &Revision) -> Option<&crate::standing::Entry> {
+        if r.measurement.status != MeasureStatus::Unmeasured {
+            return None;
+        }
+        self.standing
+            .view
+            .entry(op)
+            .filter(|e| e.measured(&r.source))
+    }
+
     /// S_agg over a phase view: stale and unmeasured operators count 0.
     pub fn s_agg(&self, phase: PhaseFilter) -> f64 {
         let s_ops: BTreeMap<String, f64> = self
@@ -436,6 +492,27 @@ impl AppState {
         t
     }
 
+    /// Opens a recorded session read-only, after its last event: `atrex-tui replay FILE` and the
+    /// picker alike. The figures follow the header's one rule — the session's own measurements,
+    /// else the standing the app read at start — whichever way the session was opened.
+    pub fn open_replay(
+        &mut self,
+        name: String,
+        records: impl Into<Timeline>,
+        loaded: crate::session::Loaded,
+    ) {
+        let records = records.into();
+        let n = records.len();
+        self.focus = PaneId::Operators;
+        self.start_replay(name.clone(), records, loaded.warnings);
+        self.log(
+            LogLevel::Info,
+            format!(
+                "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions"
+            ),
+        );
+    }
+
     /// Opens a replay positioned after its last event.
     pub fn start_replay(
         &mut self,
@@ -448,7 +525,15 @@ impl AppState {
             self.log(LogLevel::Warn, w.clone());
         }
         let pos = records.len();
+        let ended = records
+            .records()
+            .filter_map(|r| match r.event {
+                SessionEvent::MeasureDone { mid, .. } => Some(mid),
+                _ => None,
+            })
+            .collect();
         self.model = records.model_at(&self.suite, pos);
+        self.model.interrupt_unended(&ended);
         self.replay = Some(Replay {
             file,
             records,
@@ -457,6 +542,7 @@ impl AppState {
             speed: 2,
             warnings,
             asked: None,
+            ended,
         });
         self.hw_from_run();
         self.select_session_op();

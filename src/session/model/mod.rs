@@ -13,6 +13,9 @@
 //!   shape, verdict, S and the line's place in the file; `results`): the state differs from the
 //!   whole fold only in the per-shape figures not yet read, and equals it once they are
 //!   (`Model::fill_results`).
+//! - A measurement still running at a `run_start` is interrupted: the run that started it is
+//!   over. A replay (a session that is not live) also marks as interrupted the measurements its
+//!   file never ends (`interrupt_unended`), the one step beyond the fold; its events decide it.
 //!
 //! `apply` only routes each event to its family, each in its own module: `run` (run start,
 //! device, errors, unknown kinds), `revisions` (revisions, decisions, profiles),
@@ -41,6 +44,10 @@ pub enum MeasureStatus {
     Unmeasured,
     Running,
     Done(Verdict),
+    /// Started, but neither finished nor failed, in a run that is over: a later run of the
+    /// session started (the reducer, at its `run_start`), or the session is replayed and its
+    /// file never ends the measurement (`Model::interrupt_unended`).
+    Interrupted,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -82,6 +89,8 @@ pub struct MadeOn {
 pub enum RevVerdict {
     Unmeasured,
     Measuring,
+    /// Its measurement started and never ended (its run is over).
+    Interrupted,
     CompileError,
     Incorrect,
     Failed(String),
@@ -93,6 +102,7 @@ impl RevVerdict {
         match self {
             RevVerdict::Unmeasured => "—".into(),
             RevVerdict::Measuring => "measuring".into(),
+            RevVerdict::Interrupted => "interrupted".into(),
             RevVerdict::CompileError => "compile error".into(),
             RevVerdict::Incorrect => "incorrect".into(),
             RevVerdict::Failed(s) => s.clone(),
@@ -138,6 +148,22 @@ pub struct Revision {
 }
 
 impl Revision {
+    /// Where the revision came from: `baseline` (the suite's baseline.cu), `standing` (the
+    /// standing's incumbent the session started from; older sessions recorded it as a baseline
+    /// taken `via` the standing), `hand edit` (the built-in editor or $EDITOR), `file` (a kernel
+    /// file given to `measure`), `tuner`, or the agent's model by name.
+    pub fn origin(&self) -> String {
+        match &self.author {
+            Author::Incumbent => "standing".into(),
+            Author::Baseline if self.via.as_deref() == Some("standing") => "standing".into(),
+            Author::Baseline => "baseline".into(),
+            Author::Human if self.via.as_deref() == Some("file") => "file".into(),
+            Author::Human => "hand edit".into(),
+            Author::Tuner => "tuner".into(),
+            Author::Model(m) => m.clone(),
+        }
+    }
+
     pub fn verdict(&self) -> RevVerdict {
         let m = &self.measurement;
         if m.compiled == Some(false) {
@@ -146,6 +172,7 @@ impl Revision {
         match &m.status {
             MeasureStatus::Unmeasured => RevVerdict::Unmeasured,
             MeasureStatus::Running => RevVerdict::Measuring,
+            MeasureStatus::Interrupted => RevVerdict::Interrupted,
             MeasureStatus::Done(v) => {
                 if m.results.verdicts().any(|v| *v == Verdict::Incorrect) {
                     return RevVerdict::Incorrect;
@@ -234,6 +261,9 @@ impl OpState {
         {
             return OpStatus::Failing;
         }
+        if latest.is_some_and(|l| l.measurement.status == MeasureStatus::Interrupted) {
+            return OpStatus::Interrupted;
+        }
         let base = self.rev(0).and_then(|r| r.verdict().score());
         match (self.incumbent, self.incumbent_s(), base) {
             (Some(i), Some(s), Some(b)) if i > 0 && s > b => return OpStatus::Improved,
@@ -272,6 +302,8 @@ pub enum OpStatus {
     /// A revision waits for a decision.
     Pending,
     Measuring,
+    /// The latest measurement started and never ended (its run is over).
+    Interrupted,
     Improved,
     Failing,
 }
@@ -284,6 +316,7 @@ impl OpStatus {
             OpStatus::Tried => "tried",
             OpStatus::Pending => "pending",
             OpStatus::Measuring => "measuring",
+            OpStatus::Interrupted => "interrupted",
             OpStatus::Improved => "improved",
             OpStatus::Failing => "failing",
         }
@@ -567,6 +600,41 @@ impl Model {
         );
     }
 
+    /// The session is not live (a replay): every measurement still running whose mid is not in
+    /// `ended` — the measurements its file ends, anywhere in it — was interrupted. (The reducer
+    /// itself interrupts the measurements of earlier runs at a `run_start`.)
+    pub fn interrupt_unended(&mut self, ended: &std::collections::BTreeSet<u64>) {
+        for o in self.ops.values_mut() {
+            for r in &mut o.revisions {
+                if r.measurement.status == MeasureStatus::Running
+                    && !ended.contains(&r.measurement.mid)
+                {
+                    r.measurement.status = MeasureStatus::Interrupted;
+                }
+            }
+        }
+    }
+
+    /// Ends as interrupted every measurement still running when a new run starts (its own run
+    /// is over: the app or command that started it ended without a verdict).
+    pub(super) fn interrupt_running(&mut self, t: f64) {
+        let mut cut = Vec::new();
+        for (name, o) in self.ops.iter_mut() {
+            for r in &mut o.revisions {
+                if r.measurement.status == MeasureStatus::Running {
+                    r.measurement.status = MeasureStatus::Interrupted;
+                    cut.push(format!(
+                        "{name} v{}: its measurement was interrupted (its run ended before it did; m measures it again)",
+                        r.rev
+                    ));
+                }
+            }
+        }
+        for line in cut {
+            self.log(t, LogLevel::Warn, line);
+        }
+    }
+
     /// S_op of each operator's incumbent (measured and passing).
     pub fn s_ops(&self) -> BTreeMap<String, f64> {
         self.ops
@@ -578,5 +646,21 @@ impl Model {
     /// S_agg over a phase view, from the incumbents.
     pub fn s_agg(&self, suite: &Suite, phase: PhaseFilter) -> f64 {
         roofline::s_agg(suite, phase, &self.s_ops())
+    }
+
+    /// S_agg over a phase view from the incumbents, under the strict level and under the
+    /// benchmark's rule (a shape counting only when it also passed the benchmark-compatible
+    /// level).
+    pub fn s_agg_by_rule(&self, suite: &Suite, phase: PhaseFilter) -> roofline::ByRule {
+        let bench: BTreeMap<String, f64> = self
+            .ops
+            .iter()
+            .filter_map(|(n, o)| {
+                let r = o.incumbent_rev()?;
+                r.verdict().score()?;
+                Some((n.clone(), r.measurement.results.s_op_bench()))
+            })
+            .collect();
+        roofline::s_agg_by_rule(suite, phase, &self.s_ops(), &bench)
     }
 }

@@ -23,6 +23,8 @@ pub struct Brief {
     pub shape: u32,
     pub verdict: Verdict,
     pub s: Option<f64>,
+    /// Passed the benchmark-compatible level (for S_op under the benchmark's rule).
+    pub bench_ok: bool,
     pub place: Place,
 }
 
@@ -32,6 +34,7 @@ impl Brief {
             shape: r.shape,
             verdict: r.verdict.clone(),
             s: r.s,
+            bench_ok: r.bench_ok,
             place,
         }
     }
@@ -68,6 +71,12 @@ impl Slot {
             Slot::Brief(b) => b.s,
         }
     }
+    fn bench_ok(&self) -> bool {
+        match self {
+            Slot::Whole(r, _) => r.bench_ok,
+            Slot::Brief(b) => b.bench_ok,
+        }
+    }
 }
 
 /// Per-shape results by shape id.
@@ -87,6 +96,14 @@ impl Results {
     pub fn values(&self) -> impl Iterator<Item = &ShapeResult> {
         self.0.values().filter_map(|s| match s {
             Slot::Whole(r, _) => Some(&**r),
+            Slot::Brief(_) => None,
+        })
+    }
+
+    /// The whole results with their shape ids, by shape id (briefs left out).
+    pub fn iter(&self) -> impl Iterator<Item = (&u32, &ShapeResult)> {
+        self.0.iter().filter_map(|(id, s)| match s {
+            Slot::Whole(r, _) => Some((id, &**r)),
             Slot::Brief(_) => None,
         })
     }
@@ -116,11 +133,21 @@ impl Results {
     /// S_op of the results: the median of S over the shapes, a shape that did not pass counting
     /// 0 (`engine::outcome::s_op_of`).
     pub fn s_op(&self) -> f64 {
+        self.s_op_where(|_| true)
+    }
+
+    /// S_op under the benchmark's rule: a shape counts only when it also passed the
+    /// benchmark-compatible level (`engine::outcome::s_op_bench_of`).
+    pub fn s_op_bench(&self) -> f64 {
+        self.s_op_where(Slot::bench_ok)
+    }
+
+    fn s_op_where(&self, counts: impl Fn(&Slot) -> bool) -> f64 {
         let scores: Vec<ShapeScore> = self
             .0
             .values()
             .map(|r| match r.s() {
-                Some(s) if *r.verdict() == Verdict::Pass => ShapeScore::Passed(s),
+                Some(s) if *r.verdict() == Verdict::Pass && counts(r) => ShapeScore::Passed(s),
                 _ => ShapeScore::Failed,
             })
             .collect();

@@ -18,6 +18,7 @@ impl Model {
                 suite,
                 suite_version,
             } => {
+                self.interrupt_running(t);
                 self.run.tool_version = Some(tool_version.clone());
                 self.run.gpu = gpu.clone();
                 self.run.driver = driver.clone();

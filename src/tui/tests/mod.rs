@@ -4,6 +4,7 @@
 mod agent;
 mod diff;
 mod editor;
+mod figures;
 mod jobs;
 mod keys;
 mod pool;

@@ -64,19 +64,70 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
         match r.verdict() {
             RevVerdict::Score(_) => {}
             RevVerdict::Unmeasured => {
-                state.log(
-                    LogLevel::Warn,
-                    format!(
-                        "cannot accept {op} v{}: not measured yet (m measures it)",
-                        r.rev
-                    ),
-                );
-                return;
+                // The standing's measurement of this very source is the revision's.
+                let standing = state.standing_measurement(&op, &r).map(|e| {
+                    let m = &e.record.measurement;
+                    (
+                        e.fresh(),
+                        e.stale_label(),
+                        format!(
+                            "S_op {:.3}, {}, {} on {}",
+                            m.s_op,
+                            m.mode,
+                            m.day(),
+                            e.record.fingerprint.gpu
+                        ),
+                    )
+                });
+                match standing {
+                    Some((true, _, figure)) => {
+                        if state.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev) {
+                            state.log(
+                                LogLevel::Info,
+                                format!(
+                                    "{op} v{} is already the incumbent (the standing measured it: {figure})",
+                                    r.rev
+                                ),
+                            );
+                            return;
+                        }
+                    }
+                    Some((false, why, figure)) => {
+                        state.log(
+                            LogLevel::Warn,
+                            format!(
+                                "cannot accept {op} v{}: the standing's measurement of it ({figure}) is stale here ({why}); m measures it",
+                                r.rev
+                            ),
+                        );
+                        return;
+                    }
+                    None => {
+                        state.log(
+                            LogLevel::Warn,
+                            format!(
+                                "cannot accept {op} v{}: not measured yet (m measures it)",
+                                r.rev
+                            ),
+                        );
+                        return;
+                    }
+                }
             }
             RevVerdict::Measuring => {
                 state.log(
                     LogLevel::Warn,
                     format!("cannot accept {op} v{}: still measuring", r.rev),
+                );
+                return;
+            }
+            RevVerdict::Interrupted => {
+                state.log(
+                    LogLevel::Warn,
+                    format!(
+                        "cannot accept {op} v{}: its measurement was interrupted (m measures it again)",
+                        r.rev
+                    ),
                 );
                 return;
             }

@@ -109,17 +109,7 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         AppEvent::Profiled { op, rev, result } => on_profiled(state, op, rev, result),
         AppEvent::ReplayLoaded { name, result } => {
             match result {
-                Ok((records, loaded)) => {
-                    let n = records.len();
-                    state.focus = PaneId::Operators;
-                    state.start_replay(name.clone(), records, loaded.warnings);
-                    state.log(
-                        LogLevel::Info,
-                        format!(
-                            "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions"
-                        ),
-                    );
-                }
+                Ok((records, loaded)) => state.open_replay(name, records, loaded),
                 Err(e) => state.log(LogLevel::Error, format!("cannot open {name}: {e}")),
             }
             vec![]

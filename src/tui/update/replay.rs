@@ -14,6 +14,7 @@ pub fn replay_seek(state: &mut AppState, pos: usize) {
     } else {
         state.model = r.records.model_at(&state.suite, pos);
     }
+    state.model.interrupt_unended(&r.ended);
     r.pos = pos;
     // follow the operator and revision the last event touched
     let touched = pos

@@ -1,5 +1,6 @@
 //! The standing in the app: re-measuring incumbents in full in the background (M: the selected
-//! operator's, U: every stale one's), recording what they give, and recording accepted revisions.
+//! operator's, U: every stale one's), recording what they give, and recording accepted revisions
+//! (one accepted on the standing's own measurement of its source leaves the record as it is).
 
 use super::*;
 use crate::session::model::LogLevel;
@@ -151,6 +152,22 @@ pub(crate) fn standing_job_done(state: &mut AppState, op: &str, rev: u32) -> Vec
 /// one's figure standing for it) — is followed by a full one in the background, which replaces
 /// the record when it ends.
 pub(crate) fn standing_after_accept(state: &mut AppState, op: &str, rev: u32) -> Vec<Effect> {
+    // A revision the session did not measure, accepted on the standing's measurement of its
+    // very source: the record already holds it.
+    let held = state
+        .model
+        .ops
+        .get(op)
+        .and_then(|o| o.rev(rev))
+        .and_then(|r| state.standing_measurement(op, r))
+        .is_some_and(|e| e.fresh());
+    if held {
+        state.log(
+            LogLevel::Info,
+            format!("standing: {op} v{rev} is the kernel its record measured; the record stays"),
+        );
+        return vec![];
+    }
     let mut fx = record_revision(state, op, rev);
     let again = state
         .model

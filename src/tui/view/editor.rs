@@ -24,7 +24,7 @@ pub(super) fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
         let v = sv.verdict();
         let c = match v {
             RevVerdict::Score(x) => s_color(s, x),
-            RevVerdict::Measuring | RevVerdict::Unmeasured => t.warn,
+            RevVerdict::Measuring | RevVerdict::Unmeasured | RevVerdict::Interrupted => t.warn,
             _ => t.bad,
         };
         status.push(Line::from(Span::styled(

@@ -1,6 +1,7 @@
-//! The header: S_agg by phase, the GPU and worker, the agents, a line for the running
-//! measurement, the phase, counts and the session, and with a pool of workers a line for the
-//! pool (per host up, busy, down; restarts; the queue).
+//! The header: S_agg by phase under the strict level and the benchmark's rule, the GPU and
+//! worker, the agents, a line for the running measurement, the phase with the operators and
+//! shapes it shows, and the session, and with a pool of workers a line for the pool (per host
+//! up, busy, down; restarts; the queue).
 
 use crate::engine::pool::SeatState;
 use crate::suite::PhaseFilter;
@@ -10,52 +11,23 @@ use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
-    let agg = |p| s.s_agg(p);
     let stale = s.tally(PhaseFilter::All).stale;
     let hs = Style::default().bg(t.header_bg).fg(t.header_fg);
+    // Under 120 columns the agent moves to the second line; from 160 S_agg of every phase is
+    // shown; from 200 the GPU's full name and the benchmark's rule spelled out.
     let narrow = r.width < 120;
-    let mut l1 = vec![];
-    if !narrow {
-        l1.push(Span::styled(
-            " atrex-tui ",
-            hs.add_modifier(Modifier::BOLD).fg(t.accent),
-        ));
-        l1.push(Span::styled("│", hs));
-    }
-    l1.push(Span::styled(" S_agg ", hs));
-    l1.push(Span::styled(
-        format!("{:.3}", agg(PhaseFilter::All)),
-        hs.add_modifier(Modifier::BOLD),
-    ));
-    if narrow {
-        l1.push(Span::styled(
-            format!(
-                " · pre {:.3} · dec {:.3} ",
-                agg(PhaseFilter::Prefill),
-                agg(PhaseFilter::Decode)
-            ),
-            hs,
-        ));
-    } else {
-        l1.push(Span::styled(
-            format!(
-                " · prefill {:.3} · decode {:.3} ",
-                agg(PhaseFilter::Prefill),
-                agg(PhaseFilter::Decode)
-            ),
-            hs,
-        ));
-    }
+    let wide = r.width >= 200;
+    let mut l1 = s_agg_spans(s, hs, r.width >= 160, wide);
     if stale > 0 {
         l1.push(Span::styled(format!("· {stale} stale "), hs.fg(t.warn)));
     }
     l1.push(Span::styled("│ ", hs));
     match &s.worker {
         WorkerState::Ready { gpu, sm_clock_mhz } => {
-            let gpu = if narrow {
-                gpu.trim_start_matches("NVIDIA ").to_string()
-            } else {
+            let gpu = if wide {
                 gpu.clone()
+            } else {
+                gpu.trim_start_matches("NVIDIA ").to_string()
             };
             let n = s.pool.workers.len();
             let workers = if n > 1 {
@@ -130,16 +102,14 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         };
         l2.push(Span::styled(label, sub));
     }
-    l2.push(Span::styled(
-        format!(" standing: {} ·", s.standing.view.short()),
-        sub,
-    ));
+    // The operators and shapes the phase filter shows.
+    let shown = s.suite.by_weight(s.phase);
     l2.push(Span::styled(
         format!(
             " phase {} · {} operators · {} shapes · T_SOL on {}",
             s.phase.name(),
-            s.visible_ops().len(),
-            s.suite.shape_count(),
+            shown.len(),
+            shown.iter().map(|p| p.shapes.len()).sum::<usize>(),
             s.hw.as_ref().map(|h| h.key.as_str()).unwrap_or("-")
         ),
         sub,
@@ -149,9 +119,50 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         (None, Some(n)) => l2.push(Span::styled(format!(" · session {n}"), sub)),
         (None, None) => l2.push(Span::styled(" · not recording", sub)),
     }
+    l2.push(Span::styled(
+        format!(" · standing: {}", s.standing.view.short()),
+        sub,
+    ));
     let mut lines = vec![Line::from(l1).style(hs), Line::from(l2)];
     lines.extend(pool_line(s));
     f.render_widget(Paragraph::new(lines), r);
+}
+
+/// S_agg under the strict level and under the benchmark's rule, each named: with room (`all`),
+/// of all operators and of each phase ("S_agg 0.313 strict · 0.304 bench rule · prefill
+/// 0.346/0.336 · decode 0.318/0.309", the pairs strict first); else of the phase the filter
+/// shows ("S_agg 0.313 strict · 0.304 bench rule", "S_agg prefill 0.346 strict · …").
+fn s_agg_spans(s: &AppState, hs: Style, all: bool, wide: bool) -> Vec<Span<'static>> {
+    let rule = if wide { "benchmark rule" } else { "bench rule" };
+    if !all {
+        let phase = match s.phase {
+            PhaseFilter::All => String::new(),
+            p => format!("{} ", p.name()),
+        };
+        return vec![
+            Span::styled(format!(" S_agg {phase}"), hs),
+            Span::styled(
+                s.s_agg_by_rule(s.phase).named(rule),
+                hs.add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(" ", hs),
+        ];
+    }
+    vec![
+        Span::styled(" S_agg ", hs),
+        Span::styled(
+            s.s_agg_by_rule(PhaseFilter::All).named(rule),
+            hs.add_modifier(Modifier::BOLD),
+        ),
+        Span::styled(
+            format!(
+                " · prefill {} · decode {} ",
+                s.s_agg_by_rule(PhaseFilter::Prefill).pair(),
+                s.s_agg_by_rule(PhaseFilter::Decode).pair()
+            ),
+            hs,
+        ),
+    ]
 }
 
 /// The header's height: two lines, three with the pool line.

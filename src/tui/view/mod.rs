@@ -16,6 +16,8 @@ mod revisions;
 mod roofline;
 mod sessions;
 mod shapes;
+#[cfg(test)]
+pub(crate) use shapes::shown_figures;
 mod steer;
 
 use super::app::{AppState, Modal, PaneId};
@@ -190,8 +192,8 @@ pub(crate) fn left_width(s: &AppState, width: u16) -> (u16, bool) {
         .max(12) as u16;
     // compact: name, weight 6, S_op 6, status 1, history 4, 4 gaps, 2 borders
     let compact = name + 23;
-    // full: name, weight 6, S_op 6, status 11, history 8, 4 gaps, 2 borders
-    let full = name + 37;
+    // full: name, weight 6, S_op 6, status 13 ("◌ interrupted"), history 8, 4 gaps, 2 borders
+    let full = name + 39;
     // three columns (≥ 200) keep at least 44 for the gauges
     let gauges = if width >= 200 { 44 } else { 0 };
     if width >= full + DIFF_MIN + gauges {

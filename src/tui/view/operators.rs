@@ -61,6 +61,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 (OpStatus::Tried, _) => ("○", t.dim),
                 (OpStatus::Pending, _) => ("◆", t.info),
                 (OpStatus::Measuring, _) => ("◔", t.warn),
+                (OpStatus::Interrupted, _) => ("◌", t.warn),
                 (OpStatus::Improved, _) => ("▲", t.good),
                 (OpStatus::Failing, _) => ("✗", t.bad),
             };
@@ -122,7 +123,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             Constraint::Fill(1),
             Constraint::Length(6),
             Constraint::Length(6),
-            Constraint::Length(11),
+            Constraint::Length(13),
             Constraint::Length(8),
         ]
     };

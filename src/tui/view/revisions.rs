@@ -1,4 +1,6 @@
-//! The revisions pane: the selected operator's revisions with author, verdict, decision and
+//! The revisions pane: the selected operator's revisions with their origin (baseline,
+//! standing, hand edit, file, tuner, the agent's model), verdict (the standing's measurement
+//! of a revision's very source where the session has none, marked `std`), decision and
 //! rationale.
 
 use super::{pane_block, s_color, window};
@@ -20,47 +22,31 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         let v = rv.verdict();
         let vc = match &v {
             RevVerdict::Score(x) => s_color(s, *x),
-            RevVerdict::Measuring => t.warn,
+            RevVerdict::Measuring | RevVerdict::Interrupted => t.warn,
             RevVerdict::Unmeasured => t.dim,
             _ => t.bad,
         };
-        // The incumbent not measured in this session shows the standing's figure of its kernel.
-        let standing = s
-            .standing
-            .view
-            .entry(&op)
-            .filter(|_| inc && v == RevVerdict::Unmeasured)
-            .filter(|e| e.source.as_deref() == Some(rv.source.as_str()))
-            .map(|e| {
-                let m = e.record.measurement.s_op;
-                match e.fresh() {
-                    true => format!("S {m:.3} std"),
-                    false => format!("S {m:.3}~ std"),
-                }
-            });
+        // A revision not measured in this session whose very source the standing measured
+        // shows the standing's figure.
+        let standing = s.standing_measurement(&op, rv).map(|e| {
+            let m = e.record.measurement.s_op;
+            match e.fresh() {
+                true => format!("S {m:.3} std"),
+                false => format!("S {m:.3}~ std"),
+            }
+        });
         let (dec, dc) = match (rv.decision, inc) {
             (Some(Decision::Accepted), _) => (if narrow { "acc" } else { "accepted" }, t.good),
             (Some(Decision::Rejected), _) => (if narrow { "rej" } else { "rejected" }, t.bad),
-            (None, _) if rv.author == crate::session::Author::Baseline => {
-                (if narrow { "base" } else { "baseline" }, t.dim)
-            }
-            (None, _) if rv.author == crate::session::Author::Incumbent => {
-                (if narrow { "inc" } else { "incumbent" }, t.dim)
-            }
+            // Where the session started: the incumbent until another is accepted.
+            (None, false) if rv.author.is_start() => (if narrow { "st" } else { "start" }, t.dim),
             (None, true) => (if narrow { "inc" } else { "incumbent" }, t.dim),
             (None, false) => (if narrow { "…" } else { "pending" }, t.warn),
         };
         let mut cells = vec![
             Span::styled(if inc { "★" } else { " " }, Style::default().fg(t.accent)),
             Span::raw(format!("v{}", rv.rev)),
-            Span::styled(
-                match &rv.author {
-                    // The narrow column holds 8 characters.
-                    crate::session::Author::Incumbent if narrow => "incumb.".into(),
-                    a => a.label(),
-                },
-                Style::default().fg(t.info),
-            ),
+            Span::styled(rv.origin(), Style::default().fg(t.info)),
             match standing {
                 Some(label) => Span::styled(label, Style::default().fg(t.dim)),
                 None => Span::styled(
@@ -109,7 +95,7 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         vec![
             Constraint::Length(1),
             Constraint::Length(4),
-            Constraint::Length(8),
+            Constraint::Length(9),
             Constraint::Fill(1),
             Constraint::Length(4),
         ]
@@ -119,7 +105,7 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             Constraint::Length(5),
             Constraint::Length(10),
             Constraint::Length(13),
-            Constraint::Length(8),
+            Constraint::Length(9),
             Constraint::Fill(1),
         ]
     };

@@ -1,4 +1,5 @@
-//! The roofline chart: the hardware's ceilings with each shape's SOL and measured points.
+//! The roofline chart: the hardware's ceilings with each shape's SOL and measured points (the
+//! shapes pane's figures: this session's measurement, else the standing's).
 
 use super::block;
 use crate::tui::app::AppState;
@@ -17,7 +18,8 @@ pub(super) fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
         return;
     };
     let infos = s.shape_info.get(op).map(|v| v.as_slice()).unwrap_or(&[]);
-    let results = s.selected_rev().map(|r| &r.measurement.results);
+    // The selected revision's figures: this session's, else the standing's of its source.
+    let figures = super::shapes::shown_figures(s, op).figures;
     let peak_max = hw.peak_flops.values().copied().fold(1.0f64, f64::max);
     let (xmin, xmax) = (-2.0f64, 4.0f64);
     let ymax = peak_max.log10() + 0.3;
@@ -37,10 +39,7 @@ pub(super) fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
         if si.sol_ms > 0.0 {
             sol_pts.push((x, (si.flops / (si.sol_ms / 1e3)).log10().clamp(ymin, ymax)));
         }
-        if let Some(tm) = results
-            .and_then(|m| m.get(&si.id))
-            .and_then(|x| x.timing.as_ref())
-            .map(|t| t.median_ms)
+        if let Some(tm) = figures.get(&si.id).and_then(|x| x.t_ms)
             && tm > 0.0
         {
             measured.push((x, (si.flops / (tm / 1e3)).log10().clamp(ymin, ymax)));

@@ -1,21 +1,121 @@
 //! The shapes pane (gauges): one S bar per shape with time against SOL, above the profile and
-//! the roofline.
+//! the roofline. The figures are the selected revision's measurement in this session, else —
+//! for a revision whose very source the standing measured — the standing's, marked as such in
+//! the title ("standing S 0.446") and on the pane's first line ("standing, measured 2026-12-02
+//! on NVIDIA H200").
 
 use super::profile::{draw_profile, profile_line};
 use super::roofline::draw_roofline;
 use super::{fmt_ms, pane_block, s_color, window};
-use crate::engine::protocol::{Diagnostic, ShapeResult};
+use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
+use crate::standing::ShapeMeasured;
 use crate::suite::roofline::Bottleneck;
 use crate::tui::app::{AppState, PaneId, ShapeInfo};
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
+use std::collections::BTreeMap;
+
+/// One shape's figures as the pane and the roofline show them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ShapeFigure {
+    pub pass: bool,
+    /// The verdict's name (`pass`, `incorrect`, …).
+    pub verdict: String,
+    pub s: Option<f64>,
+    /// T: the median time, ms.
+    pub t_ms: Option<f64>,
+    pub sol_ms: f64,
+    pub max_abs: Option<f64>,
+    pub strict_ok: bool,
+}
+
+impl ShapeFigure {
+    fn of_result(x: &ShapeResult) -> ShapeFigure {
+        ShapeFigure {
+            pass: x.verdict == Verdict::Pass,
+            verdict: x.verdict.name().to_string(),
+            s: x.s,
+            t_ms: x.timing.as_ref().map(|t| t.median_ms),
+            sol_ms: x.sol_ms,
+            max_abs: Some(x.checks.iter().map(|c| c.max_abs).fold(0.0, f64::max)),
+            strict_ok: x.strict_ok,
+        }
+    }
+
+    fn of_record(x: &ShapeMeasured) -> ShapeFigure {
+        ShapeFigure {
+            pass: x.verdict == Verdict::Pass.name(),
+            verdict: x.verdict.clone(),
+            s: x.s,
+            t_ms: x.t_ms,
+            sol_ms: x.sol_ms,
+            max_abs: x.max_abs,
+            strict_ok: x.strict_ok,
+        }
+    }
+}
+
+/// What the shapes pane and the roofline show of a revision.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct Shown {
+    /// Per shape id.
+    pub figures: BTreeMap<u32, ShapeFigure>,
+    /// Where the figures are the standing's: the title's short mark ("standing S 0.446") and
+    /// the pane's first line (the run that measured them, or why they are not shown).
+    pub standing: Option<(String, String)>,
+}
+
+/// What the shapes pane shows of the selected revision of `op`: its measurement in this
+/// session, else the standing's of its very source — only where the record stands (else the
+/// note says why not).
+pub(crate) fn shown_figures(s: &AppState, op: &str) -> Shown {
+    let Some(rv) = s.selected_rev() else {
+        return Shown::default();
+    };
+    match s.standing_measurement(op, rv) {
+        Some(e) if e.fresh() => {
+            let m = &e.record.measurement;
+            Shown {
+                figures: m
+                    .shapes
+                    .iter()
+                    .map(|x| (x.shape, ShapeFigure::of_record(x)))
+                    .collect(),
+                standing: Some((
+                    format!("standing S {:.3}", m.s_op),
+                    format!(
+                        "standing, measured {} on {}",
+                        m.day(),
+                        e.record.fingerprint.gpu
+                    ),
+                )),
+            }
+        }
+        Some(e) => Shown {
+            figures: BTreeMap::new(),
+            standing: Some((
+                "standing: stale".into(),
+                format!("the standing's record is stale: {}", e.stale_label()),
+            )),
+        },
+        None => Shown {
+            figures: rv
+                .measurement
+                .results
+                .iter()
+                .map(|(id, x)| (*id, ShapeFigure::of_result(x)))
+                .collect(),
+            standing: None,
+        },
+    }
+}
 
 pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
     let t = &s.theme;
     let op = s.selected_op().unwrap_or_default();
     let infos = s.shape_info.get(&op).map(|v| v.as_slice()).unwrap_or(&[]);
     let rv = s.selected_rev();
-    let results = rv.map(|r| &r.measurement.results);
+    let Shown { figures, standing } = shown_figures(s, &op);
     let chart_h = if r.height >= 24 {
         r.height / 2
     } else if r.height >= 14 {
@@ -49,9 +149,10 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
         Constraint::Length(chart_h),
     ])
     .split(r);
-    let title = match rv {
-        Some(rv) => format!("shapes · {op} v{} · {}", rv.rev, rv.verdict().label()),
-        None => format!("shapes · {op}"),
+    let title = match (rv, &standing) {
+        (Some(rv), Some((mark, _))) => format!("shapes · {op} v{} · {mark}", rv.rev),
+        (Some(rv), None) => format!("shapes · {op} v{} · {}", rv.rev, rv.verdict().label()),
+        (None, _) => format!("shapes · {op}"),
     };
     let inner_w = parts[0].width.saturating_sub(2) as usize;
     let bar_w = if inner_w >= 60 { 12 } else { 6 };
@@ -61,12 +162,22 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
         lines.push(profile_line(s, p, inner_w));
         h = h.saturating_sub(1);
     }
+    if let Some((_, note)) = &standing {
+        // Where room is short the GPU's vendor goes first.
+        let note = if note.chars().count() > inner_w {
+            note.replace("NVIDIA ", "")
+        } else {
+            note.clone()
+        };
+        lines.push(Line::from(Span::styled(note, Style::default().fg(t.info))));
+        h = h.saturating_sub(1);
+    }
     let start = match s.shape_sel {
         Some(i) => window(i, h, infos.len()),
         None => s.gauge_scroll.min(infos.len().saturating_sub(1)),
     };
     for (i, si) in infos.iter().enumerate().skip(start).take(h) {
-        let res = results.and_then(|m| m.get(&si.id));
+        let res = figures.get(&si.id);
         let selected = s.shape_sel == Some(i);
         lines.push(shape_line(s, si, res, selected, bar_w, inner_w));
     }
@@ -108,7 +219,7 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
 fn shape_line(
     s: &AppState,
     si: &ShapeInfo,
-    res: Option<&ShapeResult>,
+    res: Option<&ShapeFigure>,
     selected: bool,
     bar_w: usize,
     inner_w: usize,
@@ -128,7 +239,7 @@ fn shape_line(
     match res {
         Some(x) => {
             let sv = x.s.unwrap_or(0.0);
-            let ok = x.verdict == crate::engine::protocol::Verdict::Pass;
+            let ok = x.pass;
             let c = if ok { s_color(s, sv) } else { t.bad };
             let filled = ((sv.clamp(0.0, 1.0)) * bar_w as f64).round() as usize;
             spans.push(Span::styled("█".repeat(filled), Style::default().fg(c)));
@@ -140,11 +251,11 @@ fn shape_line(
                 if ok {
                     format!(" {sv:.3}")
                 } else {
-                    format!(" {:<5}", x.verdict.name())
+                    format!(" {:<5}", x.verdict)
                 },
                 Style::default().fg(c).add_modifier(Modifier::BOLD),
             ));
-            let tm = x.timing.as_ref().map(|t| t.median_ms).unwrap_or(0.0);
+            let tm = x.t_ms.unwrap_or(0.0);
             spans.push(Span::raw(format!(" T {:>8}", fmt_ms(tm))));
             spans.push(Span::styled(
                 format!(" SOL {:>8}", fmt_ms(x.sol_ms)),
@@ -177,7 +288,7 @@ fn shape_line(
         spans.push(Span::styled(format!(" {bn}"), Style::default().fg(t.info)));
     }
     if inner_w >= 66 {
-        let err = res.map(|x| x.checks.iter().map(|c| c.max_abs).fold(0.0, f64::max));
+        let err = res.and_then(|x| x.max_abs);
         spans.push(Span::styled(
             match err {
                 Some(e) => format!(" err {e:.1e}"),

@@ -7,8 +7,11 @@ mod effects;
 pub mod event;
 pub mod highlight;
 pub mod keymap;
+pub mod logview;
+pub mod search;
 mod standing_writer;
 pub mod state;
+pub mod text;
 pub mod theme;
 pub mod update;
 pub mod view;
@@ -478,9 +481,16 @@ async fn event_loop(
 ) -> Result<(), String> {
     let mut first = true;
     loop {
-        terminal
+        let drawn = terminal
             .draw(|f| view::draw(f, state))
-            .map_err(|e| format!("cannot draw on the terminal: {e}"))?;
+            .map_err(|e| format!("cannot draw on the terminal: {e}"))?
+            .area;
+        // The state lays the panes out for the size drawn (at start, after the editor, and
+        // whenever a resize went unseen): tell it, and draw again.
+        if state.screen != (drawn.width, drawn.height) {
+            app::update(state, AppEvent::Resize(drawn.width, drawn.height));
+            continue;
+        }
         if first {
             first = false;
             let ms = t_start.elapsed().as_secs_f64() * 1e3;

@@ -6,6 +6,7 @@ mod diff;
 mod editor;
 mod jobs;
 mod keys;
+mod panes;
 mod pool;
 mod profile;
 mod replay;

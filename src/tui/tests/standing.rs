@@ -270,8 +270,10 @@ fn m_and_u_remeasure_the_standing_in_full_and_record_it() {
                 KeyCode::Char('U'),
                 crossterm::event::KeyModifiers::NONE
             ),
-            true,
-            false
+            &keymap::Ctx {
+                replaying: true,
+                ..keymap::Ctx::of(&s)
+            }
         ),
         None
     );

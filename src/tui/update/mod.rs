@@ -13,7 +13,9 @@ mod decide;
 mod editor;
 mod jobs;
 mod keys;
+mod panes;
 mod replay;
+mod search;
 mod standing;
 
 use agent::*;
@@ -22,18 +24,23 @@ use decide::*;
 use editor::*;
 use jobs::*;
 use keys::*;
+use panes::*;
 pub use replay::replay_seek;
 use replay::*;
 use standing::*;
 
 /// The update function: applies one event to the state and returns the side effects.
 pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
+    let log_before = log_mark(state);
     let fx = match ev {
         AppEvent::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => {
             on_key(state, k)
         }
         AppEvent::Key(_) => vec![],
-        AppEvent::Resize(..) => vec![],
+        AppEvent::Resize(w, h) => {
+            on_resize(state, w, h);
+            vec![]
+        }
         AppEvent::Hello(r) => {
             on_hello(state, r);
             vec![]
@@ -102,12 +109,17 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             match result {
                 Ok(loaded) => {
                     let n = loaded.records.len();
+                    // what the replay takes the place of, for q to go back to the picker
+                    let back = state.replay.is_none().then(|| behind(state, &name));
                     state.focus = PaneId::Operators;
                     state.start_replay(name.clone(), loaded.records, loaded.warnings);
+                    if let Some(r) = &mut state.replay {
+                        r.back = back;
+                    }
                     state.log(
                         LogLevel::Info,
                         format!(
-                            "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions"
+                            "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions, q back to the sessions"
                         ),
                     );
                 }
@@ -117,6 +129,7 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         }
     };
     state.refresh();
+    keep_log_view(state, log_before);
     fx
 }
 

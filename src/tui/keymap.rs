@@ -192,7 +192,7 @@ const ALL: &[PaneId] = &[];
 const SEARCHED: &[PaneId] = &[Operators, Diff, Log];
 
 /// Every key, in the help's order.
-pub const BINDINGS: &[Binding] = &[
+pub static BINDINGS: &[Binding] = &[
     Binding {
         section: "move",
         keys: "Tab / l",

@@ -17,21 +17,24 @@ pub(crate) fn log_mark(state: &AppState) -> LogMark {
 /// After an event: a log scrolled up stays on the lines it showed (the rows of the lines just
 /// added are added to its distance from the bottom); at the bottom it follows the end.
 pub(crate) fn keep_log_view(state: &mut AppState, before: LogMark) {
-    if state.log_scroll == 0 {
+    let (a, b) = before;
+    let now = log_mark(state);
+    if state.log_scroll == 0 || now == before {
         return;
     }
     let (w, h) = log_size(state);
-    let (a, b) = before;
-    if state.model.log.len() >= a && state.ui_log.len() >= b {
+    if now.0 >= a && now.1 >= b {
+        // lines appended: the rows they take go below the view
         let added: usize = state.model.log[a..]
             .iter()
             .chain(&state.ui_log[b..])
             .map(|l| logview::rows(l, w))
             .sum();
         state.log_scroll += added;
+    } else {
+        // a log rebuilt (replay going back) or trimmed may be shorter
+        state.log_scroll = state.log_scroll.min(logview::max_scroll(state, w, h));
     }
-    // a log rebuilt (replay going back) or trimmed may be shorter
-    state.log_scroll = state.log_scroll.min(logview::max_scroll(state, w, h));
 }
 
 /// Scrolls the code pane sideways by half its width (`dir` −1 left, +1 right).

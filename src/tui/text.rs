@@ -217,7 +217,7 @@ pub fn patch(
 mod tests {
     use super::*;
 
-    fn rows<'a>(t: &'a str, w: usize, ind: usize) -> Vec<&'a str> {
+    fn rows(t: &str, w: usize, ind: usize) -> Vec<&str> {
         wrap(t, w, ind).into_iter().map(|r| &t[r]).collect()
     }
 
@@ -264,7 +264,7 @@ mod tests {
         let m = find(t, "µs");
         assert_eq!(m.len(), 2);
         assert!(m.iter().all(|r| &t[r.clone()] == "µs"));
-        assert!(matches("rms_norm", "NORM") == false && matches("rms_norm", "norm"));
+        assert!(!matches("rms_norm", "NORM") && matches("rms_norm", "norm"));
     }
 
     #[test]

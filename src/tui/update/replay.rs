@@ -121,15 +121,20 @@ pub(crate) fn behind(state: &mut AppState, name: &str) -> Box<Behind> {
 /// again (on the session replayed). Playback stops; a measurement started in the replay is
 /// cancelled (its results would belong to the replay).
 pub(crate) fn back_to_sessions(state: &mut AppState) -> Vec<Effect> {
-    if !state.replay.as_ref().is_some_and(|r| r.back.is_some()) {
+    if state.replay.as_ref().is_none_or(|r| r.back.is_none()) {
         return vec![];
     }
-    let Some(r) = state.replay.take() else {
+    let Some(Replay {
+        back: Some(b),
+        playing,
+        file,
+        ..
+    }) = state.replay.take()
+    else {
         return vec![];
     };
-    let Some(b) = r.back else { return vec![] };
     let mut fx = Vec::new();
-    if r.playing {
+    if playing {
         fx.push(Effect::Playback(None));
     }
     fx.extend(state.jobs.keys().map(|mid| Effect::Cancel { mid: *mid }));
@@ -147,7 +152,7 @@ pub(crate) fn back_to_sessions(state: &mut AppState) -> Vec<Effect> {
     state.modal = Modal::Sessions { sel: b.picked };
     state.log(
         LogLevel::Info,
-        format!("left the replay of {}: the recorded sessions again", r.file),
+        format!("left the replay of {file}: the recorded sessions again"),
     );
     fx
 }

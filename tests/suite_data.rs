@@ -435,7 +435,8 @@ fn suite_json_shows_the_standing() {
         ("layer_norm", "2026-12-03"),
     ] {
         let s = &op(&d, name)["standing"];
-        assert_eq!(s["measured"], day, "{name}");
+        let measured = s["measured"].as_str().unwrap_or_default();
+        assert!(measured.starts_with(day), "{name}: {measured}");
         assert_eq!(s["gpu"], "NVIDIA H200", "{name}");
     }
     let st = &d["standing"];
@@ -477,7 +478,7 @@ fn suite_json_shows_the_standing() {
         assert_eq!(op["s_op_benchmark"], s["s_op_benchmark"]);
     }
     let rms = ops.iter().find(|o| o["name"] == "rms_norm").unwrap();
-    assert_eq!(three(&rms["s_op"]), "0.246");
+    assert_eq!(three(&rms["s_op"]), "0.272");
     assert_eq!(
         rms["standing"]["kernel"],
         "knowledge/templates/rms_norm_warp_per_row.cu"

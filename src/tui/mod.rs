@@ -8,8 +8,11 @@ pub mod event;
 mod handover;
 pub mod highlight;
 pub mod keymap;
+pub mod logview;
+pub mod search;
 mod standing_writer;
 pub mod state;
+pub mod text;
 pub mod theme;
 pub mod update;
 pub mod view;
@@ -92,7 +95,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        st.open_replay(name, loaded);
+        st.open_replay(name, loaded, None);
         return Ok(Prepared {
             state: st,
             settings,
@@ -505,7 +508,16 @@ async fn event_loop(
     let mut failed_draws = 0;
     loop {
         match terminal.draw(|f| view::draw(f, state)) {
-            Ok(_) => failed_draws = 0,
+            Ok(frame) => {
+                failed_draws = 0;
+                let drawn = frame.area;
+                // The state lays the panes out for the size drawn (at start, after the editor,
+                // and whenever a resize went unseen): tell it, and draw again.
+                if state.screen != (drawn.width, drawn.height) {
+                    app::update(state, AppEvent::Resize(drawn.width, drawn.height));
+                    continue;
+                }
+            }
             Err(e) if failed_draws < 2 => {
                 failed_draws += 1;
                 state.log(

@@ -666,3 +666,85 @@ fn ctrl_z_suspends_and_fg_resumes_in_tmux() {
     let s = wait_for(&session, "EXIT=", 10);
     assert!(s.contains("EXIT=0"), "{s}");
 }
+
+/// The keys of a lazygit / vim user, on the real binary: `q` in a replay opened from the
+/// session picker goes back to the picker (not out of the program); `/` searches the operators
+/// as you type (the prompt in the bottom line), `Enter` keeps the search and then opens the
+/// selection pane by pane; in the code `/`, `n`, `L` and `0` find and scroll sideways; `Esc`
+/// clears the search; `q` at the top level quits.
+#[test]
+fn search_enter_sideways_and_back_to_the_picker_in_tmux() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if has_gpu() {
+        eprintln!("SKIPPED: this machine has a GPU (the walk starts at the no-GPU picker)");
+        return;
+    }
+    if !tmux_present() {
+        return;
+    }
+    let dir = scratch("search", "");
+    let session = format!("atrex-search-{}", std::process::id());
+    let _kill = Kill(session.clone());
+    let script = format!("{}; echo \"EXIT=$?\"; sleep 60", tui_command(&dir, ""));
+    assert!(new_session(&session, "120", "40", &script));
+    let keys = |k: &[&str]| {
+        let mut args = vec!["send-keys", "-t", session.as_str()];
+        args.extend_from_slice(k);
+        tmux(&args);
+    };
+    let gone = |what: &str| {
+        let t0 = Instant::now();
+        while capture(&session).contains(what) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "`{what}` stayed:\n{}",
+                capture(&session)
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    // The picker: Enter replays the first session; q comes back to the picker.
+    wait_for(&session, "open a recorded session?", 30);
+    keys(&["Enter"]);
+    wait_for(&session, "q sessions", 10);
+    let s = wait_for(&session, "replay demo-hand-edits.jsonl", 10);
+    assert!(!s.contains("open a recorded session?"), "{s}");
+    keys(&["q"]);
+    let s = wait_for(&session, "open a recorded session?", 10);
+    assert!(!s.contains("EXIT="), "q left the program:\n{s}");
+    keys(&["Escape"]);
+    gone("open a recorded session?");
+    // `/` in the operators: the prompt in the bottom line, the selection follows the typing.
+    keys(&["/silu"]);
+    let s = wait_for(&session, "/silu 1/1", 5);
+    let bottom = s.lines().rfind(|l| !l.trim().is_empty()).unwrap();
+    assert!(
+        bottom.starts_with(" /silu") && bottom.contains("Enter keep  Esc cancel"),
+        "{s}"
+    );
+    assert!(s.contains("revisions · silu_and_mul"), "{s}");
+    // Enter keeps the search; Enter again: the revisions, then the code
+    keys(&["Enter"]);
+    gone("Enter keep");
+    keys(&["Enter"]);
+    wait_for(&session, "y accept", 5);
+    keys(&["Enter"]);
+    wait_for(&session, "H/L/0 sideways", 5);
+    // in the code: /, n, L, 0, Esc
+    keys(&["/bfloat16", "Enter"]);
+    wait_for(&session, "/bfloat16 1/", 5);
+    keys(&["n"]);
+    wait_for(&session, "/bfloat16 2/", 5);
+    keys(&["L"]);
+    let s = wait_for(&session, "col ", 5);
+    assert!(s.contains('‹'), "{s}");
+    keys(&["0"]);
+    gone("col ");
+    keys(&["Escape"]);
+    gone("/bfloat16");
+    // q at the top level quits
+    keys(&["q"]);
+    let s = wait_for(&session, "EXIT=", 10);
+    assert!(s.contains("EXIT=0"), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

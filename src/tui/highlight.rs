@@ -185,7 +185,8 @@ fn emphasise(
     out
 }
 
-/// What the diff pane shows.
+/// What the diff pane shows. Every line starts with `gutter` columns (line numbers and the
+/// change sign; a diagnostic's indent and `▲`) that stay put when the code scrolls sideways.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct DiffView {
     pub title: String,
@@ -194,6 +195,33 @@ pub struct DiffView {
     pub first_diag: Option<usize>,
     pub added: usize,
     pub removed: usize,
+    /// Columns of the gutter.
+    pub gutter: usize,
+    /// Columns of the widest line's code (after the gutter).
+    pub max_cols: usize,
+}
+
+impl DiffView {
+    /// Line `i` as gutter and code spans.
+    pub fn split(&self, i: usize) -> (Vec<Span<'static>>, Vec<Span<'static>>) {
+        self.lines
+            .get(i)
+            .map(|l| super::text::split_cols(&l.spans, self.gutter))
+            .unwrap_or_default()
+    }
+
+    /// The code of line `i` (what a search looks in).
+    pub fn code(&self, i: usize) -> String {
+        super::text::plain(&self.split(i).1)
+    }
+
+    /// Measures the code's widest line (once the lines are built).
+    fn measure(&mut self) {
+        self.max_cols = (0..self.lines.len())
+            .map(|i| super::text::cols(&self.code(i)))
+            .max()
+            .unwrap_or(0);
+    }
 }
 
 fn gutter(
@@ -254,16 +282,17 @@ pub fn build_diff(
     diagnostics: &[Diagnostic],
     t: &Theme,
 ) -> DiffView {
-    let mut v = DiffView {
-        title,
-        ..Default::default()
-    };
     let n_new = new.lines().count().max(1);
     let width = n_new
         .max(old.map(|o| o.lines().count()).unwrap_or(0))
         .to_string()
         .len()
         .max(3);
+    let mut v = DiffView {
+        title,
+        gutter: gutter_cols(width),
+        ..Default::default()
+    };
     let cx = DiffCtx {
         old_hl,
         new_hl,
@@ -273,6 +302,7 @@ pub fn build_diff(
     };
     let Some(old) = old else {
         cx.full_source(&mut v, new, n_new);
+        v.measure();
         return v;
     };
     let diff = TextDiff::from_lines(old, new);
@@ -310,7 +340,13 @@ pub fn build_diff(
         }
     }
     cx.prepend_hidden_diags(&mut v, &shown);
+    v.measure();
     v
+}
+
+/// The gutter's columns for line numbers of `digits` digits: old and new numbers, the sign.
+pub fn gutter_cols(digits: usize) -> usize {
+    2 * digits + 4
 }
 
 /// Rebuilds a changed line's text and the byte ranges of its emphasised (changed) words.

@@ -9,8 +9,11 @@ pub mod first_frame;
 mod handover;
 pub mod highlight;
 pub mod keymap;
+pub mod logview;
+pub mod search;
 mod standing_writer;
 pub mod state;
+pub mod text;
 pub mod theme;
 pub mod update;
 pub mod view;
@@ -93,7 +96,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
             .file_name()
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
-        st.open_replay(name, timeline, loaded);
+        st.open_replay(name, timeline, loaded, None);
         // The first frame shows the selected revision whole: its results are read now.
         if let Some(Effect::ReadResults {
             file,
@@ -518,7 +521,16 @@ async fn event_loop(
     let mut failed_draws = 0;
     loop {
         match terminal.draw(|f| view::draw(f, state)) {
-            Ok(_) => failed_draws = 0,
+            Ok(frame) => {
+                failed_draws = 0;
+                let drawn = frame.area;
+                // The state lays the panes out for the size drawn (at start, after the editor,
+                // and whenever a resize went unseen): tell it, and draw again.
+                if state.screen != (drawn.width, drawn.height) {
+                    app::update(state, AppEvent::Resize(drawn.width, drawn.height));
+                    continue;
+                }
+            }
             Err(e) if failed_draws < 2 => {
                 failed_draws += 1;
                 state.log(

@@ -13,6 +13,7 @@ use crate::suite::roofline::{self, Bottleneck, ByRule, Rule};
 use crate::suite::{PhaseFilter, Suite};
 use crate::tui::event::{Effect, SessionFile};
 use crate::tui::highlight::{DiffView, HighlightCache, Highlighter, build_diff};
+pub use crate::tui::search::{Origin, Search, SearchPrompt};
 use crate::tui::theme::Theme;
 use ratatui_textarea::TextArea;
 use std::collections::BTreeMap;
@@ -171,6 +172,8 @@ pub enum Modal {
     Sessions {
         sel: usize,
     },
+    /// The search prompt in the bottom line (`/`).
+    Search(Box<SearchPrompt>),
 }
 
 /// Replay: the recorded events and the position in them.
@@ -188,6 +191,21 @@ pub struct Replay {
     /// The measurements the file ends (`measure_done`), anywhere in it: any other measurement
     /// was interrupted (a replayed session is not live).
     pub ended: std::collections::BTreeSet<u64>,
+    /// Opened from the session picker: what the replay took the place of (`q` goes back).
+    pub back: Option<Box<Behind>>,
+}
+
+/// The live view a replay opened from the session picker replaced, to go back to.
+pub struct Behind {
+    pub model: Model,
+    pub hw: Option<HardwareProfile>,
+    pub focus: PaneId,
+    pub phase: PhaseFilter,
+    pub op_sel: usize,
+    pub rev_sel: usize,
+    pub shape_sel: Option<usize>,
+    /// The session chosen in the picker (selected again there).
+    pub picked: usize,
 }
 
 pub const SPEEDS: [f64; 7] = [0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 32.0];
@@ -240,6 +258,8 @@ pub struct AppState {
     pub diff_mode: DiffMode,
     pub full_source: bool,
     pub diff_scroll: usize,
+    /// Columns of code scrolled past on the left in the code pane (the gutter stays).
+    pub diff_hscroll: usize,
     pub gauge_scroll: usize,
     /// The shape selected in the shapes pane (an index into the operator's shapes); `p`
     /// profiles it (else the largest shape).
@@ -250,8 +270,13 @@ pub struct AppState {
     pub profiling: Option<(String, u32, u32)>,
     /// Recorded sessions offered when there is no GPU.
     pub recorded_sessions: Vec<SessionFile>,
-    /// Lines from the bottom of the log (0: follow the end).
+    /// Rows (wrapped) from the bottom of the log (0: follow the end).
     pub log_scroll: usize,
+    /// The search set with `/` (None: none).
+    pub search: Option<Search>,
+    /// The terminal's size (columns, rows) as last drawn: update lays the panes out as the view
+    /// does (sideways scroll limits, the log's wrapped rows, bringing a match into view).
+    pub screen: (u16, u16),
     pub modal: Modal,
     pub worker: WorkerState,
     pub restarts: u64,
@@ -319,12 +344,15 @@ impl AppState {
             diff_mode: DiffMode::Parent,
             full_source: false,
             diff_scroll: 0,
+            diff_hscroll: 0,
             gauge_scroll: 0,
             shape_sel: None,
             ncu: None,
             profiling: None,
             recorded_sessions: Vec::new(),
             log_scroll: 0,
+            search: None,
+            screen: (80, 24),
             modal: Modal::None,
             worker: WorkerState::Starting,
             restarts: 0,
@@ -494,21 +522,31 @@ impl AppState {
 
     /// Opens a recorded session read-only, after its last event: `atrex-tui replay FILE` and the
     /// picker alike. The figures follow the header's one rule — the session's own measurements,
-    /// else the standing the app read at start — whichever way the session was opened.
+    /// else the standing the app read at start — whichever way the session was opened. `back`:
+    /// the live view a replay opened from the session picker replaced (`q` goes back to it).
     pub fn open_replay(
         &mut self,
         name: String,
         records: impl Into<Timeline>,
         loaded: crate::session::Loaded,
+        back: Option<Box<Behind>>,
     ) {
         let records = records.into();
         let n = records.len();
+        let leave = if back.is_some() {
+            ", q back to the sessions"
+        } else {
+            ""
+        };
         self.focus = PaneId::Operators;
         self.start_replay(name.clone(), records, loaded.warnings);
+        if let Some(r) = &mut self.replay {
+            r.back = back;
+        }
         self.log(
             LogLevel::Info,
             format!(
-                "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions"
+                "replaying {name} ({n} events, read-only): , / . step, space plays, r/R jump to revisions{leave}"
             ),
         );
     }
@@ -543,6 +581,7 @@ impl AppState {
             warnings,
             asked: None,
             ended,
+            back: None,
         });
         self.hw_from_run();
         self.select_session_op();
@@ -838,6 +877,10 @@ impl AppState {
             .first_diag
             .map(|d| d.saturating_sub(2))
             .unwrap_or(0);
+        self.diff_hscroll = 0;
+        if let Some(q) = &mut self.search {
+            q.code_hit = None;
+        }
     }
 
     /// The agent of an operator while it runs.

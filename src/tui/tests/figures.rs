@@ -194,7 +194,9 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     assert_eq!(v0.author, crate::session::Author::Incumbent);
     assert_eq!(v0.origin(), "standing");
     assert!(s.standing_measurement("unified_attention", &v0).is_some());
-    let out = screen(&s, 160, 45);
+    // The full table (status words, the revisions' decisions spelled out): with 80 columns
+    // of code and the gauges beside it, the suite's longest name needs more than 200 columns.
+    let out = screen(&s, 240, 60);
     let row = v0_row(&out);
     assert!(
         row.contains("standing") && row.contains("S 0.430 std") && row.contains("incumbent"),
@@ -220,7 +222,7 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     select(&mut s, "fused_qkv_rope");
     let v0 = s.selected_rev().unwrap().clone();
     assert_eq!(v0.origin(), "baseline");
-    let out = screen(&s, 160, 45);
+    let out = screen(&s, 240, 60);
     let row = v0_row(&out);
     assert!(
         row.contains("baseline") && row.contains("S 0.001 std") && row.contains("incumbent"),

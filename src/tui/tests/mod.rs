@@ -7,6 +7,7 @@ mod editor;
 mod figures;
 mod jobs;
 mod keys;
+mod panes;
 mod pool;
 mod profile;
 mod replay;

@@ -260,4 +260,64 @@ fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
         .filter(|r| r.measurement.results.values().next().is_some())
         .count();
     assert!(held <= 1, "{held} revisions hold whole results");
+/// `q` in a replay opened from the session picker goes back to the picker, the live view as it
+/// was; `q` there dismisses it, and `q` at the top level quits. A replay opened on the command
+/// line quits with `q`.
+#[test]
+fn q_in_a_replay_from_the_picker_goes_back_to_the_picker() {
+    let mut s = fixture_state(vec![]);
+    s.worker = WorkerState::Starting;
+    s.recorded_sessions = super::recorded_sessions(&std::env::temp_dir().join("none"), None);
+    send(&mut s, vec![AppEvent::Hello(Err("none".into()))]);
+    assert!(matches!(s.modal, Modal::Sessions { sel: 0 }));
+    let live = s.model.clone();
+    let (op, rev) = (s.selected_op(), s.rev_sel);
+    send(&mut s, vec![press(KeyCode::Char('j'))]);
+    let fx = send(&mut s, vec![press(KeyCode::Enter)]);
+    let [Effect::OpenReplay(f)] = &fx[..] else {
+        panic!("{fx:?}")
+    };
+    let text = crate::session::demos::demo(&f.name).unwrap();
+    let loaded = crate::session::parse_text(&f.name, text).unwrap();
+    send(
+        &mut s,
+        vec![AppEvent::ReplayLoaded {
+            name: f.name.clone(),
+            result: Ok(loaded),
+        }],
+    );
+    assert!(s.replay.as_ref().is_some_and(|r| r.back.is_some()));
+    assert_ne!(s.model, live);
+    // the key bar says where q goes
+    let bar = keymap::key_bar(&s);
+    assert!(
+        bar.contains(&("q", "sessions")) && !bar.contains(&("q", "quit")),
+        "{bar:?}"
+    );
+    // playing, then q: playback stops, the picker is back on the session replayed
+    let fx = send(&mut s, vec![press(KeyCode::Char(' '))]);
+    assert!(matches!(fx[..], [Effect::Playback(Some(_))]));
+    let fx = send(&mut s, vec![press(KeyCode::Char('q'))]);
+    assert_eq!(fx, vec![Effect::Playback(None)]);
+    assert!(!s.quit && s.replay.is_none());
+    assert!(matches!(s.modal, Modal::Sessions { sel: 1 }));
+    assert_eq!(s.model, live);
+    assert_eq!((s.selected_op(), s.rev_sel), (op, rev));
+    assert!(screen(&s, 80, 24).contains("open a recorded session?"));
+    // q in the picker dismisses it; q at the top level quits
+    assert!(send(&mut s, vec![press(KeyCode::Char('q'))]).is_empty());
+    assert!(matches!(s.modal, Modal::None));
+    assert_eq!(keymap::key_bar(&s).last(), Some(&("q", "quit")));
+    assert_eq!(
+        send(&mut s, vec![press(KeyCode::Char('q'))]),
+        vec![Effect::Quit]
+    );
+    // `atrex-tui replay FILE`: q quits
+    let mut s = fixture_state(vec![]);
+    let suite = s.suite.clone();
+    s.start_replay("demo.jsonl".into(), records(demo_events(&suite)), vec![]);
+    assert_eq!(
+        send(&mut s, vec![press(KeyCode::Char('q'))]),
+        vec![Effect::Quit]
+    );
 }

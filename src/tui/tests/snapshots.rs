@@ -19,11 +19,16 @@ fn snapshot_main_200x50() {
 fn snapshot_help_overlay() {
     let mut s = fixture_state(vec![]);
     send(&mut s, vec![press(KeyCode::Char('?'))]);
-    let out = screen(&s, 100, 40);
-    for (_, k, _) in super::keymap::help_rows() {
-        assert!(out.contains(k), "help lacks {k}");
+    // tall enough for every row: each one's keys and the start of what it does are on screen
+    let out = screen(&s, 100, 60);
+    for (_, k, what) in super::keymap::help_rows() {
+        let start: String = what.chars().take(16).collect();
+        assert!(
+            out.lines().any(|l| l.contains(k) && l.contains(&start)),
+            "help lacks {k}: {what}"
+        );
     }
-    insta::assert_snapshot!("help_100x40", out);
+    insta::assert_snapshot!("help_100x60", out);
 }
 
 #[test]
@@ -128,8 +133,9 @@ fn snapshot_help_80x24_wraps() {
     insta::assert_snapshot!("help_80x24", out);
 }
 
-/// On the real suite: operator names are whole from 120 columns up, and the diff has room for
-/// 80 columns of code from 160 up.
+/// On the real suite: operator names are whole from 120 columns up, and the code pane has
+/// room for 80 columns of code beside its borders and gutter from 160 up (the code on screen
+/// is measured in `panes::the_code_keeps_80_columns_from_160_up`).
 #[test]
 fn names_whole_and_the_diff_wide_enough() {
     let suite = Arc::new(crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap());
@@ -151,15 +157,14 @@ fn names_whole_and_the_diff_wide_enough() {
     for (w, h) in [(120u16, 40u16), (160, 45), (200, 50), (240, 60)] {
         let text = screen(&s, w, h);
         assert!(text.contains(&longest), "{w}x{h}: `{longest}` cut:\n{text}");
-        let (left, _) = super::view::left_width(&s, w);
-        let gauges = if w >= 200 {
-            (w - left - 92).clamp(44, 70)
-        } else {
-            0
-        };
-        let diff = w - left - gauges;
+        let a = view::areas(&s, ratatui::layout::Rect::new(0, 0, w, h));
         if w >= 160 {
-            assert!(diff >= 92, "{w}: diff {diff} wide");
+            // borders, a gutter of four-digit line numbers, 80 columns
+            assert!(
+                a.diff.width >= 2 + 12 + 80,
+                "{w}: diff {} wide",
+                a.diff.width
+            );
         }
     }
 }

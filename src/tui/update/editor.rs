@@ -71,7 +71,7 @@ pub(crate) fn open_editor(state: &mut AppState) {
 }
 
 pub(crate) fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
-    let action = crate::tui::keymap::action(&k, false, true);
+    let action = crate::tui::keymap::action(&k, &crate::tui::keymap::Ctx::editor());
     let Modal::Editor(ed) = &mut state.modal else {
         return vec![];
     };

@@ -3,14 +3,14 @@
 use super::*;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
-use crate::tui::keymap::Action;
+use crate::tui::keymap::{Action, Ctx};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui_textarea::TextArea;
 
 pub(crate) fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
     // Ctrl-Z suspends from every dialog but the built-in editor (where it undoes).
     if !matches!(state.modal, Modal::Editor(_))
-        && crate::tui::keymap::action(&k, state.replay.is_some(), false) == Some(Action::Suspend)
+        && crate::tui::keymap::action(&k, &Ctx::of(state)) == Some(Action::Suspend)
     {
         return vec![Effect::Suspend];
     }
@@ -61,6 +61,7 @@ pub(crate) fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
             return vec![];
         }
         Modal::Editor(_) => return editor_key(state, k),
+        Modal::Search(_) => return search::prompt_key(state, k),
         Modal::Sessions { sel } => {
             let n = state.recorded_sessions.len();
             match k.code {
@@ -87,8 +88,7 @@ pub(crate) fn on_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
         }
         Modal::None => {}
     }
-    let replaying = state.replay.is_some();
-    match crate::tui::keymap::action(&k, replaying, false) {
+    match crate::tui::keymap::action(&k, &Ctx::of(state)) {
         Some(a) => on_action(state, a),
         None => vec![],
     }
@@ -182,6 +182,15 @@ pub(crate) fn on_action(state: &mut AppState, a: Action) -> Vec<Effect> {
         Action::First => navigate(state, isize::MIN / 2),
         Action::Last => navigate(state, isize::MAX / 2),
         Action::Suspend => return vec![Effect::Suspend],
+        Action::ScrollLeft => scroll_sideways(state, -1),
+        Action::ScrollRight => scroll_sideways(state, 1),
+        Action::ColumnZero => state.diff_hscroll = 0,
+        Action::Search => search::open_prompt(state),
+        Action::SearchNext => search::search_again(state, search::Dir::Next),
+        Action::SearchPrev => search::search_again(state, search::Dir::Prev),
+        Action::ClearSearch => state.search = None,
+        Action::Open => open_selected(state),
+        Action::BackToSessions => return back_to_sessions(state),
         Action::EditorSave | Action::EditorUndo | Action::EditorRedo | Action::EditorClose => {}
     }
     vec![]
@@ -233,13 +242,7 @@ pub(crate) fn navigate(state: &mut AppState, d: isize) {
     match state.focus {
         PaneId::Operators => {
             let n = state.visible_ops().len();
-            let before = state.op_sel;
-            state.op_sel = bump(state.op_sel, d, n);
-            if before != state.op_sel {
-                state.select_latest_rev();
-                state.gauge_scroll = 0;
-                state.shape_sel = None;
-            }
+            select_op(state, bump(state.op_sel, d, n));
         }
         PaneId::Revisions => {
             let n = state
@@ -262,10 +265,17 @@ pub(crate) fn navigate(state: &mut AppState, d: isize) {
                 state.gauge_scroll = i;
             }
         }
-        PaneId::Log => {
-            let n = state.model.log.len() + state.ui_log.len();
-            // the log scrolls from the bottom: j goes towards newer lines
-            state.log_scroll = bump(state.log_scroll, -d, n);
-        }
+        // the log scrolls from the bottom: j goes towards newer lines
+        PaneId::Log => scroll_log(state, d),
+    }
+}
+
+/// Selects the operator at `i` of the visible ones (its latest revision, no shape selected).
+pub(crate) fn select_op(state: &mut AppState, i: usize) {
+    if i != state.op_sel {
+        state.op_sel = i;
+        state.select_latest_rev();
+        state.gauge_scroll = 0;
+        state.shape_sel = None;
     }
 }

@@ -13,7 +13,9 @@ mod decide;
 mod editor;
 mod jobs;
 mod keys;
+mod panes;
 mod replay;
+mod search;
 mod standing;
 
 use agent::*;
@@ -22,18 +24,23 @@ use decide::*;
 use editor::*;
 use jobs::*;
 use keys::*;
+use panes::*;
 pub use replay::replay_seek;
 use replay::*;
 use standing::*;
 
 /// The update function: applies one event to the state and returns the side effects.
 pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
+    let log_before = log_mark(state);
     let fx = match ev {
         AppEvent::Key(k) if k.kind == KeyEventKind::Press || k.kind == KeyEventKind::Repeat => {
             on_key(state, k)
         }
         AppEvent::Key(_) => vec![],
-        AppEvent::Resize(..) => vec![],
+        AppEvent::Resize(w, h) => {
+            on_resize(state, w, h);
+            vec![]
+        }
         AppEvent::Hello(r) => {
             on_hello(state, r);
             vec![]
@@ -109,7 +116,11 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         AppEvent::Profiled { op, rev, result } => on_profiled(state, op, rev, result),
         AppEvent::ReplayLoaded { name, result } => {
             match result {
-                Ok((records, loaded)) => state.open_replay(name, records, loaded),
+                Ok((records, loaded)) => {
+                    // what the replay takes the place of, for q to go back to the picker
+                    let back = state.replay.is_none().then(|| behind(state, &name));
+                    state.open_replay(name, records, loaded, back);
+                }
                 Err(e) => state.log(LogLevel::Error, format!("cannot open {name}: {e}")),
             }
             vec![]
@@ -125,6 +136,7 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         }
     };
     state.refresh();
+    keep_log_view(state, log_before);
     let mut fx = fx;
     fx.extend(state.results_wanted());
     fx

@@ -1,4 +1,5 @@
-//! Replay: seeking, stepping, jumping to revisions, playback speed.
+//! Replay: seeking, stepping, jumping to revisions, playback speed, and leaving a replay opened
+//! from the session picker (back to the picker and the live view it replaced).
 
 use super::*;
 use crate::session::Model;
@@ -90,4 +91,64 @@ pub(crate) fn replay_speed(state: &mut AppState, faster: bool) -> Vec<Effect> {
         return vec![Effect::Playback(Some(playback_period(r)))];
     }
     vec![]
+}
+
+/// The live view a replay opened from the picker replaces (its model is moved out: the replay
+/// builds its own).
+pub(crate) fn behind(state: &mut AppState, name: &str) -> Box<Behind> {
+    let empty = Model::new(&state.suite);
+    Box::new(Behind {
+        model: std::mem::replace(&mut state.model, empty),
+        hw: state.hw.clone(),
+        focus: state.focus,
+        phase: state.phase,
+        op_sel: state.op_sel,
+        rev_sel: state.rev_sel,
+        shape_sel: state.shape_sel,
+        picked: state
+            .recorded_sessions
+            .iter()
+            .position(|f| f.name == name)
+            .unwrap_or(0),
+    })
+}
+
+/// `q` in a replay opened from the session picker: the live view as it was, and the picker
+/// again (on the session replayed). Playback stops; a measurement started in the replay is
+/// cancelled (its results would belong to the replay).
+pub(crate) fn back_to_sessions(state: &mut AppState) -> Vec<Effect> {
+    if state.replay.as_ref().is_none_or(|r| r.back.is_none()) {
+        return vec![];
+    }
+    let Some(Replay {
+        back: Some(b),
+        playing,
+        file,
+        ..
+    }) = state.replay.take()
+    else {
+        return vec![];
+    };
+    let mut fx = Vec::new();
+    if playing {
+        fx.push(Effect::Playback(None));
+    }
+    fx.extend(state.jobs.keys().map(|mid| Effect::Cancel { mid: *mid }));
+    state.jobs.clear();
+    state.model = b.model;
+    state.hw = b.hw;
+    state.compute_shape_info();
+    state.restand();
+    state.focus = b.focus;
+    state.phase = b.phase;
+    state.op_sel = b.op_sel;
+    state.rev_sel = b.rev_sel;
+    state.shape_sel = b.shape_sel;
+    state.gauge_scroll = b.shape_sel.unwrap_or(0);
+    state.modal = Modal::Sessions { sel: b.picked };
+    state.log(
+        LogLevel::Info,
+        format!("left the replay of {file}: the recorded sessions again"),
+    );
+    fx
 }

@@ -1,8 +1,12 @@
 //! The diff pane: the selected revision's diff or full source, or the agent's iteration as it
-//! happens (its tool calls, with the budgets spent, and the reply being streamed).
+//! happens (its tool calls, with the budgets spent, and the reply being streamed). The code
+//! scrolls sideways past the gutter, which stays; `‹` in the gutter and `›` on the right border
+//! mark a line cut on that side. A search's matches are marked, the current one stronger.
 
-use super::pane_block;
+use super::{match_style, pane_block, search_label};
 use crate::tui::app::{AgentView, AppState, DiffMode, PaneId};
+use crate::tui::search::code_matches;
+use crate::tui::text;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 
@@ -32,7 +36,42 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     );
     let h = r.height.saturating_sub(2) as usize;
     let start = s.diff_scroll.min(d.lines.len().saturating_sub(1));
-    let lines: Vec<Line> = d.lines.iter().skip(start).take(h).cloned().collect();
+    let code_w = (r.width.saturating_sub(2) as usize).saturating_sub(d.gutter);
+    let hs = s.diff_hscroll;
+    let search = s.search.as_ref().filter(|q| !q.query.is_empty());
+    let mut cut_right = Vec::new();
+    let mut lines: Vec<Line> = Vec::with_capacity(h);
+    for (row, i) in (start..d.lines.len()).take(h).enumerate() {
+        let (mut gutter, mut code) = d.split(i);
+        let plain = text::plain(&code);
+        if let Some(q) = search {
+            let hits = text::find(&plain, &q.query);
+            let cur: Vec<_> = hits
+                .iter()
+                .filter(|m| q.code_hit.as_ref() == Some(&(i, (*m).clone())))
+                .cloned()
+                .collect();
+            code = text::patch(code, &hits, match_style(t, false));
+            code = text::patch(code, &cur, match_style(t, true));
+        }
+        let width = text::cols(&plain);
+        if hs > 0 && width > 0 {
+            // the gutter's last column (a space) says the line goes on to the left
+            if let Some(last) = gutter.last_mut()
+                && last.content.ends_with(' ')
+            {
+                let mut c = last.content.to_string();
+                c.pop();
+                last.content = c.into();
+                gutter.push(Span::styled("‹", Style::default().fg(t.accent)));
+            }
+        }
+        if width > hs + code_w {
+            cut_right.push(row);
+        }
+        gutter.extend(text::window_cols(&code, hs, code_w));
+        lines.push(Line::from(gutter).style(d.lines[i].style));
+    }
     let mut b = pane_block(s, PaneId::Diff, &title);
     // Agent revisions: the knowledge given, tokens and request id.
     if let Some(rv) = s.selected_rev() {
@@ -53,16 +92,42 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
             )));
         }
     }
+    // where the view is: the search, the line, the column
+    let mut at = Vec::new();
+    if let Some(q) = search.filter(|_| s.focus == PaneId::Diff) {
+        let all = code_matches(d, &q.query);
+        let cur = q
+            .code_hit
+            .as_ref()
+            .and_then(|h| all.iter().position(|m| m == h));
+        at.push(search_label(&q.query, cur, all.len()));
+    }
     if d.lines.len() > h {
+        at.push(format!("{}/{}", start + 1, d.lines.len()));
+    }
+    if hs > 0 {
+        at.push(format!("col {}", hs + 1));
+    }
+    if !at.is_empty() {
         b = b.title_bottom(
             Line::from(Span::styled(
-                format!(" {}/{} ", start + 1, d.lines.len()),
+                format!(" {} ", at.join(" · ")),
                 Style::default().fg(t.dim),
             ))
             .right_aligned(),
         );
     }
     f.render_widget(Paragraph::new(lines).block(b), r);
+    // `›` on the right border: the line goes on past the pane
+    let x = r.right().saturating_sub(1);
+    for row in cut_right {
+        let y = r.y + 1 + row as u16;
+        if y + 1 < r.bottom() {
+            f.buffer_mut()[(x, y)]
+                .set_symbol("›")
+                .set_style(Style::default().fg(t.accent));
+        }
+    }
 }
 
 /// A token count in a few characters: 950, 1.1k, 250k.

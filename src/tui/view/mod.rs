@@ -8,6 +8,7 @@ mod editor;
 mod footer;
 mod header;
 mod help;
+mod layout;
 mod log;
 mod operators;
 mod profile;
@@ -28,6 +29,7 @@ use footer::draw_footer;
 pub use header::agent_label;
 pub(crate) use header::{draw_header, header_height};
 use help::draw_help;
+pub use layout::{Areas, areas, code_cols, diff_rows, left_width, log_size};
 pub(crate) use log::draw_log;
 pub(crate) use operators::draw_operators;
 pub use operators::sparkline;
@@ -50,56 +52,23 @@ pub fn draw(f: &mut Frame, s: &AppState) {
         f.render_widget(Paragraph::new("atrex-tui: terminal too small"), area);
         return;
     }
-    let wide = area.width >= 200;
-    let tall = area.height >= 30;
-    let log_h = if tall { 8 } else { 4 };
-    let replay_h = if s.replay.is_some() { 1 } else { 0 };
-    let rows = Layout::vertical([
-        Constraint::Length(header_height(s)),
-        Constraint::Min(6),
-        Constraint::Length(replay_h),
-        Constraint::Length(log_h),
-        Constraint::Length(1),
-    ])
-    .split(area);
-    draw_header(f, rows[0], s);
-    let body = rows[1];
-    let (left_w, full_table) = left_width(s, area.width);
-    if wide {
-        // Operators sized to their names; the diff keeps room for 80 columns of code.
-        let gauges_w = area.width.saturating_sub(left_w + DIFF_MIN).clamp(44, 70);
-        let cols = Layout::horizontal([
-            Constraint::Length(left_w),
-            Constraint::Min(DIFF_MIN),
-            Constraint::Length(gauges_w),
-        ])
-        .split(body);
-        let left = Layout::vertical([Constraint::Percentage(55), Constraint::Percentage(45)])
-            .split(cols[0]);
-        draw_operators(f, left[0], s, !full_table);
-        draw_revisions(f, left[1], s, !full_table);
-        draw_diff(f, cols[1], s);
-        draw_gauges(f, cols[2], s);
-    } else {
-        let cols =
-            Layout::horizontal([Constraint::Length(left_w), Constraint::Min(20)]).split(body);
-        let left = Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
-            .split(cols[0]);
-        draw_operators(f, left[0], s, !full_table);
-        draw_revisions(f, left[1], s, !full_table);
-        if s.focus == PaneId::Gauges {
-            draw_gauges(f, cols[1], s);
-        } else {
-            draw_diff(f, cols[1], s);
-        }
+    let a = areas(s, area);
+    draw_header(f, a.header, s);
+    draw_operators(f, a.operators, s, !a.full_table);
+    draw_revisions(f, a.revisions, s, !a.full_table);
+    if a.diff_shown {
+        draw_diff(f, a.diff, s);
+    }
+    if let Some(g) = a.gauges {
+        draw_gauges(f, g, s);
     }
     if s.replay.is_some() {
-        draw_replay_bar(f, rows[2], s);
+        draw_replay_bar(f, a.replay, s);
     }
-    draw_log(f, rows[3], s);
-    draw_footer(f, rows[4], s);
+    draw_log(f, a.log, s);
+    draw_footer(f, a.footer, s);
     match &s.modal {
-        Modal::None => {}
+        Modal::None | Modal::Search(_) => {}
         Modal::Help { scroll } => draw_help(f, area, s, *scroll),
         Modal::ConfirmQuit => draw_confirm(f, area, s),
         Modal::Steer(ta) => draw_steer(f, area, s, ta),
@@ -137,9 +106,29 @@ fn block<'a>(t: &super::theme::Theme, focused: bool, title: &str) -> Block<'a> {
 fn pane_block<'a>(s: &AppState, id: PaneId, title: &str) -> Block<'a> {
     block(
         &s.theme,
-        s.focus == id && matches!(s.modal, Modal::None | Modal::Help { .. }),
+        s.focus == id && matches!(s.modal, Modal::None | Modal::Help { .. } | Modal::Search(_)),
         title,
     )
+}
+
+/// A search match: the current one (where `n` moved to) stronger than the others.
+fn match_style(t: &super::theme::Theme, current: bool) -> Style {
+    let st = Style::default().fg(t.bg).add_modifier(Modifier::BOLD);
+    if current {
+        st.bg(t.accent)
+    } else {
+        st.bg(t.warn)
+    }
+}
+
+/// What a pane's title says of the search: `/query 2/5`, `/query 5 matches`, `/query no match`.
+fn search_label(query: &str, current: Option<usize>, n: usize) -> String {
+    match (n, current) {
+        (0, _) => format!("/{query} no match"),
+        (_, Some(i)) => format!("/{query} {}/{n}", i + 1),
+        (1, None) => format!("/{query} 1 match"),
+        _ => format!("/{query} {n} matches"),
+    }
 }
 
 fn s_color(s: &AppState, v: f64) -> Color {
@@ -172,36 +161,6 @@ fn window(sel: usize, h: usize, len: usize) -> usize {
         0
     } else {
         sel.saturating_sub(h / 2).min(len - h)
-    }
-}
-
-/// The diff pane's width for 80 columns of code (gutter and borders included).
-const DIFF_MIN: u16 = 92;
-
-/// The operator column's width for this terminal, and whether its table has the full columns
-/// (status words, an 8-wide history) or the compact ones. Names are never cut where the
-/// terminal has room for them.
-pub(crate) fn left_width(s: &AppState, width: u16) -> (u16, bool) {
-    let name = s
-        .suite
-        .problems
-        .iter()
-        .map(|p| p.name.chars().count())
-        .max()
-        .unwrap_or(12)
-        .max(12) as u16;
-    // compact: name, weight 6, S_op 6, status 1, history 4, 4 gaps, 2 borders
-    let compact = name + 23;
-    // full: name, weight 6, S_op 6, status 13 ("◌ interrupted"), history 8, 4 gaps, 2 borders
-    let full = name + 39;
-    // three columns (≥ 200) keep at least 44 for the gauges
-    let gauges = if width >= 200 { 44 } else { 0 };
-    if width >= full + DIFF_MIN + gauges {
-        (full, true)
-    } else if width >= compact + 60 + gauges {
-        (compact, false)
-    } else {
-        (36, false)
     }
 }
 

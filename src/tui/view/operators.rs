@@ -1,11 +1,12 @@
 //! The operators pane: a table of each operator's weight, S_op (the session's incumbent as
 //! measured here, else the standing's record; a stale one dimmed with `~`), status (`▶ agent`
-//! where an agent is at work) and history sparkline.
+//! where an agent is at work) and history sparkline. A search's matches in the names are marked.
 
-use super::{pane_block, s_color, window};
+use super::{match_style, pane_block, s_color, search_label, window};
 use crate::session::model::OpStatus;
 use crate::standing::Layer;
 use crate::tui::app::{AppState, Figure, PaneId};
+use crate::tui::text;
 use ratatui::prelude::*;
 use ratatui::widgets::{Row, Table};
 
@@ -66,16 +67,22 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 (OpStatus::Failing, _) => ("✗", t.bad),
             };
             let hist = o.map(|o| o.history()).unwrap_or_default();
+            let query = s.search.as_ref().map(|q| q.query.as_str()).unwrap_or("");
+            let hits = text::find(name, query);
             let mut cells = vec![
-                Span::raw(name.clone()),
-                Span::styled(
+                Line::from(text::patch(
+                    vec![Span::raw(name.clone())],
+                    &hits,
+                    match_style(t, i == s.op_sel),
+                )),
+                Line::from(Span::styled(
                     format!(
                         "{:>5.1}%",
                         weights.get(name).copied().unwrap_or(0.0) * 100.0
                     ),
                     Style::default().fg(t.dim),
-                ),
-                match figure {
+                )),
+                Line::from(match figure {
                     Figure::Live(b) | Figure::Standing(b, _) => {
                         Span::styled(format!("{b:.3}"), Style::default().fg(s_color(s, b)))
                     }
@@ -85,20 +92,20 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                         Style::default().fg(t.dim).add_modifier(Modifier::DIM),
                     ),
                     Figure::None => Span::styled("  —  ", Style::default().fg(t.dim)),
-                },
-                Span::styled(
+                }),
+                Line::from(Span::styled(
                     if narrow {
                         sym.to_string()
                     } else {
                         format!("{sym} {label}")
                     },
                     Style::default().fg(sc),
-                ),
+                )),
             ];
-            cells.push(Span::styled(
+            cells.push(Line::from(Span::styled(
                 sparkline(&hist, if narrow { 4 } else { 8 }),
                 Style::default().fg(t.info),
-            ));
+            )));
             let mut row = Row::new(cells);
             if i == s.op_sel {
                 row = row.style(
@@ -135,7 +142,19 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         if narrow { "hist" } else { "history" },
     ])
     .style(Style::default().fg(t.dim));
-    let title = format!("operators · {} [P]", s.phase.name());
+    let mut title = format!("operators · {} [P]", s.phase.name());
+    if s.focus == PaneId::Operators
+        && let Some(q) = s.search.as_ref().filter(|q| !q.query.is_empty())
+    {
+        let found: Vec<usize> = ops
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| text::matches(n, &q.query))
+            .map(|(i, _)| i)
+            .collect();
+        let cur = found.iter().position(|i| *i == s.op_sel);
+        title.push_str(&format!(" · {}", search_label(&q.query, cur, found.len())));
+    }
     f.render_widget(
         Table::new(rows, widths)
             .header(header)

@@ -260,6 +260,8 @@ fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
         .filter(|r| r.measurement.results.values().next().is_some())
         .count();
     assert!(held <= 1, "{held} revisions hold whole results");
+}
+
 /// `q` in a replay opened from the session picker goes back to the picker, the live view as it
 /// was; `q` there dismisses it, and `q` at the top level quits. A replay opened on the command
 /// line quits with `q`.
@@ -278,12 +280,13 @@ fn q_in_a_replay_from_the_picker_goes_back_to_the_picker() {
         panic!("{fx:?}")
     };
     let text = crate::session::demos::demo(&f.name).unwrap();
-    let loaded = crate::session::parse_text(&f.name, text).unwrap();
+    let mut loaded = crate::session::parse_text(&f.name, text).unwrap();
+    let records = std::mem::take(&mut loaded.records);
     send(
         &mut s,
         vec![AppEvent::ReplayLoaded {
             name: f.name.clone(),
-            result: Ok(loaded),
+            result: Ok((records.into(), loaded)),
         }],
     );
     assert!(s.replay.as_ref().is_some_and(|r| r.back.is_some()));

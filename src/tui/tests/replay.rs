@@ -281,12 +281,12 @@ fn q_in_a_replay_from_the_picker_goes_back_to_the_picker() {
     };
     let text = crate::session::demos::demo(&f.name).unwrap();
     let mut loaded = crate::session::parse_text(&f.name, text).unwrap();
-    let records = std::mem::take(&mut loaded.records);
+    let recs = std::mem::take(&mut loaded.records);
     send(
         &mut s,
         vec![AppEvent::ReplayLoaded {
             name: f.name.clone(),
-            result: Ok((records.into(), loaded)),
+            result: Ok((recs.into(), loaded)),
         }],
     );
     assert!(s.replay.as_ref().is_some_and(|r| r.back.is_some()));

@@ -791,12 +791,22 @@ fn hostile_slots_in_order_are_caught_by_the_scattered_draw() {
         "the message should name the draw: {m}"
     );
     let (code, base) = bench(&[
-        "reshape_and_cache", "--full", "--device", "0", "--shape", "0", "--shape", "3",
+        "reshape_and_cache",
+        "--full",
+        "--device",
+        "0",
+        "--shape",
+        "0",
+        "--shape",
+        "3",
     ]);
     assert_eq!(code, 0, "the baseline on the draws: {:?}", verdicts(&base));
     save(
         "hostile-slots-in-order.txt",
-        &format!("slots in order --full: {m}\nbaseline: {:?}\n", verdicts(&base)),
+        &format!(
+            "slots in order --full: {m}\nbaseline: {:?}\n",
+            verdicts(&base)
+        ),
     );
 }
 

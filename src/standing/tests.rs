@@ -690,10 +690,7 @@ fn the_shipped_standing_gives_the_baselines_s_agg() {
                 .unwrap()
                 .starts_with("measured 2026-12-03 on NVIDIA H200 ")
         );
-        assert_eq!(
-            v.short(),
-            "shipped, measured 2026-12-03 on NVIDIA H200"
-        );
+        assert_eq!(v.short(), "shipped, measured 2026-12-03 on NVIDIA H200");
         let rms = v.entry("rms_norm").unwrap();
         assert_eq!(format!("{:.3}", rms.s_op().unwrap()), "0.272");
         assert_eq!(rms.record.measurement.shapes.len(), 56);

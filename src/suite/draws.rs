@@ -136,9 +136,7 @@ impl Pass {
                 match int(0)? {
                     n if n > 0 && n <= 1 << 31 => Pass::Permute(n),
                     n => {
-                        return Err(format!(
-                            "pass `{src}`: range {n} is not in [1, 2^31]"
-                        ));
+                        return Err(format!("pass `{src}`: range {n} is not in [1, 2^31]"));
                     }
                 }
             }

@@ -16,6 +16,7 @@ pub mod charts;
 pub mod data;
 pub mod history;
 pub mod html;
+pub mod peers;
 pub mod table;
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Typed errors of the settings and of session files. Other domains keep theirs beside their
-//! code (`suite::LoadError`, `engine::plan::PlanError`, `suite::expr::ExprError`,
-//! `engine::worker::device::GpuError`); a command turns any of them into its message and exit
+//! code (`suite::LoadError`, `contract::plan::PlanError`, `suite::expr::ExprError`,
+//! `worker::device::GpuError`); a command turns any of them into its message and exit
 //! code at the edge (`cli`).
 
 use std::path::PathBuf;

@@ -2,8 +2,8 @@
 //! `[[workers]]`, else one per local GPU) started and greeted once, with its launch command,
 //! whether it answered `hello`, its host, device, GPU and versions, or why it is down.
 
-use crate::engine::pool::{Pool, PoolOptions, PoolStatus, SeatState, WorkerStatus};
-use crate::engine::workers::{self, Choice};
+use crate::pool::config::{self as workers, Choice};
+use crate::pool::{Pool, PoolOptions, PoolStatus, SeatState, WorkerStatus};
 use serde_json::json;
 use std::path::Path;
 
@@ -71,7 +71,7 @@ fn choice(
 pub fn check(file: Option<&Path>, settings: &crate::config::Settings) -> WorkersReport {
     let (choice, from, problem) = choice(file, settings);
     let configured = matches!(choice, Choice::Listed { .. });
-    let status = crate::engine::runtime()
+    let status = crate::pool::runtime()
         .map(|rt| {
             rt.block_on(async { Pool::start(&choice, PoolOptions::default()).await.status() })
         })

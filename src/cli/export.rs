@@ -34,7 +34,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
     let kernel = if a.defines.is_empty() {
         kernel
     } else {
-        let src = crate::engine::protocol::Source {
+        let src = crate::contract::protocol::Source {
             name: kernel.origin.clone(),
             code: kernel.source,
             defines: Default::default(),

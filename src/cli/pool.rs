@@ -3,9 +3,9 @@
 //! the GPU its measurements are for (the first worker up: T_SOL and S are per GPU model, so
 //! the pool's jobs run only on workers of that model).
 
-use crate::engine::pool::{Pool, PoolOptions, PoolStatus, SeatState};
-use crate::engine::protocol::DeviceInfo;
-use crate::engine::workers::{self, Choice};
+use crate::contract::protocol::DeviceInfo;
+use crate::pool::config::{self as workers, Choice};
+use crate::pool::{Pool, PoolOptions, PoolStatus, SeatState};
 use std::path::Path;
 
 /// A started pool and the GPU its jobs are measured on.

@@ -6,7 +6,7 @@
 
 use super::testkit::{self, describe};
 use super::*;
-use crate::engine::plan::ResolvedLaunch;
+use crate::contract::plan::ResolvedLaunch;
 use crate::suite::{SuiteSource, expr::Value};
 use std::process::Command;
 
@@ -201,9 +201,9 @@ pub(super) fn cpp_assign(name: &str, ty: &str, v: &Value) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        ("str", Value::Str(t)) => translate::cpp_str(t),
+        ("str", Value::Str(t)) => expressions::cpp_str(t),
         ("bool", Value::Bool(b)) => b.to_string(),
-        ("float", Value::Float(x)) => translate::cpp_double(*x),
+        ("float", Value::Float(x)) => expressions::cpp_double(*x),
         ("float", Value::Int(i)) => format!("{i}.0"),
         (_, Value::Int(i)) => format!("{i}LL"),
         (_, other) => panic!("{name}: {other} as {ty}"),

@@ -53,13 +53,7 @@ pub fn assemble(
     warnings.append(&mut sessions.warnings);
     sessions.warnings = warnings;
     sessions.dirs = session_dirs.to_vec();
-    data::assemble(
-        suite,
-        hw,
-        standing,
-        &sessions,
-        &crate::engine::client::utc_now(),
-    )
+    data::assemble(suite, hw, standing, &sessions, &crate::utc::now())
 }
 
 /// Writes `html` to `path` through a temporary file beside it (a crash mid-write leaves any

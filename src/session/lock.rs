@@ -108,7 +108,7 @@ fn holder_line() -> String {
         "{command} (pid {} on {}) since {} UTC",
         std::process::id(),
         host(),
-        crate::engine::client::utc(now() as i64)
+        crate::utc::at(now() as i64)
     )
 }
 

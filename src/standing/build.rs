@@ -4,7 +4,7 @@
 
 use super::format::{Fingerprint, Measured, Origin, Record, ShapeMeasured};
 use super::stale::{OpPrint, source_print};
-use crate::engine::protocol::{ShapeResult, Verdict};
+use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::suite::Problem;
 use crate::suite::roofline::{self, ShapeScore};
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ impl Context {
             nvrtc: nvrtc.map(|s| s.to_string()),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             hardware: hardware.to_string(),
-            date: crate::engine::client::utc_now(),
+            date: crate::utc::now(),
         }
     }
 }

@@ -34,7 +34,7 @@ pub struct OpPrint {
 impl OpPrint {
     /// The fingerprints of an operator; a missing reference.cu counts as empty.
     pub fn of(suite: &Suite, p: &Problem) -> OpPrint {
-        let reference = crate::suite::kernels::suite_kernel(suite, p, "reference.cu")
+        let reference = crate::contract::kernels::suite_kernel(suite, p, "reference.cu")
             .map(|s| s.code)
             .unwrap_or_default();
         OpPrint::with_reference(p, &reference)

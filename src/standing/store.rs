@@ -141,7 +141,7 @@ fn remove_old_leftovers(parent: &Path, name: &str) {
 /// Moves a file aside to `NAME.bad-YYYYMMDD-hhmmss` (a number added if that exists); returns the
 /// backup's path.
 pub fn backup(path: &Path) -> std::io::Result<PathBuf> {
-    let stamp: String = crate::engine::client::utc_now()
+    let stamp: String = crate::utc::now()
         .chars()
         .filter(|c| c.is_ascii_digit() || *c == ' ')
         .map(|c| if c == ' ' { '-' } else { c })

@@ -1,8 +1,8 @@
 //! The standing: its format, atomic writes, staleness, bad files and the shipped H200 standing.
 
 use super::*;
-use crate::engine::protocol::{ShapeResult, Verdict};
-use crate::engine::stats::TimingStats;
+use crate::contract::protocol::{ShapeResult, Verdict};
+use crate::contract::stats::TimingStats;
 use crate::suite::SuiteSource;
 use crate::testing::{suite, tempdir, ws};
 

@@ -9,7 +9,6 @@ mod draws;
 pub mod expr;
 pub mod hardware;
 pub mod import;
-pub mod kernels;
 mod load;
 mod phase;
 mod problem;

@@ -2,18 +2,17 @@
 //! template's command: ssh, srun, kubectl exec), greets it (`hello`: protocol and tool versions
 //! must match, see `handshake`), queues jobs, forwards events on tokio channels, enforces the
 //! watchdog and restarts a worker that died. Every result it forwards names the worker that
-//! measured it (`ShapeResult::worker`).
+//! measured it (`ShapeResult::worker`). The process itself (start, greeting, streams, log,
+//! stop) is `process`'s.
 
 use super::guard::JobGuard;
-use super::stop::{Ending, Launched};
+use super::process::{Proc, drop_proc, ensure, exit_reason, request_reply, send, sync_id};
+use super::stop::Ending;
 use crate::contract::protocol::*;
 use crate::contract::runner::{JobEvent, Runner};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
 /// How many times this process was suspended (Ctrl-Z in the TUI). A stopped process reads
@@ -237,290 +236,29 @@ impl WorkerClient {
     }
 }
 
-struct Proc {
-    /// The process (a launcher's, for a templated worker: see `stop`).
-    child: Launched,
-    stdin: ChildStdin,
-    lines: mpsc::UnboundedReceiver<String>,
-    /// The last lines the worker wrote to stderr.
-    last_words: std::sync::Arc<std::sync::Mutex<VecDeque<String>>>,
-    log: Option<PathBuf>,
-    /// Its answer to the handshake's `hello` (Err: it answered with an error, e.g. no GPU; it
-    /// still compiles).
-    hello: Result<Event, String>,
-    /// The name its results carry: the label, else `host:device`.
-    who: String,
-    /// How long it took from launch to its answer to `hello`.
-    took: Duration,
+/// A job waiting for the worker: its id, the job and its owner.
+type Queued = (u64, Box<Job>, mpsc::UnboundedSender<JobEvent>);
+
+/// Whether the supervisor goes on after a job, or ends (every handle to the client is gone).
+#[derive(PartialEq)]
+enum Flow {
+    Go,
+    End,
 }
 
-impl Proc {
-    /// Stops the worker's process (see `stop`).
-    async fn stop(self, ending: Ending) {
-        let Proc {
-            mut child, stdin, ..
-        } = self;
-        child.stop(Some(stdin), ending).await;
-    }
+/// How forwarding a job's events on one worker ended.
+enum Pass {
+    /// The job is done (its `done` was forwarded), or there was no worker to read from.
+    Over,
+    /// The worker was lost: (verdict, message, a protocol error rather than a dead or hung
+    /// worker).
+    Lost(Verdict, String, bool),
+    /// Every handle to the client is gone.
+    Closed,
 }
 
-/// Request ids of hello and calibrate (far above job ids).
-static SYNC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1 << 62);
-
-fn sync_id() -> u64 {
-    SYNC_ID.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1
-}
-
-/// The most a worker's stderr adds to its log.
-const LOG_LIMIT: u64 = 16 << 20;
-
-/// Starts the worker and greets it: a worker that does not answer `hello`, or whose versions
-/// differ from this build's, is stopped and the start fails.
-async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
-    let t0 = tokio::time::Instant::now();
-    let mut p = spawn(cfg)?;
-    let id = sync_id();
-    // A worker that ended at once (its launcher failed) refuses the request: its exit and last
-    // words say why, as for one that ends before answering.
-    let sent = send(&mut p, &Request::Hello { id }).await.is_ok();
-    let deadline = tokio::time::Instant::now() + cfg.hello_timeout;
-    loop {
-        let next = if sent {
-            tokio::time::timeout_at(deadline, p.lines.recv()).await
-        } else {
-            Ok(None)
-        };
-        let line = match next {
-            Err(_) => {
-                // A launcher still waiting (srun for its allocation) is asked to withdraw.
-                p.stop(Ending::Lost).await;
-                return Err(format!(
-                    "worker {} did not answer hello within {:.0} s",
-                    cfg.display_name(),
-                    cfg.hello_timeout.as_secs_f64()
-                ));
-            }
-            Ok(None) => {
-                let why = exit_reason(&mut p).await;
-                // Nothing was started anew: the start itself failed.
-                let why = why.replace("; a new worker was started", "");
-                return Err(format!(
-                    "worker {} ended before answering hello: {why}",
-                    cfg.display_name()
-                ));
-            }
-            Ok(Some(l)) => l,
-        };
-        let Ok(ev) = serde_json::from_str::<Event>(&line) else {
-            continue;
-        };
-        if ev.id() != id {
-            continue;
-        }
-        p.took = t0.elapsed();
-        if let Event::Error { message, .. } = ev {
-            p.hello = Err(message);
-            return Ok(p);
-        }
-        let host = match &ev {
-            Event::Hello { host: Some(h), .. } => Some(format!("{h}:{}", cfg.device)),
-            _ => None,
-        };
-        let name = cfg
-            .label
-            .clone()
-            .or(host)
-            .unwrap_or_else(|| cfg.display_name());
-        return match super::handshake::check(&name, &ev) {
-            Ok(_) => {
-                p.who = name;
-                p.hello = Ok(ev);
-                Ok(p)
-            }
-            Err(e) => {
-                p.stop(Ending::Answering).await;
-                Err(e.to_string())
-            }
-        };
-    }
-}
-
-/// Starts the worker process.
-fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
-    let argv = cfg.argv();
-    let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]);
-    cmd.env(
-        "LD_LIBRARY_PATH",
-        crate::worker::locate::worker_ld_library_path(),
-    );
-    crate::worker::env_scrub::scrub(cmd.as_std_mut());
-    cmd.envs(crate::worker::compile_child::limits::worker_env());
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // A launcher is asked to end rather than killed (see `stop`).
-        .kill_on_drop(cfg.launch.is_none());
-    let mut child = cmd.spawn().map_err(|e| {
-        format!(
-            "cannot start the worker {}: {e}",
-            match &cfg.label {
-                Some(l) => format!("{l} (`{}`)", cfg.command_line()),
-                None => format!("`{}`", cfg.command_line()),
-            }
-        )
-    })?;
-    let stdin = child.stdin.take().ok_or("worker has no stdin")?;
-    let stdout = child.stdout.take().ok_or("worker has no stdout")?;
-    let stderr = child.stderr.take().ok_or("worker has no stderr")?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut r = BufReader::new(stdout).lines();
-        while let Ok(Some(l)) = r.next_line().await {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let last_words = std::sync::Arc::new(std::sync::Mutex::new(VecDeque::new()));
-    {
-        let last_words = last_words.clone();
-        let log = cfg.log.clone();
-        let tag = format!(
-            "worker {} (GPU {}, pid {})",
-            cfg.label.clone().unwrap_or_else(|| argv[0].clone()),
-            cfg.device,
-            child.id().unwrap_or(0)
-        );
-        tokio::spawn(async move {
-            // Opened at the first line: a quiet worker leaves no file.
-            let open = |p: &PathBuf| {
-                if let Some(d) = p.parent() {
-                    let _ = std::fs::create_dir_all(d);
-                }
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .ok()
-            };
-            let mut file = None;
-            let mut written = 0u64;
-            let mut r = BufReader::new(stderr).lines();
-            while let Ok(Some(l)) = r.next_line().await {
-                if file.is_none() {
-                    file = log.as_ref().and_then(open);
-                }
-                if let Some(f) = file.as_mut() {
-                    use std::io::Write;
-                    let line = format!("{} {tag}: {l}\n", crate::utc::now());
-                    if written < LOG_LIMIT {
-                        written += line.len() as u64;
-                        let _ = f.write_all(line.as_bytes());
-                    }
-                }
-                if let Ok(mut w) = last_words.lock() {
-                    if w.len() >= 8 {
-                        w.pop_front();
-                    }
-                    w.push_back(l);
-                }
-            }
-        });
-    }
-    Ok(Proc {
-        child: Launched::new(child, cfg.launch.is_some()),
-        stdin,
-        lines: rx,
-        last_words,
-        log: cfg.log.clone(),
-        hello: Err("no hello yet".into()),
-        who: cfg
-            .label
-            .clone()
-            .unwrap_or_else(|| format!("GPU {}", cfg.device)),
-        took: Duration::ZERO,
-    })
-}
-
-async fn send(p: &mut Proc, r: &Request) -> Result<(), String> {
-    let mut line = serde_json::to_string(r).map_err(|e| e.to_string())?;
-    line.push('\n');
-    p.stdin
-        .write_all(line.as_bytes())
-        .await
-        .map_err(|e| format!("worker stdin: {e}"))?;
-    p.stdin
-        .flush()
-        .await
-        .map_err(|e| format!("worker stdin: {e}"))
-}
-
-/// Describes how a worker ended, with its last words on stderr and where its log is.
-async fn exit_reason(p: &mut Proc) -> String {
-    let how = match tokio::time::timeout(Duration::from_millis(500), p.child.child.wait()).await {
-        Ok(Ok(st)) => {
-            #[cfg(unix)]
-            {
-                use std::os::unix::process::ExitStatusExt;
-                if let Some(sig) = st.signal() {
-                    return with_words(p, format!("worker killed by signal {sig}")).await;
-                }
-            }
-            format!("worker exited with {st}")
-        }
-        _ => "worker stopped answering".into(),
-    };
-    with_words(p, how).await
-}
-
-async fn with_words(p: &Proc, how: String) -> String {
-    // Give the stderr reader a moment to catch the last lines.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    let words = p
-        .last_words
-        .lock()
-        .ok()
-        .and_then(|w| w.iter().rev().find(|l| !l.trim().is_empty()).cloned());
-    let mut s = how;
-    if let Some(w) = words {
-        let w: String = w.chars().take(200).collect();
-        s.push_str(&format!(" (its last words: {w})"));
-    }
-    s.push_str("; a new worker was started");
-    if let Some(l) = &p.log {
-        s.push_str(&format!("; worker log: {}", l.display()));
-    }
-    s
-}
-
-/// Waits for one reply to a synchronous request (hello, calibrate).
-async fn request_reply(
-    p: &mut Proc,
-    req: Request,
-    id: u64,
-    limit: Duration,
-) -> Result<Event, String> {
-    send(p, &req).await?;
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        match tokio::time::timeout_at(deadline, p.lines.recv()).await {
-            Err(_) => return Err("worker did not answer in time".into()),
-            Ok(None) => return Err(exit_reason(p).await),
-            Ok(Some(l)) => {
-                if let Ok(ev) = serde_json::from_str::<Event>(&l)
-                    && ev.id() == id
-                {
-                    return match ev {
-                        Event::Error { message, .. } => Err(message),
-                        other => Ok(other),
-                    };
-                }
-            }
-        }
-    }
-}
-
+/// The client's task: one worker's jobs in order, the worker started on first use and after
+/// each loss.
 async fn supervise(
     cfg: WorkerConfig,
     mut rx: mpsc::UnboundedReceiver<Msg>,
@@ -528,61 +266,105 @@ async fn supervise(
     start_us: std::sync::Arc<std::sync::atomic::AtomicU64>,
 ) {
     let mut proc: Option<Proc> = None;
-    let mut queue: VecDeque<(u64, Box<Job>, mpsc::UnboundedSender<JobEvent>)> = VecDeque::new();
+    let mut queue: VecDeque<Queued> = VecDeque::new();
     loop {
         // Take the next message, or the next queued job.
         if queue.is_empty() {
             match rx.recv().await {
                 None => break,
-                Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
-                Some(Msg::Cancel { .. }) => {}
-                Some(Msg::Hello { reply }) => {
-                    // The handshake of the worker's start answers (it created the context).
-                    let r = match ensure(&cfg, &mut proc, &start_us).await {
-                        Ok(p) => p.hello.clone(),
-                        Err(e) => Err(e),
-                    };
-                    if r.is_err() {
-                        drop_proc(&mut proc, Ending::Answering).await;
-                    }
-                    answer(reply, r);
-                }
-                Some(Msg::Calibrate { reply }) => {
-                    let r = match ensure(&cfg, &mut proc, &start_us).await {
-                        Ok(p) => {
-                            let sync_id = sync_id();
-                            let r = request_reply(
-                                p,
-                                Request::Calibrate { id: sync_id },
-                                sync_id,
-                                Duration::from_secs(60),
-                            )
-                            .await;
-                            if r.is_err() {
-                                drop_proc(&mut proc, Ending::Lost).await;
-                            }
-                            r
-                        }
-                        Err(e) => Err(e),
-                    };
-                    answer(reply, r);
-                }
+                Some(msg) => between_jobs(&cfg, &mut proc, &start_us, &mut queue, msg).await,
             }
             continue;
         }
         let Some((id, job, events)) = queue.pop_front() else {
             continue;
         };
-        let watchdog = cfg.watchdog.max(Duration::from_secs_f64(
+        let mut w = Supervised {
+            cfg: &cfg,
+            proc: &mut proc,
+            rx: &mut rx,
+            queue: &mut queue,
+            restarts: &restarts,
+            start_us: &start_us,
+        };
+        if w.run_job(id, job, events).await == Flow::End {
+            return;
+        }
+    }
+    drop_proc(&mut proc, Ending::Answering).await;
+}
+
+/// A message while no job runs.
+async fn between_jobs(
+    cfg: &WorkerConfig,
+    proc: &mut Option<Proc>,
+    start_us: &std::sync::atomic::AtomicU64,
+    queue: &mut VecDeque<Queued>,
+    msg: Msg,
+) {
+    match msg {
+        Msg::Submit { id, job, events } => queue.push_back((id, job, events)),
+        Msg::Cancel { .. } => {}
+        Msg::Hello { reply } => {
+            // The handshake of the worker's start answers (it created the context).
+            let r = match ensure(cfg, proc, start_us).await {
+                Ok(p) => p.hello.clone(),
+                Err(e) => Err(e),
+            };
+            if r.is_err() {
+                drop_proc(proc, Ending::Answering).await;
+            }
+            answer(reply, r);
+        }
+        Msg::Calibrate { reply } => {
+            let r = match ensure(cfg, proc, start_us).await {
+                Ok(p) => {
+                    let sync_id = sync_id();
+                    let r = request_reply(
+                        p,
+                        Request::Calibrate { id: sync_id },
+                        sync_id,
+                        Duration::from_secs(60),
+                    )
+                    .await;
+                    if r.is_err() {
+                        drop_proc(proc, Ending::Lost).await;
+                    }
+                    r
+                }
+                Err(e) => Err(e),
+            };
+            answer(reply, r);
+        }
+    }
+}
+
+/// What a job runs with: the worker, the client's messages and its queue.
+struct Supervised<'a> {
+    cfg: &'a WorkerConfig,
+    proc: &'a mut Option<Proc>,
+    rx: &'a mut mpsc::UnboundedReceiver<Msg>,
+    queue: &'a mut VecDeque<Queued>,
+    restarts: &'a std::sync::atomic::AtomicU64,
+    start_us: &'a std::sync::atomic::AtomicU64,
+}
+
+impl Supervised<'_> {
+    /// Runs a job to its end: one pass per worker, a worker lost mid-shape costs that shape, and
+    /// the shapes not yet measured go to a restarted worker (see `guard`).
+    async fn run_job(
+        &mut self,
+        id: u64,
+        mut job: Box<Job>,
+        events: mpsc::UnboundedSender<JobEvent>,
+    ) -> Flow {
+        let watchdog = self.cfg.watchdog.max(Duration::from_secs_f64(
             job.watchdog_s.unwrap_or(0.0).clamp(0.0, 3600.0),
         ));
         let mut guard = JobGuard::new(id, &job);
-        let mut job = job;
         let mut cancelled = false;
-        // One pass per worker: a worker lost mid-shape costs that shape, and the shapes not yet
-        // measured go to a restarted worker (see `guard`).
-        'job: loop {
-            let p = match ensure(&cfg, &mut proc, &start_us).await {
+        loop {
+            let p = match ensure(self.cfg, self.proc, self.start_us).await {
                 Ok(p) => p,
                 Err(e) => {
                     tell(
@@ -592,94 +374,36 @@ async fn supervise(
                             message: e,
                         },
                     );
-                    break 'job;
+                    return Flow::Go;
                 }
             };
             let who = p.who.clone();
-            // (verdict, message, a protocol error rather than a dead or hung worker)
-            let mut lost: Option<(Verdict, String, bool)> = None;
-            if let Err(e) = send(
+            let sent = send(
                 p,
                 &Request::Job {
                     id,
                     job: job.clone(),
                 },
             )
-            .await
-            {
-                let reason = exit_reason(p).await;
-                lost = Some((Verdict::Fault, format!("{e} ({reason})"), false));
-            }
-            // Forward events until Done, a crash, a protocol error, or the watchdog.
-            while lost.is_none() {
-                let Some(p) = proc.as_mut() else { break };
-                let epoch = suspensions();
-                tokio::select! {
-                    line = tokio::time::timeout(watchdog, p.lines.recv()) => {
-                        match line {
-                            // This process was suspended meanwhile: wait again.
-                            Err(_) if suspensions() != epoch => continue,
-                            Err(_) => {
-                                lost = Some((Verdict::Timeout, format!(
-                                    "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",
-                                    watchdog.as_secs_f64()
-                                ), false));
-                            }
-                            Ok(None) => {
-                                let reason = exit_reason(p).await;
-                                lost = Some((Verdict::Fault, reason, false));
-                            }
-                            Ok(Some(l)) => {
-                                let ev = match serde_json::from_str::<Event>(&l) {
-                                    Ok(ev) => ev,
-                                    Err(e) => {
-                                        let l: String = l.chars().take(120).collect();
-                                        lost = Some((Verdict::Error, format!("the worker sent a line that is not an event ({e}): {l}"), true));
-                                        continue;
-                                    }
-                                };
-                                match guard.accept(ev) {
-                                    Err(e) => lost = Some((Verdict::Error, e, true)),
-                                    Ok(None) => {}
-                                    Ok(Some(mut ev)) => {
-                                        let done = matches!(ev, Event::Done { .. });
-                                        if let Event::ShapeDone { result, .. } = &mut ev {
-                                            result.worker = Some(who.clone());
-                                        }
-                                        tell(&events, JobEvent::Worker(ev));
-                                        if done { break 'job; }
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    msg = rx.recv() => {
-                        match msg {
-                            None => return,
-                            Some(Msg::Cancel { id: c }) if c == id => {
-                                cancelled = true;
-                                let _ = send(p, &Request::Cancel { id }).await;
-                            }
-                            Some(Msg::Cancel { id: c }) => {
-                                queue.retain(|(q, _, ev)| {
-                                    if *q == c {
-                                        tell(ev, JobEvent::WorkerLost { verdict: Verdict::Cancelled, message: "cancelled before it started".into() });
-                                    }
-                                    *q != c
-                                });
-                            }
-                            Some(Msg::Submit { id, job, events }) => queue.push_back((id, job, events)),
-                            Some(Msg::Hello { reply }) => { answer(reply, p.hello.clone()); }
-                            Some(Msg::Calibrate { reply }) => { answer(reply, Err("the worker is busy with a job".into())); }
-                        }
-                    }
+            .await;
+            let pass = match sent {
+                Err(e) => {
+                    let reason = exit_reason(p).await;
+                    Pass::Lost(Verdict::Fault, format!("{e} ({reason})"), false)
                 }
-            }
-            let Some((verdict, message, protocol)) = lost else {
-                break 'job;
+                Ok(()) => {
+                    self.forward(id, &mut guard, &events, watchdog, &who, &mut cancelled)
+                        .await
+                }
             };
-            drop_proc(&mut proc, Ending::Lost).await;
-            restarts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let (verdict, message, protocol) = match pass {
+                Pass::Over => return Flow::Go,
+                Pass::Closed => return Flow::End,
+                Pass::Lost(v, m, p) => (v, m, p),
+            };
+            drop_proc(self.proc, Ending::Lost).await;
+            self.restarts
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if protocol {
                 tell(
                     &events,
@@ -690,8 +414,8 @@ async fn supervise(
                         ),
                     },
                 );
-                let _ = ensure(&cfg, &mut proc, &start_us).await;
-                break 'job;
+                let _ = ensure(self.cfg, self.proc, self.start_us).await;
+                return Flow::Go;
             }
             let after = guard.lost(verdict.clone(), &message);
             if let Some(mut result) = after.result {
@@ -711,39 +435,89 @@ async fn supervise(
                         },
                     );
                     // Restart at once so that the next job finds a warm worker.
-                    let _ = ensure(&cfg, &mut proc, &start_us).await;
-                    break 'job;
+                    let _ = ensure(self.cfg, self.proc, self.start_us).await;
+                    return Flow::Go;
                 }
             }
         }
     }
-    drop_proc(&mut proc, Ending::Answering).await;
-}
 
-/// The worker, started (and its start's time noted in `start_us`) unless it is running.
-async fn ensure<'a>(
-    cfg: &WorkerConfig,
-    proc: &'a mut Option<Proc>,
-    start_us: &std::sync::atomic::AtomicU64,
-) -> Result<&'a mut Proc, String> {
-    let alive = match proc.as_mut() {
-        Some(p) => matches!(p.child.child.try_wait(), Ok(None)),
-        None => false,
-    };
-    if !alive {
-        let p = start(cfg).await?;
-        let us = u64::try_from(p.took.as_micros()).unwrap_or(u64::MAX).max(1);
-        start_us.store(us, std::sync::atomic::Ordering::SeqCst);
-        *proc = Some(p);
-    }
-    proc.as_mut()
-        .ok_or_else(|| "worker did not start".to_string())
-}
-
-/// Stops the worker, if there is one (see `stop`).
-async fn drop_proc(proc: &mut Option<Proc>, ending: Ending) {
-    if let Some(p) = proc.take() {
-        p.stop(ending).await;
+    /// Forwards the job's events until `done`, a crash, a protocol error or the watchdog, while
+    /// answering the client's messages.
+    async fn forward(
+        &mut self,
+        id: u64,
+        guard: &mut JobGuard,
+        events: &mpsc::UnboundedSender<JobEvent>,
+        watchdog: Duration,
+        who: &str,
+        cancelled: &mut bool,
+    ) -> Pass {
+        loop {
+            let Some(p) = self.proc.as_mut() else {
+                return Pass::Over;
+            };
+            let epoch = suspensions();
+            tokio::select! {
+                line = tokio::time::timeout(watchdog, p.lines.recv()) => {
+                    match line {
+                        // This process was suspended meanwhile: wait again.
+                        Err(_) if suspensions() != epoch => continue,
+                        Err(_) => {
+                            return Pass::Lost(Verdict::Timeout, format!(
+                                "no progress for {:.1} s: the kernel hangs or runs too long; the worker was restarted",
+                                watchdog.as_secs_f64()
+                            ), false);
+                        }
+                        Ok(None) => {
+                            let reason = exit_reason(p).await;
+                            return Pass::Lost(Verdict::Fault, reason, false);
+                        }
+                        Ok(Some(l)) => {
+                            let ev = match serde_json::from_str::<Event>(&l) {
+                                Ok(ev) => ev,
+                                Err(e) => {
+                                    let l: String = l.chars().take(120).collect();
+                                    return Pass::Lost(Verdict::Error, format!("the worker sent a line that is not an event ({e}): {l}"), true);
+                                }
+                            };
+                            match guard.accept(ev) {
+                                Err(e) => return Pass::Lost(Verdict::Error, e, true),
+                                Ok(None) => {}
+                                Ok(Some(mut ev)) => {
+                                    let done = matches!(ev, Event::Done { .. });
+                                    if let Event::ShapeDone { result, .. } = &mut ev {
+                                        result.worker = Some(who.to_string());
+                                    }
+                                    tell(events, JobEvent::Worker(ev));
+                                    if done { return Pass::Over; }
+                                }
+                            }
+                        }
+                    }
+                }
+                msg = self.rx.recv() => {
+                    match msg {
+                        None => return Pass::Closed,
+                        Some(Msg::Cancel { id: c }) if c == id => {
+                            *cancelled = true;
+                            let _ = send(p, &Request::Cancel { id }).await;
+                        }
+                        Some(Msg::Cancel { id: c }) => {
+                            self.queue.retain(|(q, _, ev)| {
+                                if *q == c {
+                                    tell(ev, JobEvent::WorkerLost { verdict: Verdict::Cancelled, message: "cancelled before it started".into() });
+                                }
+                                *q != c
+                            });
+                        }
+                        Some(Msg::Submit { id, job, events }) => self.queue.push_back((id, job, events)),
+                        Some(Msg::Hello { reply }) => { answer(reply, p.hello.clone()); }
+                        Some(Msg::Calibrate { reply }) => { answer(reply, Err("the worker is busy with a job".into())); }
+                    }
+                }
+            }
+        }
     }
 }
 

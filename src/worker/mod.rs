@@ -259,6 +259,35 @@ pub fn profile_target(device: u32, job_file: &std::path::Path) -> i32 {
     }
 }
 
+/// Reads requests from stdin on a thread of its own: a cancel is noted at once (the job polls
+/// it), every other request goes to the main loop, a malformed one is answered with an error;
+/// the end of stdin is a shutdown.
+fn read_requests(tx: mpsc::Sender<Request>, cancel: Arc<AtomicU64>, out: Out) {
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        for line in stdin.lock().lines() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            match serde_json::from_str::<Request>(&line) {
+                Ok(Request::Cancel { id }) => cancel.store(id, Ordering::SeqCst),
+                Ok(r) => {
+                    if tx.send(r).is_err() {
+                        break;
+                    }
+                }
+                Err(e) => out.send(&Event::Error {
+                    id: 0,
+                    message: format!("malformed request: {e}"),
+                }),
+            }
+        }
+        // The main loop may have ended already (it stops on a fault); then it needs no word.
+        if tx.send(Request::Shutdown).is_err() {}
+    });
+}
+
 /// The worker's main loop. Returns the process exit code.
 pub fn main(device: u32) -> i32 {
     // The protocol moves off fd 1 before anything can print there (see `stdio`).
@@ -272,33 +301,7 @@ pub fn main(device: u32) -> i32 {
     let out = Out::new(proto);
     let cancel = Arc::new(AtomicU64::new(0));
     let (tx, rx) = mpsc::channel::<Request>();
-    {
-        let cancel = cancel.clone();
-        let out = out.clone();
-        std::thread::spawn(move || {
-            let stdin = std::io::stdin();
-            for line in stdin.lock().lines() {
-                let Ok(line) = line else { break };
-                if line.trim().is_empty() {
-                    continue;
-                }
-                match serde_json::from_str::<Request>(&line) {
-                    Ok(Request::Cancel { id }) => cancel.store(id, Ordering::SeqCst),
-                    Ok(r) => {
-                        if tx.send(r).is_err() {
-                            break;
-                        }
-                    }
-                    Err(e) => out.send(&Event::Error {
-                        id: 0,
-                        message: format!("malformed request: {e}"),
-                    }),
-                }
-            }
-            // The main loop may have ended already (it stops on a fault); then it needs no word.
-            if tx.send(Request::Shutdown).is_err() {}
-        });
-    }
+    read_requests(tx, cancel.clone(), out.clone());
     let mut gpu: Option<Gpu> = None;
     let mut init_error: Option<String> = None;
     let ensure = |gpu: &mut Option<Gpu>, init_error: &mut Option<String>| -> Result<(), String> {

@@ -2,6 +2,7 @@
 //! size, NaN or infinity is a plan error on its line, never a wrap, a saturation or a panic.
 
 use super::*;
+use crate::suite::expr::Env;
 
 /// A one-launch plan with the given grid, block, cluster, arguments and scratch size.
 fn plan(grid: &str, block: &str, extra: &str, args: &str, scratch: &str) -> String {

@@ -1,6 +1,7 @@
 //! Launch plans: parsing, resolving per shape, tensor maps and clusters, errors on their lines.
 
 use super::*;
+use crate::suite::expr::Env;
 
 const SRC: &str = r#"// a kernel
 /* atrex:plan

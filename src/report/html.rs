@@ -41,7 +41,7 @@ section.op { border-top: 1px solid #eee; margin-top: 1.2rem; }
 
 /// `YYYY-MM-DD hh:mm:ss` (UTC) of a time in seconds since the Unix epoch.
 fn date(t: Option<f64>) -> String {
-    t.map(|t| crate::engine::client::utc(t as i64))
+    t.map(|t| crate::utc::at(t as i64))
         .unwrap_or_else(|| "—".into())
 }
 

@@ -64,7 +64,7 @@ pub fn assemble(
         standing,
         &sessions,
         peers.as_ref(),
-        &crate::engine::client::utc_now(),
+        &crate::utc::now(),
     )
 }
 

@@ -2,8 +2,8 @@
 
 use super::app::{self, AppEvent, AppState};
 use super::{ProfileJob, Runtime, build_measure_job, deliver, run_profile, start_agent, watch};
-use crate::engine::client::{JobEvent, Runner};
-use crate::engine::protocol::Event;
+use crate::contract::protocol::Event;
+use crate::contract::runner::{JobEvent, Runner};
 use crate::session::model::LogLevel;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -71,7 +71,7 @@ pub(super) fn submit_measure(
             AppEvent::Job {
                 mid,
                 event: JobEvent::WorkerLost {
-                    verdict: crate::engine::protocol::Verdict::Error,
+                    verdict: crate::contract::protocol::Verdict::Error,
                     message: msg,
                 },
             },

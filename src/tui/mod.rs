@@ -22,9 +22,9 @@ pub mod view;
 mod tests;
 
 use crate::config::Settings;
-use crate::engine::client::Runner;
-use crate::engine::pool::{Pool, PoolOptions};
-use crate::engine::protocol::{JobKind, Mode};
+use crate::contract::protocol::{JobKind, Mode};
+use crate::contract::runner::Runner;
+use crate::pool::{Pool, PoolOptions};
 use crate::session::model::LogLevel;
 use crate::session::{Model, SessionEvent, SessionWriter};
 use crate::suite::{Suite, Workspace};
@@ -67,16 +67,16 @@ pub struct Prepared {
     pub settings: Settings,
     pub writer: Option<SessionWriter>,
     /// The workers to start.
-    pub workers: crate::engine::workers::Choice,
+    pub workers: crate::pool::config::Choice,
 }
 
 pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let cfg_path = opts.config.clone().or_else(Settings::default_path);
     let settings = Settings::load(cfg_path.as_deref())?;
-    let workers = crate::engine::workers::choose(
+    let workers = crate::pool::config::choose(
         settings.device,
         opts.workers.as_deref(),
-        &settings,
+        &settings.workers,
         cfg_path.as_deref(),
     )?;
     let truecolor = theme::detect_truecolor() && !settings.force_256_colours;
@@ -265,7 +265,7 @@ pub fn recorded_sessions(dir: &Path, current: Option<&str>) -> Vec<app::SessionF
 pub fn run(ws: &Workspace, opts: Options) -> Result<i32, String> {
     let t_start = Instant::now();
     let p = prepare(ws, &opts)?;
-    let rt = crate::engine::runtime()?;
+    let rt = crate::pool::runtime()?;
     rt.block_on(main_loop(p, t_start))
 }
 
@@ -386,7 +386,7 @@ async fn main_loop(p: Prepared, t_start: Instant) -> Result<i32, String> {
 fn spawn_pool(
     settings: &Settings,
     writer: Option<&SessionWriter>,
-    workers: &crate::engine::workers::Choice,
+    workers: &crate::pool::config::Choice,
 ) -> Pool {
     let mut opts = PoolOptions {
         watchdog: settings.watchdog_secs.map(Duration::from_secs_f64),
@@ -769,7 +769,7 @@ async fn run_profile(
     client: Pool,
     j: ProfileJob,
 ) -> Result<Box<crate::profile::Profile>, String> {
-    use crate::engine::protocol::Source;
+    use crate::contract::protocol::Source;
     let p = suite
         .problem(&j.op)
         .ok_or_else(|| format!("{} is not in the suite", j.op))?
@@ -779,7 +779,8 @@ async fn run_profile(
         code: j.source,
         defines: Default::default(),
     };
-    let resources = crate::engine::outcome::compile_resources(&client, &p, &cand, j.shape).await?;
+    let resources =
+        crate::contract::outcome::compile_resources(&client, &p, &cand, j.shape).await?;
     tokio::task::spawn_blocking(move || {
         let opts = match j.ncu {
             Some(ncu) => crate::profile::NcuOptions {
@@ -812,19 +813,19 @@ fn build_measure_job(
     _rev: u32,
     source: String,
     full: bool,
-) -> Result<crate::engine::protocol::Job, String> {
+) -> Result<crate::contract::protocol::Job, String> {
     let p = state
         .suite
         .problem(op)
         .ok_or_else(|| format!("{op} is not in the suite"))?;
-    let reference = crate::suite::kernels::suite_kernel(&state.suite, p, "reference.cu")?;
+    let reference = crate::contract::kernels::suite_kernel(&state.suite, p, "reference.cu")?;
     let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
-    let cand = crate::engine::protocol::Source {
+    let cand = crate::contract::protocol::Source {
         name: format!("{op} v{_rev}"),
         code: source,
         defines: Default::default(),
     };
-    crate::engine::build_job(
+    crate::contract::job::build_job(
         p,
         cand,
         Some(reference),

@@ -2,7 +2,7 @@
 //! worker, agent) and the view (focus, selections, scrolls, modal, diff view). Rendering is a
 //! pure function of it (`view::draw`).
 
-use crate::engine::protocol::ShapeResult;
+use crate::contract::protocol::ShapeResult;
 use crate::session::model::MeasureStatus;
 use crate::session::model::{LogLevel, LogLine, Place, Revision};
 use crate::session::store::now;
@@ -238,7 +238,7 @@ struct DiffKey {
     op: Option<String>,
     rev: Option<u32>,
     base: Option<u32>,
-    diags: Vec<crate::engine::protocol::Diagnostic>,
+    diags: Vec<crate::contract::protocol::Diagnostic>,
     full_source: bool,
     mode: DiffMode,
     highlighter: bool,
@@ -281,7 +281,7 @@ pub struct AppState {
     pub worker: WorkerState,
     pub restarts: u64,
     /// The workers and the queue, as the pool last said.
-    pub pool: crate::engine::pool::PoolStatus,
+    pub pool: crate::pool::PoolStatus,
     pub jobs: BTreeMap<u64, JobProgress>,
     pub ui_log: Vec<LogLine>,
     /// The session file's name, when this run records one.

@@ -21,8 +21,8 @@ use super::theme::Theme;
 use super::view;
 // Test bodies name these as `super::…` (the TUI module when they lived in one file).
 use super::{highlight, keymap, recorded_sessions};
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::{Diagnostic, Event, Verdict};
+use crate::contract::protocol::{Diagnostic, Event, Verdict};
+use crate::contract::runner::JobEvent;
 use crate::session::fixtures::*;
 use crate::session::{Author, DecidedBy, Decision, Model, RevVerdict, SessionEvent};
 use crossterm::event::KeyCode;

@@ -3,7 +3,7 @@
 //! controls and news.
 
 use super::*;
-use crate::engine::pool::{PoolStatus, SeatState, WorkerStatus};
+use crate::pool::{PoolStatus, SeatState, WorkerStatus};
 
 fn worker(name: &str, host: &str, state: SeatState, restarts: u64) -> WorkerStatus {
     WorkerStatus {

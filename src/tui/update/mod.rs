@@ -2,7 +2,7 @@
 //! happens here (recorded events go to the journal, which the runtime writes). One file per
 //! concern: keys, jobs (measure, profile, worker), the agent, replay, the editor, decisions.
 
-use crate::engine::protocol::Verdict;
+use crate::contract::protocol::Verdict;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
 use crate::tui::app::*;
@@ -182,7 +182,8 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
                 gpu: d.name.clone(),
                 sm_clock_mhz: d.sm_clock_mhz,
             };
-            let prof = crate::engine::profile_for_device(&state.suite.hardware, &d.name).cloned();
+            let prof =
+                crate::suite::hardware::profile_for_device(&state.suite.hardware, &d.name).cloned();
             if state.replay.is_none() {
                 if let Some(p) = prof {
                     state.hw = Some(p);

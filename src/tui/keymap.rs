@@ -9,7 +9,7 @@
 //! scope before one that always applies. Tests list every such override, so none is an
 //! accident.
 
-use super::app::{AppState, Modal, PaneId};
+use super::state::{AppState, Modal, PaneId};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// What a key does in the main view (or the editor).
@@ -726,7 +726,7 @@ mod tests {
     /// or not), with or without a search; and the editor.
     fn contexts() -> Vec<Ctx> {
         let mut v = vec![Ctx::editor()];
-        for focus in crate::tui::app::PANES {
+        for focus in crate::tui::state::PANES {
             for (replaying, picked) in [(false, false), (true, false), (true, true)] {
                 for searching in [false, true] {
                     v.push(Ctx {

@@ -3,7 +3,7 @@
 //! the pane's width, the newest at the bottom. Update and view both count rows here, so a
 //! scroll position (rows from the bottom) means the same to both.
 
-use super::app::AppState;
+use super::state::AppState;
 use super::text;
 use crate::session::model::LogLine;
 

@@ -305,17 +305,21 @@ fn replay_file_and_the_picker_show_the_same_figures() {
         dir: d.clone(),
         reason: "test",
     };
-    let opts = |replay: Option<&str>| super::super::Options {
+    let opts = |replay: Option<&str>| crate::tui::startup::Options {
         replay: replay.map(std::path::PathBuf::from),
         config: Some(d.join("no-config.toml")),
         ..Default::default()
     };
     let name = "demo-agent-tuner.jsonl";
     // `replay FILE` (the built-in copy: no such file here).
-    let mut file = super::super::prepare(&ws, &opts(Some(name))).unwrap().state;
+    let mut file = crate::tui::startup::prepare(&ws, &opts(Some(name)))
+        .unwrap()
+        .state;
     update(&mut file, AppEvent::Hello(Err("no GPU".into())));
     // A new session without a GPU: the picker, then the runtime hands the session back.
-    let mut picked = super::super::prepare(&ws, &opts(None)).unwrap().state;
+    let mut picked = crate::tui::startup::prepare(&ws, &opts(None))
+        .unwrap()
+        .state;
     update(&mut picked, AppEvent::Hello(Err("no GPU".into())));
     assert!(matches!(picked.modal, Modal::Sessions { .. }));
     picked.modal = Modal::None;

@@ -15,12 +15,15 @@ mod snapshots;
 mod standing;
 mod timing;
 
-use super::app::*;
+use super::event::*;
 use super::highlight::Highlighter;
+use super::state::*;
 use super::theme::Theme;
+use super::update::{replay_seek, update};
 use super::view;
 // Test bodies name these as `super::…` (the TUI module when they lived in one file).
-use super::{highlight, keymap, recorded_sessions};
+use super::startup::recorded_sessions;
+use super::{highlight, keymap};
 use crate::engine::client::JobEvent;
 use crate::engine::protocol::{Diagnostic, Event, Verdict};
 use crate::session::fixtures::*;

@@ -1,9 +1,11 @@
 //! The agents in the app, one per operator and running at once: their news (recorded events,
 //! streamed text, tool calls) and starting / stopping the selected operator's.
 
-use super::*;
+use super::standing::standing_after_accept;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
+use crate::tui::event::{AgentCtl, AgentMsg, Effect};
+use crate::tui::state::{AgentView, AppState, TOOL_LINES, ToolLine};
 
 pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effect> {
     match m {

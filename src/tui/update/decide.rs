@@ -1,8 +1,10 @@
 //! Accepting and rejecting revisions (by the engineer; a running agent hears of it).
 
-use super::*;
+use super::standing::standing_after_accept;
 use crate::session::model::LogLevel;
 use crate::session::{DecidedBy, Decision, RevVerdict, SessionEvent};
+use crate::tui::event::{AgentCtl, Effect};
+use crate::tui::state::AppState;
 
 /// y / n on the selected revision; a running agent hears of decisions on its operator.
 /// An accepted revision becomes the operator's record in the standing.

@@ -1,8 +1,9 @@
 //! Hand edits: the built-in editor, $EDITOR with a watched file, and saved files.
 
-use super::*;
 use crate::session::model::LogLevel;
+use crate::tui::event::Effect;
 use crate::tui::keymap::Action;
+use crate::tui::state::{AppState, EditorState, Modal, Watch};
 use crossterm::event::KeyEvent;
 use ratatui_textarea::{CursorMove, TextArea};
 use std::path::PathBuf;

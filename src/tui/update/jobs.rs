@@ -1,10 +1,12 @@
 //! Measurement and profile jobs: starting them from the selection, and their events.
 
-use super::*;
+use super::standing::standing_job_done;
 use crate::engine::client::JobEvent;
 use crate::engine::protocol::Event;
 use crate::session::model::LogLevel;
 use crate::session::{RevVerdict, SessionEvent};
+use crate::tui::event::{AgentCtl, Effect};
+use crate::tui::state::{AppState, WorkerState};
 
 /// `p`: profile the selected revision on the selected shape (else the largest) under ncu.
 pub(crate) fn profile_selected(state: &mut AppState) -> Vec<Effect> {

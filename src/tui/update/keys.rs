@@ -1,9 +1,20 @@
 //! Keys: modal dialogs first, then the main view through the keymap's actions, and navigation.
 
-use super::*;
+use super::agent::toggle_agent;
+use super::decide::decide_selected;
+use super::editor::{editor_key, external_edit, open_editor};
+use super::jobs::{measure_selected, profile_selected};
+use super::panes::{open_selected, scroll_log, scroll_sideways};
+use super::replay::{
+    back_to_sessions, play_pause, replay_jump_revision, replay_seek, replay_speed, replay_step,
+};
+use super::standing::{remeasure_selected, remeasure_stale};
+use super::{quit_now, search};
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
+use crate::tui::event::{AgentCtl, Effect};
 use crate::tui::keymap::{Action, Ctx};
+use crate::tui::state::{AppState, DiffMode, Modal, PANES, PaneId};
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui_textarea::TextArea;
 

@@ -5,7 +5,6 @@
 use crate::engine::protocol::Verdict;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
-use crate::tui::app::*;
 use crossterm::event::KeyEventKind;
 
 mod agent;
@@ -18,16 +17,17 @@ mod replay;
 mod search;
 mod standing;
 
-use agent::*;
+use crate::tui::event::{AgentCtl, AppEvent, Effect, HelloInfo};
+use crate::tui::state::{AppState, Modal, WorkerState};
+use agent::on_agent;
 pub use decide::offered_rev;
-use decide::*;
-use editor::*;
-use jobs::*;
-use keys::*;
-use panes::*;
+use editor::on_file;
+use jobs::{on_job, on_profiled};
+use keys::on_key;
+use panes::{keep_log_view, log_mark, on_resize};
 pub use replay::replay_seek;
-use replay::*;
-use standing::*;
+use replay::{behind, replay_step};
+use standing::standing_at_hello;
 
 /// The update function: applies one event to the state and returns the side effects.
 pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {

@@ -3,8 +3,9 @@
 //! lines arrive (it follows the end only when at the bottom), and the screen size the view
 //! lays the panes out for.
 
-use super::*;
+use super::keys::bump;
 use crate::tui::logview;
+use crate::tui::state::{AppState, PaneId};
 use crate::tui::view::{code_cols, log_size};
 
 /// The log's length before an event, to keep a scrolled-up view in place after it.

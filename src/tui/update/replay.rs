@@ -1,9 +1,11 @@
 //! Replay: seeking, stepping, jumping to revisions, playback speed, and leaving a replay opened
 //! from the session picker (back to the picker and the live view it replaced).
 
-use super::*;
 use crate::session::Model;
+use crate::session::model::LogLevel;
 use crate::session::timeline::Kept;
+use crate::tui::event::Effect;
+use crate::tui::state::{AppState, BASE_RATE, Behind, Modal, Replay, SPEEDS};
 use std::time::Duration;
 
 /// Moves the replay to `pos` events (rebuilding from the start when going back).

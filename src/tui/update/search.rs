@@ -8,10 +8,12 @@
 //! middle of the pane.
 
 use super::keys::select_op;
-use super::*;
+
 use crate::session::model::LogLevel;
+use crate::tui::event::Effect;
 use crate::tui::logview::{self, newest_first};
 use crate::tui::search::{Origin, Search, SearchPrompt, code_matches, cyclic};
+use crate::tui::state::{AppState, Modal, PaneId};
 use crate::tui::text;
 use crate::tui::view::{code_cols, diff_rows, log_size};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};

@@ -2,10 +2,12 @@
 //! operator's, U: every stale one's), recording what they give, and recording accepted revisions
 //! (one accepted on the standing's own measurement of its source leaves the record as it is).
 
-use super::*;
+use crate::engine::protocol::Verdict;
 use crate::session::model::LogLevel;
 use crate::standing::accept::{Bench, update_for_revision};
 use crate::suite::PhaseFilter;
+use crate::tui::event::Effect;
+use crate::tui::state::{AppState, WorkerState};
 
 /// Where this run measures, for the standing's records (None without a GPU).
 fn bench(state: &AppState) -> Option<Bench> {

@@ -1,7 +1,7 @@
 //! The quit confirmation modal, while measurements are running.
 
 use super::{block, centered};
-use crate::tui::app::AppState;
+use crate::tui::state::AppState;
 use ratatui::prelude::*;
 use ratatui::widgets::{Clear, Paragraph};
 

@@ -4,8 +4,8 @@
 //! mark a line cut on that side. A search's matches are marked, the current one stronger.
 
 use super::{match_style, pane_block, search_label};
-use crate::tui::app::{AgentView, AppState, DiffMode, PaneId};
 use crate::tui::search::code_matches;
+use crate::tui::state::{AgentView, AppState, DiffMode, PaneId};
 use crate::tui::text;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;

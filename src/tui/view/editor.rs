@@ -2,7 +2,7 @@
 
 use super::{block, s_color};
 use crate::session::RevVerdict;
-use crate::tui::app::{AppState, Modal};
+use crate::tui::state::{AppState, Modal};
 use ratatui::prelude::*;
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 

@@ -1,8 +1,8 @@
 //! The footer: the key bar of the commands available now, or the search prompt (`/query▏`)
 //! followed by the prompt's keys while a search is typed.
 
-use crate::tui::app::{AppState, Modal};
 use crate::tui::keymap::key_bar_within;
+use crate::tui::state::{AppState, Modal};
 use crate::tui::text;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;

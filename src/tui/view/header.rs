@@ -5,7 +5,7 @@
 
 use crate::engine::pool::SeatState;
 use crate::suite::PhaseFilter;
-use crate::tui::app::{AppState, WorkerState};
+use crate::tui::state::{AppState, WorkerState};
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 

@@ -1,8 +1,8 @@
 //! The help modal: the key table by section, descriptions wrapped to the width.
 
 use super::{block, centered};
-use crate::tui::app::AppState;
 use crate::tui::keymap::help_rows;
+use crate::tui::state::AppState;
 use ratatui::prelude::*;
 use ratatui::widgets::{Clear, Paragraph};
 

@@ -9,8 +9,8 @@
 //! before the code is.
 
 use super::header_height;
-use crate::tui::app::{AppState, PaneId};
 use crate::tui::highlight::gutter_cols;
+use crate::tui::state::{AppState, PaneId};
 use ratatui::prelude::*;
 
 /// Columns of code the code pane keeps from 160 columns up.

@@ -4,8 +4,8 @@
 
 use super::{match_style, pane_block, search_label};
 use crate::session::model::LogLevel;
-use crate::tui::app::{AppState, PaneId};
 use crate::tui::logview::{INDENT, newest_first};
+use crate::tui::state::{AppState, PaneId};
 use crate::tui::text;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;

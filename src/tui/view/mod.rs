@@ -21,7 +21,7 @@ mod shapes;
 pub(crate) use shapes::shown_figures;
 mod steer;
 
-use super::app::{AppState, Modal, PaneId};
+use super::state::{AppState, Modal, PaneId};
 use confirm::draw_confirm;
 pub(crate) use diff::draw_diff;
 use editor::draw_editor;

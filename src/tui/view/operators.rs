@@ -5,7 +5,7 @@
 use super::{match_style, pane_block, s_color, search_label, window};
 use crate::session::model::OpStatus;
 use crate::standing::Layer;
-use crate::tui::app::{AppState, Figure, PaneId};
+use crate::tui::state::{AppState, Figure, PaneId};
 use crate::tui::text;
 use ratatui::prelude::*;
 use ratatui::widgets::{Row, Table};

@@ -2,7 +2,7 @@
 //! bytes over Q, or all of it in one line.
 
 use super::{block, fmt_ms};
-use crate::tui::app::AppState;
+use crate::tui::state::AppState;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 

@@ -1,6 +1,6 @@
 //! The replay bar: play state, speed, position in the recorded events and a progress bar.
 
-use crate::tui::app::{AppState, SPEEDS};
+use crate::tui::state::{AppState, SPEEDS};
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 

@@ -5,7 +5,7 @@
 
 use super::{pane_block, s_color, window};
 use crate::session::{Decision, RevVerdict};
-use crate::tui::app::{AppState, PaneId};
+use crate::tui::state::{AppState, PaneId};
 use ratatui::prelude::*;
 use ratatui::widgets::{Row, Table};
 

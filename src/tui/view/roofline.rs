@@ -2,7 +2,7 @@
 //! shapes pane's figures: this session's measurement, else the standing's).
 
 use super::block;
-use crate::tui::app::AppState;
+use crate::tui::state::AppState;
 use ratatui::prelude::*;
 use ratatui::symbols::Marker;
 use ratatui::widgets::Paragraph;

@@ -1,7 +1,7 @@
 //! The recorded-sessions modal (no GPU): the sessions to open in replay.
 
 use super::{block, centered, window};
-use crate::tui::app::AppState;
+use crate::tui::state::AppState;
 use ratatui::prelude::*;
 use ratatui::widgets::{Clear, Paragraph};
 

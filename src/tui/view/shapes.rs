@@ -10,7 +10,7 @@ use super::{fmt_ms, pane_block, s_color, window};
 use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
 use crate::standing::ShapeMeasured;
 use crate::suite::roofline::Bottleneck;
-use crate::tui::app::{AppState, PaneId, ShapeInfo};
+use crate::tui::state::{AppState, PaneId, ShapeInfo};
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The steer modal: a one-line prompt above the log, to send a hint for the selected operator.
 
 use super::block;
-use crate::tui::app::AppState;
+use crate::tui::state::AppState;
 use ratatui::prelude::*;
 use ratatui::widgets::Clear;
 use ratatui_textarea::TextArea;

@@ -9,7 +9,8 @@
 //! scope before one that always applies. Tests list every such override, so none is an
 //! accident.
 
-use super::state::{AppState, Modal, PaneId};
+use super::state::AppState;
+use super::view_state::{Modal, PaneId};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// What a key does in the main view (or the editor).
@@ -102,11 +103,11 @@ impl Ctx {
     /// The main view as the state is now.
     pub fn of(s: &AppState) -> Ctx {
         Ctx {
-            replaying: s.replay.is_some(),
-            picked: s.replay.as_ref().is_some_and(|r| r.back.is_some()),
-            searching: s.search.is_some(),
+            replaying: s.work.replay.is_some(),
+            picked: s.work.replay.as_ref().is_some_and(|r| r.back.is_some()),
+            searching: s.view.search.is_some(),
             editor: false,
-            focus: s.focus,
+            focus: s.view.focus,
         }
     }
 
@@ -660,7 +661,7 @@ fn bar_hints(state: &AppState) -> Vec<&'static Hint> {
                 .is_some_and(|(w, _)| std::ptr::eq(w, *b))
         })
         .flat_map(|b| b.hints.iter())
-        .filter(|h| h.at == Everywhere || h.at == Pane(state.focus))
+        .filter(|h| h.at == Everywhere || h.at == Pane(state.view.focus))
         .collect();
     hints.sort_by_key(|h| h.slot);
     hints
@@ -679,7 +680,7 @@ pub fn hint_cols(key: &str, what: &str) -> usize {
 /// The key bar in `room` columns: the view's own hints (help, panes, quit) stay; the others
 /// come in slot order as long as they fit (one too wide is passed over for a shorter one).
 pub fn key_bar_within(state: &AppState, room: usize) -> Vec<(&'static str, &'static str)> {
-    if let Some(v) = modal_bar(&state.modal) {
+    if let Some(v) = modal_bar(&state.view.modal) {
         return v;
     }
     let hints = bar_hints(state);
@@ -726,7 +727,7 @@ mod tests {
     /// or not), with or without a search; and the editor.
     fn contexts() -> Vec<Ctx> {
         let mut v = vec![Ctx::editor()];
-        for focus in crate::tui::state::PANES {
+        for focus in crate::tui::view_state::PANES {
             for (replaying, picked) in [(false, false), (true, false), (true, true)] {
                 for searching in [false, true] {
                     v.push(Ctx {

@@ -19,7 +19,7 @@ pub enum LogRef {
 
 /// The log's lines, newest first.
 pub fn newest_first(s: &AppState) -> impl Iterator<Item = (LogRef, &LogLine)> + '_ {
-    let (a, b) = (&s.model.log, &s.ui_log);
+    let (a, b) = (&s.work.model.log, &s.work.ui_log);
     let (mut i, mut j) = (a.len(), b.len());
     std::iter::from_fn(move || {
         // the later of the two tails; at a tie the UI's line is the later one

@@ -37,6 +37,8 @@ pub mod text;
 pub mod theme;
 pub mod update;
 pub mod view;
+pub mod view_state;
+pub mod workbench;
 
 #[cfg(test)]
 mod tests;

@@ -16,8 +16,9 @@
 //!   queued records written and the jobs still running cancelled.
 
 use super::event::{AgentCtl, AgentMsg, AppEvent, Effect, SessionFile, Tx, deliver};
-use super::state::{AppState, WorkerState};
+use super::state::AppState;
 use super::update::update;
+use super::workbench::WorkerState;
 use super::{agent_link, handover, standing_writer, startup, view};
 use crate::engine::client::{JobEvent, Runner};
 use crate::engine::pool::Pool;
@@ -78,20 +79,20 @@ impl Runtime {
     /// stops recording (the state keeps everything; the log says why).
     fn persist(&mut self, state: &mut AppState) {
         let Some(w) = self.writer.as_mut() else {
-            self.written = state.journal.len();
+            self.written = state.work.journal.len();
             return;
         };
-        for rec in &state.journal[self.written.min(state.journal.len())..] {
+        for rec in &state.work.journal[self.written.min(state.work.journal.len())..] {
             if let Err(e) = w.write(rec) {
                 self.writer = None;
-                state.log(
+                state.work.log(
                     LogLevel::Error,
                     format!("session: cannot write ({e}); recording stopped"),
                 );
                 break;
             }
         }
-        self.written = state.journal.len();
+        self.written = state.work.journal.len();
     }
 }
 
@@ -134,7 +135,7 @@ async fn main_loop(p: startup::Prepared, t_start: Instant) -> Result<i32, String
     .await;
     ratatui::restore();
     finish(&mut rtm, &mut rx);
-    result.map(|_| state.exit_status)
+    result.map(|_| state.work.exit_status)
 }
 
 /// After the terminal is restored: the session on the disk, the standing's queued records
@@ -182,19 +183,19 @@ async fn event_loop(
                 let drawn = frame.area;
                 // The state lays the panes out for the size drawn (at start, after the editor,
                 // and whenever a resize went unseen): tell it, and draw again.
-                if state.screen != (drawn.width, drawn.height) {
+                if state.view.screen != (drawn.width, drawn.height) {
                     update(state, AppEvent::Resize(drawn.width, drawn.height));
                     continue;
                 }
             }
             Err(e) if failed_draws < 2 => {
                 failed_draws += 1;
-                state.log(
+                state.work.log(
                     LogLevel::Warn,
                     format!("cannot draw on the terminal ({e}); drawing everything again"),
                 );
                 if let Err(e) = handover::redraw_all(terminal) {
-                    state.log(LogLevel::Warn, e);
+                    state.work.log(LogLevel::Warn, e);
                 }
             }
             Err(e) => return Err(format!("cannot draw on the terminal: {e}")),
@@ -202,7 +203,9 @@ async fn event_loop(
         if first {
             first = false;
             let ms = t_start.elapsed().as_secs_f64() * 1e3;
-            state.log(LogLevel::Info, format!("first frame in {ms:.0} ms"));
+            state
+                .work
+                .log(LogLevel::Info, format!("first frame in {ms:.0} ms"));
             continue;
         }
         let stream = input
@@ -237,21 +240,23 @@ async fn event_loop(
                         handover::release(terminal, input);
                         run_editor(rtm, state, rx, path).await;
                         if let Err(e) = handover::take_back(terminal, input) {
-                            state.log(LogLevel::Error, e);
+                            state.work.log(LogLevel::Error, e);
                         }
                     }
                     Hand::Suspend => {
                         rtm.persist(state);
                         if let Err(e) = handover::suspend(terminal, input) {
-                            state.log(LogLevel::Error, e);
+                            state.work.log(LogLevel::Error, e);
                         }
-                        state.log(LogLevel::Info, "continued after a suspend".into());
+                        state
+                            .work
+                            .log(LogLevel::Info, "continued after a suspend".into());
                     }
                 }
             }
         }
         rtm.persist(state);
-        if state.quit {
+        if state.work.quit {
             return Ok(());
         }
     }
@@ -288,7 +293,7 @@ async fn run_editor(
                         match execute(rtm, state, e) {
                             Hand::Keep => {}
                             // A second editor cannot start while this one runs.
-                            Hand::Editor(p) => state.log(
+                            Hand::Editor(p) => state.work.log(
                                 LogLevel::Warn,
                                 format!("{}: an editor is already open", p.display()),
                             ),
@@ -339,10 +344,12 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
             seed,
         } => {
             if let Err(e) = start_agent(rtm, state, op.clone(), *st, sources, seed) {
-                if let Some(a) = state.agents.get_mut(&op) {
+                if let Some(a) = state.work.agents.get_mut(&op) {
                     a.running = false;
                 }
-                state.log(LogLevel::Error, format!("agent on {op}: cannot start: {e}"));
+                state
+                    .work
+                    .log(LogLevel::Error, format!("agent on {op}: cannot start: {e}"));
             }
         }
         Effect::Agent(op, c) => {
@@ -439,20 +446,22 @@ fn start_agent(
     sources: Vec<(String, Option<f64>)>,
     seed: u64,
 ) -> Result<(), String> {
-    let cfg = state.agent_cfg.clone()?;
+    let cfg = state.work.agent_cfg.clone()?;
     let problem = state
+        .work
         .suite
         .problem(&op)
         .ok_or_else(|| format!("unknown operator {op}"))?
         .clone();
     let hw = state
+        .work
         .hw
         .clone()
         .ok_or("no hardware profile for T_SOL (set `hardware` in the settings)")?;
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let mut d = crate::agent::setup::build(
         crate::agent::setup::Setup {
-            suite: &state.suite,
+            suite: &state.work.suite,
             problem,
             hw,
             cfg: &cfg,
@@ -460,15 +469,15 @@ fn start_agent(
             sources,
             seed,
             mode: crate::agent::driver::DecisionMode::Human,
-            pool: rtm.pool.for_model(state.gpu_model()),
+            pool: rtm.pool.for_model(state.work.gpu_model()),
             device: rtm.device,
-            device_name: match &state.worker {
+            device_name: match &state.work.worker {
                 WorkerState::Ready { gpu, .. } => Some(gpu.clone()),
                 _ => None,
             },
         },
         agent_link::TuiGate::new(ctl_rx),
-        agent_link::TuiSink::new(rtm.tx.clone(), state.recorder.ids(), &op),
+        agent_link::TuiSink::new(rtm.tx.clone(), state.work.recorder.ids(), &op),
     )?;
     let tx = rtm.tx.clone();
     let name = op.clone();
@@ -504,7 +513,7 @@ fn submit_measure(
             return deliver(&rtm.tx, AppEvent::Job { mid, event });
         }
     };
-    let (id, mut erx) = rtm.pool.for_model(state.gpu_model()).submit(job);
+    let (id, mut erx) = rtm.pool.for_model(state.work.gpu_model()).submit(job);
     rtm.jobs.insert(mid, id);
     let tx = rtm.tx.clone();
     tokio::spawn(async move {
@@ -529,10 +538,11 @@ fn measure_job(
     full: bool,
 ) -> Result<Job, String> {
     let p = state
+        .work
         .suite
         .problem(op)
         .ok_or_else(|| format!("{op} is not in the suite"))?;
-    let reference = crate::suite::kernels::suite_kernel(&state.suite, p, "reference.cu")?;
+    let reference = crate::suite::kernels::suite_kernel(&state.work.suite, p, "reference.cu")?;
     let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
     let cand = Source {
         name: format!("{op} v{rev}"),
@@ -546,7 +556,7 @@ fn measure_job(
         &ids,
         JobKind::All,
         if full { Mode::Full } else { Mode::Quick },
-        state.hw.as_ref(),
+        state.work.hw.as_ref(),
     )
 }
 
@@ -556,16 +566,20 @@ fn external_edit(rtm: &mut Runtime, state: &mut AppState, path: &Path, content: 
     if let Some(d) = path.parent()
         && let Err(e) = std::fs::create_dir_all(d)
     {
-        state.log(LogLevel::Error, format!("{}: {e}", d.display()));
+        state
+            .work
+            .log(LogLevel::Error, format!("{}: {e}", d.display()));
         return false;
     }
     if let Err(e) = std::fs::write(path, content) {
-        state.log(LogLevel::Error, format!("{}: {e}", path.display()));
+        state
+            .work
+            .log(LogLevel::Error, format!("{}: {e}", path.display()));
         return false;
     }
     match watch(&rtm.tx, path) {
         Ok(w) => rtm.watchers.push(w),
-        Err(e) => state.log(
+        Err(e) => state.work.log(
             LogLevel::Warn,
             format!("cannot watch {}: {e}", path.display()),
         ),
@@ -643,8 +657,8 @@ struct ProfileJob {
 /// Profiles a revision on a task of its own; the result comes back as `AppEvent::Profiled`.
 fn start_profile(rtm: &Runtime, state: &AppState, job: ProfileJob) {
     let (suite, client, tx) = (
-        state.suite.clone(),
-        rtm.pool.for_model(state.gpu_model()),
+        state.work.suite.clone(),
+        rtm.pool.for_model(state.work.gpu_model()),
         rtm.tx.clone(),
     );
     tokio::spawn(async move {

@@ -9,8 +9,8 @@
 
 use super::highlight::DiffView;
 use super::logview::LogRef;
-use super::state::PaneId;
 use super::text;
+use super::view_state::PaneId;
 use std::ops::Range;
 
 /// A search set with `/` (kept after Enter until Esc clears it).

@@ -120,7 +120,7 @@ fn open_replay_file(st: &mut AppState, file: &Path) -> Result<(), String> {
     }) = st.results_wanted()
     {
         let read = crate::session::timeline::read_results(&file, &op, rev, mid, &briefs);
-        st.take_results(&op, rev, mid, read);
+        st.work.take_results(&op, rev, mid, read);
     }
     Ok(())
 }
@@ -166,46 +166,47 @@ fn begin_session(
     warnings: Vec<String>,
 ) {
     // The agent's settings: an error here only disables the agent (the log says why).
-    st.agent_cfg = crate::agent::config::resolve(&settings.agent, None);
-    if let Err(e) = &st.agent_cfg {
-        st.log(LogLevel::Warn, format!("agent: unavailable: {e}"));
+    st.work.agent_cfg = crate::agent::config::resolve(&settings.agent, None);
+    if let Err(e) = &st.work.agent_cfg {
+        st.work
+            .log(LogLevel::Warn, format!("agent: unavailable: {e}"));
     }
     for w in warnings {
-        st.log(LogLevel::Warn, w);
+        st.work.log(LogLevel::Warn, w);
     }
     if let Some(w) = writer {
-        st.attach_session(w.path());
+        st.work.attach_session(w.path());
     }
     if opts.resume.is_some() {
         st.select_session_op();
     }
-    st.record(SessionEvent::RunStart {
+    st.work.record(SessionEvent::RunStart {
         tool_version: env!("CARGO_PKG_VERSION").into(),
         resumed: opts.resume.is_some(),
         gpu: None,
         driver: None,
         nvrtc: None,
-        hardware: st.hw.as_ref().map(|h| h.key.clone()),
-        suite: st.suite.name.clone(),
-        suite_version: st.suite.version.clone(),
+        hardware: st.work.hw.as_ref().map(|h| h.key.clone()),
+        suite: st.work.suite.name.clone(),
+        suite_version: st.work.suite.version.clone(),
     });
 }
 
 /// The recorded sessions: offered by the picker when there is no GPU (a new session can then
 /// only browse) and named in the log.
 fn offer_recorded(st: &mut AppState, ws: &Workspace, settings: &Settings, opts: &Options) {
-    let files = recorded_sessions(&sessions_dir(ws, settings), st.session_name.as_deref());
+    let files = recorded_sessions(&sessions_dir(ws, settings), st.work.session_name.as_deref());
     let found: Vec<String> = files
         .iter()
         .filter(|f| f.path.is_some())
         .map(|f| f.name.clone())
         .collect();
     if opts.resume.is_none() {
-        st.recorded_sessions = files;
+        st.work.recorded_sessions = files;
     }
     if !found.is_empty() {
         let newest: Vec<String> = found.iter().rev().take(3).cloned().collect();
-        st.log(
+        st.work.log(
             LogLevel::Info,
             format!(
                 "{} recorded session(s) in sessions/ (atrex-tui replay FILE): {}",
@@ -219,9 +220,9 @@ fn offer_recorded(st: &mut AppState, ws: &Workspace, settings: &Settings, opts: 
 /// Takes the standing read at start into the state; a file that could not be used is said in
 /// the log.
 fn attach_standing(st: &mut AppState, store: Store, ws: &Workspace) {
-    st.attach_standing(store, ws.dir.clone());
-    for w in st.standing.view.problems.clone() {
-        st.log(LogLevel::Warn, format!("standing: {w}"));
+    st.work.attach_standing(store, ws.dir.clone());
+    for w in st.work.standing.view.problems.clone() {
+        st.work.log(LogLevel::Warn, format!("standing: {w}"));
     }
 }
 
@@ -347,8 +348,8 @@ fn load_highlighter_in_background(tx: &Tx, settings: &Settings, state: &AppState
     let name = settings
         .syntax_theme
         .clone()
-        .unwrap_or_else(|| state.theme.syntax_theme.clone());
-    let truecolor = state.theme.truecolor;
+        .unwrap_or_else(|| state.view.theme.syntax_theme.clone());
+    let truecolor = state.view.theme.truecolor;
     std::thread::spawn(move || {
         deliver(
             &tx,

@@ -6,10 +6,10 @@ use ratatui::prelude::*;
 use ratatui::widgets::{Clear, Paragraph};
 
 pub(super) fn draw_confirm(f: &mut Frame, area: Rect, s: &AppState) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let r = centered(area, 52, 5);
     f.render_widget(Clear, r);
-    let n = s.jobs.len();
+    let n = s.work.jobs.len();
     f.render_widget(
         Paragraph::new(vec![
             Line::from(format!(

@@ -2,15 +2,16 @@
 //! followed by the prompt's keys while a search is typed.
 
 use crate::tui::keymap::key_bar_within;
-use crate::tui::state::{AppState, Modal};
+use crate::tui::state::AppState;
 use crate::tui::text;
+use crate::tui::view_state::Modal;
 use ratatui::prelude::*;
 use ratatui::widgets::Paragraph;
 
 pub(super) fn draw_footer(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let mut spans = vec![Span::raw(" ")];
-    if let Modal::Search(p) = &s.modal {
+    if let Modal::Search(p) = &s.view.modal {
         spans.push(Span::styled(
             "/",
             Style::default().fg(t.accent).add_modifier(Modifier::BOLD),

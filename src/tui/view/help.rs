@@ -27,7 +27,7 @@ fn wrap_words(text: &str, w: usize) -> Vec<String> {
 }
 
 pub(super) fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let w = area.width.min(100);
     // key column: 2 + 30 + 1; the description wraps in what is left
     let desc_w = (w.saturating_sub(2) as usize).saturating_sub(33).max(16);

@@ -10,7 +10,8 @@
 
 use super::header_height;
 use crate::tui::highlight::gutter_cols;
-use crate::tui::state::{AppState, PaneId};
+use crate::tui::state::AppState;
+use crate::tui::view_state::PaneId;
 use ratatui::prelude::*;
 
 /// Columns of code the code pane keeps from 160 columns up.
@@ -39,7 +40,7 @@ pub fn areas(s: &AppState, area: Rect) -> Areas {
     let wide = area.width >= 200;
     let tall = area.height >= 30;
     let log_h = if tall { 8 } else { 4 };
-    let replay_h = if s.replay.is_some() { 1 } else { 0 };
+    let replay_h = if s.work.replay.is_some() { 1 } else { 0 };
     let rows = Layout::vertical([
         Constraint::Length(header_height(s)),
         Constraint::Min(6),
@@ -67,7 +68,7 @@ pub fn areas(s: &AppState, area: Rect) -> Areas {
             Layout::horizontal([Constraint::Length(left_w), Constraint::Min(20)]).split(body);
         let left = Layout::vertical([Constraint::Percentage(50), Constraint::Percentage(50)])
             .split(cols[0]);
-        let shapes = s.focus == PaneId::Gauges;
+        let shapes = s.view.focus == PaneId::Gauges;
         (left, cols[1], !shapes, shapes.then_some(cols[1]))
     };
     Areas {
@@ -88,7 +89,7 @@ pub fn areas(s: &AppState, area: Rect) -> Areas {
 /// least four digits, so that the layout does not move between operators: the shipped
 /// incumbents reach 1,152 lines) and the code.
 pub fn diff_min(s: &AppState) -> u16 {
-    2 + gutter_cols(4).max(s.diff.gutter) as u16 + CODE_COLS
+    2 + gutter_cols(4).max(s.view.diff.gutter) as u16 + CODE_COLS
 }
 
 /// The operator column's width for this terminal, and whether its table has the full columns
@@ -96,6 +97,7 @@ pub fn diff_min(s: &AppState) -> u16 {
 /// terminal has room for them and, from 160 columns, for 80 columns of code beside them.
 pub fn left_width(s: &AppState, width: u16) -> (u16, bool) {
     let name = s
+        .work
         .suite
         .problems
         .iter()
@@ -123,12 +125,12 @@ pub fn left_width(s: &AppState, width: u16) -> (u16, bool) {
 }
 
 fn on_screen(s: &AppState) -> Areas {
-    areas(s, Rect::new(0, 0, s.screen.0, s.screen.1))
+    areas(s, Rect::new(0, 0, s.view.screen.0, s.view.screen.1))
 }
 
 /// Columns of code the code pane shows on the screen (after its borders and gutter).
 pub fn code_cols(s: &AppState) -> usize {
-    (on_screen(s).diff.width.saturating_sub(2) as usize).saturating_sub(s.diff.gutter)
+    (on_screen(s).diff.width.saturating_sub(2) as usize).saturating_sub(s.view.diff.gutter)
 }
 
 /// Rows the code pane shows on the screen.

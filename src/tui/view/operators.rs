@@ -5,8 +5,10 @@
 use super::{match_style, pane_block, s_color, search_label, window};
 use crate::session::model::OpStatus;
 use crate::standing::Layer;
-use crate::tui::state::{AppState, Figure, PaneId};
+use crate::tui::state::AppState;
 use crate::tui::text;
+use crate::tui::view_state::PaneId;
+use crate::tui::workbench::Figure;
 use ratatui::prelude::*;
 use ratatui::widgets::{Row, Table};
 
@@ -24,19 +26,19 @@ pub fn sparkline(values: &[f64], width: usize) -> String {
 }
 
 pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let ops = s.visible_ops();
-    let weights = s.suite.weights(s.phase);
+    let weights = s.work.suite.weights(s.view.phase);
     let h = r.height.saturating_sub(3) as usize;
-    let start = window(s.op_sel, h, ops.len());
+    let start = window(s.view.op_sel, h, ops.len());
     let rows: Vec<Row> = ops
         .iter()
         .enumerate()
         .skip(start)
         .take(h)
         .map(|(i, name)| {
-            let o = s.model.ops.get(name);
-            let figure = s.figure(name);
+            let o = s.work.model.ops.get(name);
+            let figure = s.work.figure(name);
             let status = o.map(|o| o.status()).unwrap_or(OpStatus::Untouched);
             // An operator this session has not touched shows where its figure comes from.
             let label = match (status, figure) {
@@ -46,8 +48,8 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 _ => status.label(),
             };
             // An agent at work on the operator shows first (several run at once).
-            let agent = s.running_agent(name).map(|_| {
-                match s.model.agents.get(name).map(|r| r.state.as_str()) {
+            let agent = s.work.running_agent(name).map(|_| {
+                match s.work.model.agents.get(name).map(|r| r.state.as_str()) {
                     Some("waiting") => "waits y/n",
                     _ => "agent",
                 }
@@ -67,13 +69,18 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 (OpStatus::Failing, _) => ("✗", t.bad),
             };
             let hist = o.map(|o| o.history()).unwrap_or_default();
-            let query = s.search.as_ref().map(|q| q.query.as_str()).unwrap_or("");
+            let query = s
+                .view
+                .search
+                .as_ref()
+                .map(|q| q.query.as_str())
+                .unwrap_or("");
             let hits = text::find(name, query);
             let mut cells = vec![
                 Line::from(text::patch(
                     vec![Span::raw(name.clone())],
                     &hits,
-                    match_style(t, i == s.op_sel),
+                    match_style(t, i == s.view.op_sel),
                 )),
                 Line::from(Span::styled(
                     format!(
@@ -107,7 +114,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 Style::default().fg(t.info),
             )));
             let mut row = Row::new(cells);
-            if i == s.op_sel {
+            if i == s.view.op_sel {
                 row = row.style(
                     Style::default()
                         .bg(t.selection_bg)
@@ -142,9 +149,9 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         if narrow { "hist" } else { "history" },
     ])
     .style(Style::default().fg(t.dim));
-    let mut title = format!("operators · {} [P]", s.phase.name());
-    if s.focus == PaneId::Operators
-        && let Some(q) = s.search.as_ref().filter(|q| !q.query.is_empty())
+    let mut title = format!("operators · {} [P]", s.view.phase.name());
+    if s.view.focus == PaneId::Operators
+        && let Some(q) = s.view.search.as_ref().filter(|q| !q.query.is_empty())
     {
         let found: Vec<usize> = ops
             .iter()
@@ -152,7 +159,7 @@ pub(crate) fn draw_operators(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             .filter(|(_, n)| text::matches(n, &q.query))
             .map(|(i, _)| i)
             .collect();
-        let cur = found.iter().position(|i| *i == s.op_sel);
+        let cur = found.iter().position(|i| *i == s.view.op_sel);
         title.push_str(&format!(" · {}", search_label(&q.query, cur, found.len())));
     }
     f.render_widget(

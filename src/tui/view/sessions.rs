@@ -7,8 +7,8 @@ use ratatui::widgets::{Clear, Paragraph};
 
 /// No GPU: the recorded sessions, to open one in replay.
 pub(super) fn draw_sessions(f: &mut Frame, area: Rect, s: &AppState, sel: usize) {
-    let t = &s.theme;
-    let files = &s.recorded_sessions;
+    let t = &s.view.theme;
+    let files = &s.work.recorded_sessions;
     let w = area.width.saturating_sub(4).min(76);
     let h = (files.len() as u16 + 5).min(area.height.saturating_sub(2));
     let r = centered(area, w, h);

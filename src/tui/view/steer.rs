@@ -7,7 +7,7 @@ use ratatui::widgets::Clear;
 use ratatui_textarea::TextArea;
 
 pub(super) fn draw_steer(f: &mut Frame, area: Rect, s: &AppState, ta: &TextArea<'static>) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let w = area.width.saturating_sub(8).min(100);
     let r = Rect {
         x: area.x + (area.width - w) / 2,

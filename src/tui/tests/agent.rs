@@ -4,9 +4,15 @@ use super::{fixture_state, last_event, screen, send, tuner_v3, typed};
 use crate::session::fixtures::{measured, revision};
 use crate::session::{Author, Decision, SessionEvent};
 use crate::tui::event::{AgentCtl, AgentMsg, AppEvent, Effect, press};
+use crate::tui::state::AppState;
 use crate::tui::view_state::PaneId;
 use crate::tui::workbench::{AgentView, WorkerState};
 use crossterm::event::KeyCode;
+
+/// News from the rms_norm agent reaching the app.
+fn from_agent(s: &mut AppState, m: AgentMsg) -> Vec<Effect> {
+    send(s, vec![AppEvent::Agent("rms_norm".into(), m)])
+}
 
 #[test]
 fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
@@ -36,13 +42,7 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
     );
     assert!(s.work.running_agent("rms_norm").is_some());
     // Streaming text shows in the diff pane; a revision from the agent is selected.
-    send(
-        &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Stream("Hypothesis: wider loads".into()),
-        )],
-    );
+    from_agent(&mut s, AgentMsg::Stream("Hypothesis: wider loads".into()));
     assert!(screen(&s, 200, 50).contains("Hypothesis: wider loads"));
     let mut ev = revision(
         "rms_norm",
@@ -61,10 +61,7 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         *category = Some("launch-config".into());
         *knowledge = vec!["hopper-h200".into(), "warp-per-row".into()];
     }
-    send(
-        &mut s,
-        vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(ev))],
-    );
+    from_agent(&mut s, AgentMsg::Record(ev));
     assert_eq!(s.selected_rev().map(|r| r.rev), Some(4));
     let sc = screen(&s, 200, 50);
     assert!(
@@ -78,22 +75,16 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         9,
         &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
     ) {
-        send(
-            &mut s,
-            vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(e))],
-        );
+        from_agent(&mut s, AgentMsg::Record(e));
     }
-    send(
+    from_agent(
         &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Record(SessionEvent::AgentState {
-                state: "waiting".into(),
-                reason: Some("v4: accept (y), reject (n) or steer (s)".into()),
-                op: Some("rms_norm".into()),
-                masked: vec![],
-            }),
-        )],
+        AgentMsg::Record(SessionEvent::AgentState {
+            state: "waiting".into(),
+            reason: Some("v4: accept (y), reject (n) or steer (s)".into()),
+            op: Some("rms_norm".into()),
+            masked: vec![],
+        }),
     );
     assert!(screen(&s, 200, 50).contains("tuner on rms_norm: waiting"));
     // y decides for the agent too.
@@ -131,17 +122,14 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         vec![Effect::Agent("rms_norm".into(), AgentCtl::Dropout)]
     );
     // A dropout shows in the header and the log.
-    send(
+    from_agent(
         &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Record(SessionEvent::AgentState {
-                state: "dropout".into(),
-                reason: Some("asked by the engineer: 1 of 3 history entries masked (v3)".into()),
-                op: Some("rms_norm".into()),
-                masked: vec![3],
-            }),
-        )],
+        AgentMsg::Record(SessionEvent::AgentState {
+            state: "dropout".into(),
+            reason: Some("asked by the engineer: 1 of 3 history entries masked (v3)".into()),
+            op: Some("rms_norm".into()),
+            masked: vec![3],
+        }),
     );
     assert_eq!(s.work.model.agents["rms_norm"].masked, vec![3]);
     assert!(screen(&s, 200, 50).contains("(masked)"));
@@ -150,13 +138,7 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         send(&mut s, vec![press(KeyCode::Char('a'))]),
         vec![Effect::Agent("rms_norm".into(), AgentCtl::Stop)]
     );
-    send(
-        &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Finished("stopped by the engineer".into()),
-        )],
-    );
+    from_agent(&mut s, AgentMsg::Finished("stopped by the engineer".into()));
     assert!(!s.work.agents["rms_norm"].running);
     assert!(
         s.work

@@ -490,7 +490,11 @@ pub fn key_bar_within(state: &AppState, room: usize) -> Vec<(&'static str, &'sta
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        A, Action, BINDINGS, Chord, Ctx, Diff, EDITOR_BAR, Everywhere, KeyCode, KeyEvent,
+        KeyModifiers, Operators, Pane, PaneId, Revisions, SEARCHED, Scope, action, applies, code,
+        ctrl, help_rows, k, rank, winner,
+    };
 
     fn ev(c: Chord) -> KeyEvent {
         KeyEvent::new(

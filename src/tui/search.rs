@@ -88,7 +88,7 @@ pub fn cyclic(hits: &[usize], from: usize, forward: bool, inclusive: bool) -> Op
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::cyclic;
 
     #[test]
     fn cyclic_wraps_both_ways_and_stays_when_inclusive() {

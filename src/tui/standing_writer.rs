@@ -106,7 +106,7 @@ fn write(j: &Job) -> Vec<(LogLevel, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{AppEvent, StandingWriter, Update};
 
     /// Records queued one after the other land in that order, and the log hears of each; the
     /// app's end waits for what is still queued.

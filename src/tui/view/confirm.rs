@@ -2,7 +2,11 @@
 
 use super::{block, centered};
 use crate::tui::state::AppState;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
 pub(super) fn draw_confirm(f: &mut Frame, area: Rect, s: &AppState) {

@@ -9,7 +9,11 @@ use crate::tui::state::AppState;
 use crate::tui::text;
 use crate::tui::view_state::{DiffMode, PaneId};
 use crate::tui::workbench::AgentView;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {

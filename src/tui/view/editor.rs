@@ -4,7 +4,11 @@ use super::{block, s_color};
 use crate::session::RevVerdict;
 use crate::tui::state::AppState;
 use crate::tui::view_state::Modal;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 pub(super) fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {

@@ -5,7 +5,11 @@ use crate::tui::keymap::key_bar_within;
 use crate::tui::state::AppState;
 use crate::tui::text;
 use crate::tui::view_state::Modal;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(super) fn draw_footer(f: &mut Frame, r: Rect, s: &AppState) {

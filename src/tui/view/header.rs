@@ -7,7 +7,11 @@ use crate::engine::pool::SeatState;
 use crate::suite::PhaseFilter;
 use crate::tui::state::AppState;
 use crate::tui::workbench::WorkerState;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {

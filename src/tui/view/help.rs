@@ -3,7 +3,11 @@
 use super::{block, centered};
 use crate::tui::keymap::help_rows;
 use crate::tui::state::AppState;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
 /// Words of `text` in lines of at most `w` characters.

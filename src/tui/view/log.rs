@@ -8,7 +8,11 @@ use crate::tui::logview::{INDENT, newest_first};
 use crate::tui::state::AppState;
 use crate::tui::text;
 use crate::tui::view_state::PaneId;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_log(f: &mut Frame, r: Rect, s: &AppState) {

@@ -3,7 +3,11 @@
 
 use super::{block, fmt_ms};
 use crate::tui::state::AppState;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 fn pct(v: Option<f64>) -> String {

@@ -2,7 +2,11 @@
 
 use crate::tui::state::AppState;
 use crate::tui::workbench::SPEEDS;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(super) fn draw_replay_bar(f: &mut Frame, r: Rect, s: &AppState) {

@@ -7,7 +7,11 @@ use super::{pane_block, s_color, window};
 use crate::session::{Decision, RevVerdict};
 use crate::tui::state::AppState;
 use crate::tui::view_state::PaneId;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Span;
 use ratatui::widgets::{Row, Table};
 
 pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {

@@ -3,8 +3,12 @@
 
 use super::block;
 use crate::tui::state::AppState;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::symbols::Marker;
+use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 use ratatui::widgets::canvas::{Canvas, Line as CLine, Points};
 

@@ -2,7 +2,11 @@
 
 use super::{block, centered, window};
 use crate::tui::state::AppState;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
 /// No GPU: the recorded sessions, to open one in replay.

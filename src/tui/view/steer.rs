@@ -2,7 +2,10 @@
 
 use super::block;
 use crate::tui::state::AppState;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::widgets::Clear;
 use ratatui_textarea::TextArea;
 

@@ -152,13 +152,28 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
     );
     insta::assert_snapshot!("standing_shapes_120x40", out);
     select(&mut s, "unified_attention");
-    let out = screen(&s, 200, 50);
+    let out = screen(&s, 240, 60);
     assert!(
         out.contains("shapes · unified_attention v0 · standing S 0.430"),
         "{out}"
     );
     assert!(
         out.contains("standing, measured 2026-12-03 on NVIDIA H200"),
+        "{out}"
+    );
+    // At 200 the shapes pane has its narrowest (the operators' status in words beside the
+    // suite's longest name, 80 columns of code): the title is cut, the GPU's vendor goes.
+    let out = screen(&s, 200, 50);
+    assert!(
+        out.contains("shapes · unified_attention v0 · standing"),
+        "{out}"
+    );
+    assert!(
+        out.contains("standing, measured 2026-12-03 on H200"),
+        "{out}"
+    );
+    assert!(
+        out.contains("unified_attention             36.1% 0.430  ○ shipped"),
         "{out}"
     );
     insta::assert_snapshot!("standing_shapes_200x50", out);
@@ -210,9 +225,9 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
             .standing_measurement("unified_attention", &v0)
             .is_some()
     );
-    // The full table (status words, the revisions' decisions spelled out): with 80 columns
-    // of code and the gauges beside it, the suite's longest name needs more than 200 columns.
-    let out = screen(&s, 240, 60);
+    // The revisions' decisions spelled out, as from 160 columns on (beside 80 columns of code
+    // and, from 200, the gauges) with the suite's longest name.
+    let out = screen(&s, 160, 45);
     let row = v0_row(&out);
     assert!(
         row.contains("standing") && row.contains("S 0.430 std") && row.contains("incumbent"),
@@ -425,7 +440,8 @@ fn a_measurement_cut_off_is_shown_interrupted() {
     let r = s.selected_rev().unwrap();
     assert_eq!(r.verdict(), RevVerdict::Interrupted);
     let out = screen(&s, 200, 50);
-    assert!(out.contains("◌ interrupted"), "{out}");
+    // the operators table says it in its status column's words, the revisions pane in full
+    assert!(out.contains("◌ cut off"), "{out}");
     assert!(out.contains("interrupted"), "{out}");
     assert!(!out.contains("◔"), "{out}");
     // Seeking back and forth keeps it so.
@@ -456,7 +472,7 @@ fn a_measurement_cut_off_is_shown_interrupted() {
         crate::session::OpStatus::Interrupted
     );
     let out = screen(&s, 160, 45);
-    assert!(out.contains("◌ interrupted"), "{out}");
+    assert!(out.contains("◌ cut off"), "{out}");
     assert!(!out.contains("◔ measuring"), "{out}");
     assert!(
         s.work.model.log.iter().any(|l| l

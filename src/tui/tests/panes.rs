@@ -9,6 +9,7 @@ use crate::session::{Decision, Model, SessionEvent};
 use crate::tui::event::{AppEvent, press, press_ctrl};
 use crate::tui::state::AppState;
 use crate::tui::theme::Theme;
+use crate::tui::view::OpTable;
 use crate::tui::view_state::{Modal, PaneId};
 use crate::tui::{keymap, view};
 use crossterm::event::KeyCode;
@@ -500,6 +501,53 @@ fn the_code_keeps_80_columns_from_160_up() {
         }
         // 160 is where the rule starts: 80 exactly or more
         assert!(view::code_cols(&s) >= 80);
+    }
+}
+
+/// With the suite's longest name whole and 80 columns of code beside it, the operators table
+/// says each status in words at 160×45 (with the 8-wide history) and at 200×50 (beside the
+/// shapes pane, with a 4-wide one); the revisions spell their decisions out. Under 160 the
+/// table is compact.
+#[test]
+fn the_status_words_fit_at_160_and_200() {
+    let suite = Arc::new(crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap());
+    let longest = suite
+        .problems
+        .iter()
+        .map(|p| p.name.clone())
+        .max_by_key(|n| n.chars().count())
+        .unwrap();
+    let mut s = AppState::new(
+        suite.clone(),
+        Model::new(&suite),
+        Theme::builtin("dark", true).unwrap(),
+        suite.hardware("H200").ok().cloned(),
+        std::env::temp_dir(),
+    );
+    for (w, h, table) in [
+        (120, 40, OpTable::Compact),
+        (160, 45, OpTable::Full),
+        (200, 50, OpTable::Words),
+        (240, 60, OpTable::Full),
+    ] {
+        assert_eq!(view::left_width(&s, w).1, table, "{w}");
+        s.select_op_name(&longest);
+        s.refresh();
+        let sc = screen(&s, w, h);
+        // its row in the operators table (its weight follows the name)
+        let row = sc
+            .lines()
+            .find(|l| l.contains(&longest) && l.contains('%'))
+            .unwrap_or_else(|| panic!("{w}: {longest} not whole\n{sc}"));
+        assert_eq!(
+            row.contains("· untouched"),
+            table != OpTable::Compact,
+            "{w}: {row}"
+        );
+        s.view.screen = (w, h);
+        if w >= 160 {
+            assert!(view::code_cols(&s) >= 80, "{w}");
+        }
     }
 }
 

@@ -130,8 +130,7 @@ fn a_stale_record_is_marked_and_counts_zero() {
     let out = screen(&s, 160, 45);
     assert!(out.contains("· 1 stale"), "{out}");
     assert!(out.contains("0.272~ ~"), "{out}");
-    // the full table spells it out (the suite's longest name, its status words, 80 columns
-    // of code and the gauges need more than 200 columns)
+    // the status in words (from 160 columns with the suite's longest name)
     let full = screen(&s, 240, 60);
     assert!(full.contains("0.272~ ~ stale"), "{full}");
     assert!(out.contains("standing/H200.json + shipped"), "{out}");

@@ -30,11 +30,15 @@ use footer::draw_footer;
 pub use header::agent_label;
 pub(crate) use header::{draw_header, header_height};
 use help::draw_help;
-pub use layout::{Areas, areas, code_cols, diff_rows, left_width, log_size};
+pub use layout::{Areas, OpTable, areas, code_cols, diff_rows, left_width, log_size};
 pub(crate) use log::draw_log;
 pub(crate) use operators::draw_operators;
 pub use operators::sparkline;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Span;
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 use replay_bar::draw_replay_bar;
 pub(crate) use revisions::draw_revisions;
@@ -55,8 +59,8 @@ pub fn draw(f: &mut Frame, s: &AppState) {
     }
     let a = areas(s, area);
     draw_header(f, a.header, s);
-    draw_operators(f, a.operators, s, !a.full_table);
-    draw_revisions(f, a.revisions, s, !a.full_table);
+    draw_operators(f, a.operators, s, a.table);
+    draw_revisions(f, a.revisions, s, a.table == OpTable::Compact);
     if a.diff_shown {
         draw_diff(f, a.diff, s);
     }

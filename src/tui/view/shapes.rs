@@ -11,9 +11,14 @@ use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
 use crate::standing::ShapeMeasured;
 use crate::suite::roofline::Bottleneck;
 use crate::tui::state::AppState;
+use crate::tui::text;
 use crate::tui::view_state::PaneId;
 use crate::tui::workbench::ShapeInfo;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use std::collections::BTreeMap;
 
@@ -170,14 +175,19 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
         h = h.saturating_sub(1);
     }
     if let Some((_, note)) = &standing {
-        // Where room is short the GPU's vendor goes first.
-        let note = if note.chars().count() > inner_w {
+        // Where room is short the GPU's vendor goes first, then the note wraps.
+        let note = if text::cols(note) > inner_w {
             note.replace("NVIDIA ", "")
         } else {
             note.clone()
         };
-        lines.push(Line::from(Span::styled(note, Style::default().fg(t.info))));
-        h = h.saturating_sub(1);
+        for row in text::wrap(&note, inner_w, 0) {
+            lines.push(Line::from(Span::styled(
+                note[row].to_string(),
+                Style::default().fg(t.info),
+            )));
+            h = h.saturating_sub(1);
+        }
     }
     let start = match s.view.shape_sel {
         Some(i) => window(i, h, infos.len()),

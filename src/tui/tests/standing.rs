@@ -29,17 +29,17 @@ pub(super) fn first_sight(dir: &std::path::Path) -> AppState {
         suite.hardware("H200").ok().cloned(),
         dir.join("kernels"),
     );
-    s.attach_standing(store, dir.to_path_buf());
+    s.work.attach_standing(store, dir.to_path_buf());
     s
 }
 
 pub(super) fn on_gpu(s: &mut AppState, gpu: &str) {
-    s.worker = WorkerState::Ready {
+    s.work.worker = WorkerState::Ready {
         gpu: gpu.into(),
         sm_clock_mhz: 1980,
     };
-    s.model.run.driver = Some("13.0".into());
-    s.restand();
+    s.work.model.run.driver = Some("13.0".into());
+    s.work.restand();
 }
 
 /// A fresh workspace opens on the shipped H200 standing: S_agg 0.309 (all / prefill / decode)
@@ -84,17 +84,17 @@ fn snapshot_first_sight_on_the_shipped_standing() {
     insta::assert_snapshot!("first_sight_shipped_80x24", small);
     // Without a GPU the figure stays: it was measured elsewhere, which the header says.
     update(&mut s, AppEvent::Hello(Err("libcuda not found".into())));
-    s.modal = Modal::None;
+    s.view.modal = Modal::None;
     let out = screen(&s, 120, 40);
     assert!(out.contains("S_agg 0.309"), "{out}");
     assert!(out.contains("no GPU"), "{out}");
     // On the H200 it stands as well; on another GPU every record is stale and counts 0.
     on_gpu(&mut s, "NVIDIA H200");
     assert_eq!(
-        format!("{:.3}", s.s_agg(crate::suite::PhaseFilter::All)),
+        format!("{:.3}", s.work.s_agg(crate::suite::PhaseFilter::All)),
         "0.309"
     );
-    s.hw = s.suite.hardware("H100_SXM").ok().cloned();
+    s.work.hw = s.work.suite.hardware("H100_SXM").ok().cloned();
     on_gpu(&mut s, "NVIDIA H100 80GB HBM3");
     let out = screen(&s, 160, 45);
     assert!(
@@ -130,17 +130,16 @@ fn a_stale_record_is_marked_and_counts_zero() {
     let out = screen(&s, 160, 45);
     assert!(out.contains("· 1 stale"), "{out}");
     assert!(out.contains("0.272~ ~"), "{out}");
-    // the full table spells it out (the suite's longest name, its status words, 80 columns
-    // of code and the gauges need more than 200 columns)
+    // the status in words (from 160 columns with the suite's longest name)
     let full = screen(&s, 240, 60);
     assert!(full.contains("0.272~ ~ stale"), "{full}");
     assert!(out.contains("standing/H200.json + shipped"), "{out}");
-    let w = s.suite.weights(crate::suite::PhaseFilter::All)["rms_norm"];
-    let all = s.s_agg(crate::suite::PhaseFilter::All);
+    let w = s.work.suite.weights(crate::suite::PhaseFilter::All)["rms_norm"];
+    let all = s.work.s_agg(crate::suite::PhaseFilter::All);
     assert!((all - (0.30874045 - w * 0.27227771)).abs() < 1e-6, "{all}");
     // The new session starts rms_norm from the kernel as it is now.
     assert_eq!(
-        s.model.ops["rms_norm"].revisions[0].source,
+        s.work.model.ops["rms_norm"].revisions[0].source,
         "// edited since\n"
     );
     std::fs::remove_dir_all(&d).ok();
@@ -148,9 +147,9 @@ fn a_stale_record_is_marked_and_counts_zero() {
 
 /// A shape's T_SOL (ms) on the state's hardware profile, as a run reports it.
 fn sol_ms(s: &AppState, op: &str, id: u32) -> f64 {
-    let p = s.suite.problem(op).unwrap();
+    let p = s.work.suite.problem(op).unwrap();
     let w = p.work(p.shape(id).unwrap()).unwrap();
-    crate::suite::roofline::sol(&w, s.hw.as_ref().unwrap())
+    crate::suite::roofline::sol(&w, s.work.hw.as_ref().unwrap())
         .unwrap()
         .sol_ms()
 }
@@ -158,6 +157,7 @@ fn sol_ms(s: &AppState, op: &str, id: u32) -> f64 {
 /// Ends a job with every shape passing at `s`.
 fn finish(s: &mut AppState, mid: u64, op: &str, at: f64) -> Vec<Effect> {
     let ids: Vec<u32> = s
+        .work
         .suite
         .problem(op)
         .unwrap()
@@ -197,7 +197,7 @@ fn m_and_u_remeasure_the_standing_in_full_and_record_it() {
     let fx = send(&mut s, vec![press(KeyCode::Char('U'))]);
     assert!(fx.is_empty());
     // On an H100 all 30 are stale: U queues every one, by weight, in full.
-    s.hw = s.suite.hardware("H100_SXM").ok().cloned();
+    s.work.hw = s.work.suite.hardware("H100_SXM").ok().cloned();
     on_gpu(&mut s, "NVIDIA H100 80GB HBM3");
     let fx = send(&mut s, vec![press(KeyCode::Char('U'))]);
     assert_eq!(fx.len(), 30);
@@ -216,7 +216,7 @@ fn m_and_u_remeasure_the_standing_in_full_and_record_it() {
         panic!()
     };
     assert_eq!(op, "unified_attention");
-    assert_eq!(s.standing.run, Some((0, 30)));
+    assert_eq!(s.work.standing.run, Some((0, 30)));
     let out = screen(&s, 160, 45);
     assert!(out.contains("◔ standing 1/30"), "{out}");
     // U again while they run queues nothing more.
@@ -239,12 +239,12 @@ fn m_and_u_remeasure_the_standing_in_full_and_record_it() {
             path: "knowledge/templates/unified_attention_wgmma.cu".into()
         }
     );
-    assert_eq!(s.standing.run, Some((1, 30)));
-    let e = s.standing.view.entry("unified_attention").unwrap();
+    assert_eq!(s.work.standing.run, Some((1, 30)));
+    let e = s.work.standing.view.entry("unified_attention").unwrap();
     assert_eq!((e.layer, e.fresh()), (Layer::Workspace, true));
-    assert_eq!(s.tally(crate::suite::PhaseFilter::All).stale, 29);
+    assert_eq!(s.work.tally(crate::suite::PhaseFilter::All).stale, 29);
     // M on the selected operator: one job, in full.
-    s.op_sel = s
+    s.view.op_sel = s
         .visible_ops()
         .iter()
         .position(|o| o == "rms_norm")
@@ -274,7 +274,12 @@ fn m_and_u_remeasure_the_standing_in_full_and_record_it() {
             message: "the worker exited".into(),
         },
     });
-    let before = s.standing.view.entry("rms_norm").map(|e| e.record.clone());
+    let before = s
+        .work
+        .standing
+        .view
+        .entry("rms_norm")
+        .map(|e| e.record.clone());
     let fx = send(&mut s, evs);
     assert!(
         !fx.iter()
@@ -282,7 +287,11 @@ fn m_and_u_remeasure_the_standing_in_full_and_record_it() {
         "{fx:?}"
     );
     assert_eq!(
-        s.standing.view.entry("rms_norm").map(|e| e.record.clone()),
+        s.work
+            .standing
+            .view
+            .entry("rms_norm")
+            .map(|e| e.record.clone()),
         before
     );
     let out = screen(&s, 160, 45);

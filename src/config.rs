@@ -324,6 +324,13 @@ impl Settings {
     }
 }
 
+/// The settings file a command reads (`--config`, else the default).
+pub fn settings_path(config: Option<&Path>) -> Option<PathBuf> {
+    config
+        .map(|p| p.to_path_buf())
+        .or_else(Settings::default_path)
+}
+
 /// Parses the `[agent]` table of a settings text; errors name the file, the line and `[agent]`.
 fn parse_agent(file: &str, text: &str) -> Result<AgentSettings, ConfigError> {
     #[derive(Deserialize, Default)]

@@ -10,6 +10,7 @@ pub mod contract;
 pub mod cpu;
 pub mod error;
 pub mod export;
+pub mod fingerprint;
 pub mod pool;
 pub mod profile;
 pub mod report;

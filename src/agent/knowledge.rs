@@ -5,10 +5,9 @@
 //! name), measured bottleneck, profiler symptoms and the techniques the incumbent already uses;
 //! `related` links documents to each other.
 
-use include_dir::{Dir, include_dir};
+use crate::suite::EMBEDDED_KNOWLEDGE;
+use include_dir::Dir;
 use serde::Deserialize;
-
-pub static EMBEDDED_KNOWLEDGE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/knowledge");
 
 /// Front matter of a document (`+++` TOML `+++` at the top of a .md file, or the
 /// `/* atrex:template ... */` comment of a template .cu file).

@@ -200,9 +200,9 @@ fn print_json(
         "operator": r.p.name,
         "kernel": r.candidate.name,
         // The source as compiled, with the defines it ran with: what `bench --merge` matches.
-        "source_sha256": crate::export::sha256(&r.candidate.code),
+        "source_sha256": crate::fingerprint::of_source(&r.candidate.code),
         // Its code without the comments: what the shipped standing matches a file against.
-        "code_sha256": crate::standing::code::code_sha256(&r.candidate.code),
+        "code_sha256": crate::fingerprint::of_code(&r.candidate.code),
         "defines": r.candidate.defines,
         "gpu": r.dev,
         "workers": r.workers,

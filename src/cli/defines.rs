@@ -1,8 +1,9 @@
 //! `--define KEY=VALUE`: run a kernel with other values of its tunable parameters without
-//! editing the file. The launch plan's `[defines]` table is rewritten (as the tuner does), and
-//! a value outside the parameter's `[tune]` list is added to that list first (the plan accepts
-//! a define only among its tune values), so what is measured or recorded is exactly the kernel
-//! that ran, and that kernel says what was tried. The name must be one of the plan's: an
+//! editing the file. The launch plan's `[defines]` table is rewritten
+//! (`contract::plan::rewrite`, as the tuner does), and a value outside the parameter's `[tune]`
+//! list is added to that list first (the plan accepts a define only among its tune values), so
+//! what is measured or recorded is exactly the kernel that ran, and that kernel says what was
+//! tried. The name must be one of the plan's: an
 //! unknown name is most likely a typo.
 
 use crate::contract::plan::clip;

@@ -364,8 +364,8 @@ fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
         "session": r.path.display().to_string(),
         "operator": r.p.name,
         "kernel": r.kernel.display().to_string(),
-        "source_sha256": crate::export::sha256(r.source),
-        "code_sha256": crate::standing::code::code_sha256(r.source),
+        "source_sha256": crate::fingerprint::of_source(r.source),
+        "code_sha256": crate::fingerprint::of_code(r.source),
         "gpu": r.run.dev,
         "driver": r.run.driver,
         "nvrtc": r.run.nvrtc,
@@ -455,10 +455,7 @@ mod tests {
         let doc = json_doc(&r);
         assert_eq!(doc["s_op"], bench["s_op"]);
         assert_eq!(doc["shapes"].as_array().unwrap().len(), 25);
-        assert_eq!(
-            doc["code_sha256"],
-            crate::standing::code::code_sha256(&source)
-        );
+        assert_eq!(doc["code_sha256"], crate::fingerprint::of_code(&source));
         let print = OpPrint::of(suite, p);
         let record = |d: &serde_json::Value| {
             build::from_bench_json(

@@ -178,7 +178,7 @@ pub fn main() -> i32 {
 /// A settings file with problems gives none here: the commands that read it, and `doctor`, say
 /// what is wrong.
 fn configure_compile_limits(config: Option<&std::path::Path>) {
-    let path = crate::pool::config::settings_path(config);
+    let path = crate::config::settings_path(config);
     if let Ok(s) = crate::config::Settings::load(path.as_deref()) {
         crate::worker::compile_child::limits::configure(
             s.compile_timeout_secs,

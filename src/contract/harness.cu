@@ -107,7 +107,7 @@ INT_GEN(randint, int64, long long)
 INT_GEN(arange, int32, int)
 INT_GEN(arange, int64, long long)
 
-// ---- Structured draws: structure passes over generated inputs (src/engine/worker/structure.rs).
+// ---- Structured draws: structure passes over generated inputs (src/worker/structure.rs).
 // A group is `group` consecutive elements (a row: the last dimension; or a quantisation group).
 // Group j is chosen when it is the draw's pick (so at least one is) or one time in 8; element i
 // is an outlier when it is the pick or one time in 256. Choices depend only on (seed, salt,

@@ -328,7 +328,7 @@ fn per_token_group_quant_fp8(env: &Env, inputs: &[HostTensor]) -> Result<Vec<Hos
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contract::compare::{e4m3fn_to_f64, e4m3fnuz_to_f64};
+    use crate::suite::dtype::{e4m3fn_to_f64, e4m3fnuz_to_f64};
 
     fn env_of(op: &str, params: BTreeMap<String, Value>) -> Env {
         let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();

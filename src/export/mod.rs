@@ -223,15 +223,6 @@ pub fn incumbent(
     })
 }
 
-/// The sha256 of a kernel source, hex (as Python's `hashlib.sha256(src.encode()).hexdigest()`).
-pub fn sha256(source: &str) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(source.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// A name usable as an identifier of the generated code (letters, digits, `_`, not first a
 /// digit).
 pub fn is_identifier(s: &str) -> bool {

@@ -61,7 +61,7 @@ pub fn file(p: &Problem, k: &Kernel, c: &Checked, b: &Binding) -> Result<File, E
 }
 
 fn header(out: &mut String, p: &Problem, k: &Kernel) {
-    let sha = super::sha256(&k.source);
+    let sha = crate::fingerprint::of_source(&k.source);
     let _ = write!(
         out,
         r#""""{name} ({id}): {summary}, as an Atrex-Bench candidate.

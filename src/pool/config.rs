@@ -16,7 +16,7 @@
 use super::launch_command::LaunchTemplate;
 use crate::error::ConfigError;
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 /// The default time a worker has to answer `hello` at start (it creates its CUDA context).
@@ -262,12 +262,12 @@ pub enum Choice {
     Local,
 }
 
-/// The workers of a command: `--device`, else `--workers FILE`, else the settings' tables,
-/// else one per local GPU.
+/// The workers of a command: `--device`, else `--workers FILE`, else the settings' tables
+/// (`entries`, read from `settings_file`), else one per local GPU.
 pub fn choose(
     device: Option<u32>,
     file: Option<&Path>,
-    settings: &crate::config::Settings,
+    entries: &[WorkerEntry],
     settings_file: Option<&Path>,
 ) -> Result<Choice, ConfigError> {
     if let Some(d) = device {
@@ -279,22 +279,15 @@ pub fn choose(
             specs: specs(&load_file(f)?),
         });
     }
-    if !settings.workers.is_empty() {
+    if !entries.is_empty() {
         return Ok(Choice::Listed {
             from: settings_file
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "the settings".into()),
-            specs: specs(&settings.workers),
+            specs: specs(entries),
         });
     }
     Ok(Choice::Local)
-}
-
-/// The settings file a command reads (`--config`, else the default).
-pub fn settings_path(config: Option<&Path>) -> Option<PathBuf> {
-    config
-        .map(|p| p.to_path_buf())
-        .or_else(crate::config::Settings::default_path)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
-//! Worker launch templates: a command line that starts a worker speaking the protocol on its
-//! standard streams (`ssh -T gpu-box-2 atrex-tui worker --device {device}`), split into words
-//! as a POSIX shell would (the `shlex` crate) and run directly, without a shell in between.
+//! Worker launch templates (`LaunchTemplate`, the `command` of a `[[workers]]` entry): a command
+//! line that starts a worker speaking the protocol on its standard streams (`ssh -T gpu-box-2
+//! atrex-tui worker --device {device}`), split into words as a POSIX shell would (the `shlex`
+//! crate) and run directly, without a shell in between.
 //!
 //! Placeholders: `{device}` becomes the device index, `{exe}` this program's path. A word that
 //! is exactly `{exe}` gets the path as it is; inside a longer word (a string handed to a remote

@@ -1,5 +1,6 @@
 //! Deep profiles: the candidate under Nsight Compute, in a separate process, turned into gauges
-//! and findings (docs/profiler.md).
+//! and findings (docs/profiler.md); and `sass`, the static summary of a kernel's machine code
+//! (`compile --sass`).
 
 pub mod findings;
 pub mod ncu;

@@ -12,8 +12,8 @@
 //! - Two handles of one process conflict like two processes: a process takes a session's lock
 //!   once and passes it to the writer it opens.
 
+use super::error::SessionError;
 use super::store::now;
-use crate::error::SessionError;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};

@@ -76,7 +76,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let workers = crate::pool::config::choose(
         settings.device,
         opts.workers.as_deref(),
-        &settings,
+        &settings.workers,
         cfg_path.as_deref(),
     )?;
     let truecolor = theme::detect_truecolor() && !settings.force_256_colours;

@@ -76,7 +76,8 @@ impl Compiler {
             });
         }
         let opts = self.options(defines);
-        let key = sha(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
+        let key =
+            crate::fingerprint::of_parts(&[src, &opts.join(" "), &self.arch, &self.nvrtc_version]);
         if let Some(dir) = &self.cache_dir
             && let Ok(cubin) = std::fs::read(dir.join(format!("{key}.cubin")))
         {
@@ -132,15 +133,6 @@ impl Compiler {
         }
         Ok(out)
     }
-}
-
-pub(super) fn sha(parts: &[&str]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0u8]);
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// How often a compiling worker says it is alive.

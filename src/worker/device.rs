@@ -275,7 +275,7 @@ impl Gpu {
                 format!("{}: {}", src.name, c.failure_text()),
             )));
         }
-        let key = sha(&[&src.code, &dopts.join(" ")]);
+        let key = crate::fingerprint::of_parts(&[&src.code, &dopts.join(" ")]);
         if !self.modules.contains_key(&key) {
             let m = self.load_module(&c.cubin)?;
             self.modules.insert(key.clone(), m);
@@ -373,7 +373,7 @@ impl Gpu {
 
     /// The element `idx` of `buf` (elements of `dtype`), decoded.
     pub(super) fn element_at(&self, buf: &DevBuf, dtype: &str, idx: u64) -> GResult<f64> {
-        Ok(compare::decode(
+        Ok(crate::suite::dtype::decode(
             dtype,
             &self.element_bytes(buf, dtype, idx)?,
         ))

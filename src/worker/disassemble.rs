@@ -1,6 +1,6 @@
 //! `compile --sass`: the candidate's machine code, disassembled by the toolkit's `cuobjdump`
 //! (which calls `nvdisasm` from its own folder or PATH). The worker sends it as one
-//! `Disassembly` event; the client summarises it (`crate::profile::sass`).
+//! `Disassembly` event; `compile --sass` summarises it (`crate::profile::sass`).
 
 use super::compile::{Compiler, plan_and_defines};
 use crate::contract::plan;

@@ -28,7 +28,6 @@ use crate::contract::stats::{self, StopRule};
 use crate::suite::expr::{Env, Value};
 use cudarc::driver::result as cu;
 use cudarc::driver::sys;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{CStr, CString, c_void};
 use std::io::{BufRead, Write};

@@ -517,7 +517,7 @@ impl Gpu {
         Ok(match timed {
             Some(b) => {
                 let bytes = self.element_bytes(b, &t.dtype, idx)?;
-                let x = compare::decode(&t.dtype, &bytes);
+                let x = crate::suite::dtype::decode(&t.dtype, &bytes);
                 let poisoned = bytes == compare::poison(&t.dtype, 0);
                 format!(
                     " (reference {r}, timed run {x}{})",

@@ -9,14 +9,14 @@
 use sha2::{Digest, Sha256};
 
 /// sha256 (hex) of `source`'s code (see the module).
-pub fn code_sha256(source: &str) -> String {
+pub fn of_code(source: &str) -> String {
     let code = strip_comments(source);
     let mut h = Sha256::new();
     for line in code.lines().map(str::trim).filter(|l| !l.is_empty()) {
         h.update(line.as_bytes());
         h.update(b"\n");
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    super::hex(&h.finalize())
 }
 
 /// The source with its comments replaced by a space (a line comment keeps its newline, a block
@@ -75,30 +75,26 @@ fn strip_comments(src: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::code_sha256;
+    use super::of_code;
 
     const K: &str = "/* atrex:template\nid = \"t\"\n[measured]\ns_op = 0.1\n*/\n// Measured: S_op 0.1\n/* atrex:plan\n[[launch]]\nkernel = \"k\"\ngrid = [\"T\"]\nblock = [\"128\"]\nargs = [\"out\"]\n*/\n#define N 4 // four\n__global__ void k(float* out) {\n    const char* s = \"// not a comment /* nor this */\";\n    out[threadIdx.x] = N; /* a note */\n}\n";
 
     #[test]
     fn header_and_comment_edits_keep_it() {
-        let a = code_sha256(K);
+        let a = of_code(K);
         let figures = K.replace("s_op = 0.1", "s_op = 0.2").replace(
             "// Measured: S_op 0.1",
             "// Measured: S_op 0.2, on the H200\n// more notes",
         );
-        assert_eq!(code_sha256(&figures), a);
-        assert_eq!(code_sha256(&K.replace("/* a note */", "")), a);
-        assert_eq!(
-            code_sha256(&K.replace("    out[", "\tout[")),
-            a,
-            "indentation"
-        );
-        assert_eq!(code_sha256(&K.replace("// four", "// 4")), a);
+        assert_eq!(of_code(&figures), a);
+        assert_eq!(of_code(&K.replace("/* a note */", "")), a);
+        assert_eq!(of_code(&K.replace("    out[", "\tout[")), a, "indentation");
+        assert_eq!(of_code(&K.replace("// four", "// 4")), a);
     }
 
     #[test]
     fn code_plan_define_and_string_edits_change_it() {
-        let a = code_sha256(K);
+        let a = of_code(K);
         for (from, to) in [
             ("= N;", "= N + 1;"),
             ("block = [\"128\"]", "block = [\"256\"]"),
@@ -107,7 +103,7 @@ mod tests {
             ("nor this", "nor that"),
         ] {
             assert!(K.contains(from), "{from}");
-            assert_ne!(code_sha256(&K.replace(from, to)), a, "{from} -> {to}");
+            assert_ne!(of_code(&K.replace(from, to)), a, "{from} -> {to}");
         }
     }
 
@@ -116,7 +112,7 @@ mod tests {
         for s in [
             "/* open", "/* é", "\"open", "'", "a /", "x //", "/*/", "\"\\", "'é",
         ] {
-            let _ = code_sha256(s);
+            let _ = of_code(s);
         }
     }
 }

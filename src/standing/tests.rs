@@ -191,8 +191,11 @@ fn corrupt_newer_and_foreign_files_are_named_and_refused() {
         parse(r#"{"suite":"atrex-bench"}"#).defect,
         Defect::Corrupt(_)
     ));
-    let e = parse(r#"{"format":2,"suite":"atrex-bench","hardware":"H200","operators":{}}"#);
-    assert_eq!(e.defect, Defect::Newer(2));
+    let newer = FORMAT_VERSION + 1;
+    let e = parse(&format!(
+        r#"{{"format":{newer},"suite":"atrex-bench","hardware":"H200","operators":{{}}}}"#
+    ));
+    assert_eq!(e.defect, Defect::Newer(newer));
     assert!(e.to_string().contains("newer"), "{e}");
     let e = parse(r#"{"format":1,"suite":"other-suite","hardware":"H200","operators":{}}"#);
     assert_eq!(e.defect, Defect::OtherSuite("other-suite".into()));

@@ -841,8 +841,12 @@ async fn the_device_check_agrees_with_the_host_check() {
         let suite = &suite;
         async move {
             if host {
+                // SAFETY: std's environment lock orders this against every `std::env` read and
+                // every process spawn of this test binary; nothing in it reads the environment
+                // through C on its own (its GPU work runs in worker processes, which inherit it).
                 unsafe { std::env::set_var("ATREX_HOST_CHECK", "1") };
             } else {
+                // SAFETY: as above.
                 unsafe { std::env::remove_var("ATREX_HOST_CHECK") };
             }
             let mut cfg = WorkerConfig::new(0);
@@ -883,6 +887,7 @@ async fn the_device_check_agrees_with_the_host_check() {
     };
     let device = run(false).await;
     let host = run(true).await;
+    // SAFETY: as in `run` above.
     unsafe { std::env::remove_var("ATREX_HOST_CHECK") };
     assert_eq!(device.len(), host.len());
     assert!(device.len() >= 11, "{device:?}");

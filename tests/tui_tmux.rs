@@ -281,6 +281,7 @@ fn a_signal_restores_the_terminal_and_exits_with_128_plus_the_signal() {
         assert!(new_session(&session, "100", "30", &script));
         wait_for(&session, "operators · all", 20);
         let pid = tui_pid(&dir);
+        // SAFETY: kill(2) passes no pointers; `pid` is the TUI this test started (its pid file).
         assert_eq!(unsafe { libc::kill(pid, number) }, 0);
         let modes = wait_for(&session, "icanon", 10);
         assert!(
@@ -637,6 +638,7 @@ fn ctrl_z_suspends_and_fg_resumes_in_tmux() {
     tmux(&["send-keys", "-t", &session, "j"]);
     wait_for(&session, "revisions · rms_norm", 5);
     // SIGTSTP from elsewhere suspends the same way.
+    // SAFETY: kill(2) passes no pointers; `pid` is the TUI this test started (its pid file).
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTSTP) }, 0);
     wait_stopped(pid, &session);
     let t0 = Instant::now();

@@ -70,6 +70,8 @@ pub(super) fn stop_this_process() {
     crate::pool::client::note_suspend();
     // SIGSTOP cannot be caught, and is delivered before `kill` returns: the process is stopped
     // here and goes on from here on SIGCONT.
+    // SAFETY: kill(2) to this process's own pid (getpid cannot fail) passes no pointers; SIGSTOP
+    // only suspends the process, which resumes here with all its memory as it was.
     unsafe {
         libc::kill(libc::getpid(), libc::SIGSTOP);
     }

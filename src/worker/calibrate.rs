@@ -7,6 +7,8 @@ impl Gpu {
         let bytes: usize = 1 << 30;
         let src = DevBuf::new(bytes)?;
         let dst = DevBuf::new(bytes)?;
+        // SAFETY: `src` is live and was allocated `bytes` bytes, the size set; the memset is
+        // enqueued on the Gpu's live stream.
         unsafe { cu::memset_d8_async(src.ptr, 0x5A, bytes, self.stream) }?;
         let f = self.harness.function("copy16")?;
         let n = (bytes / 16) as u64;
@@ -20,14 +22,21 @@ impl Gpu {
                 .iter_mut()
                 .map(|x| x as *mut u64 as *mut c_void)
                 .collect();
+            // SAFETY: `start` was created above and is destroyed only after the loop; the stream
+            // is live.
             unsafe { cu::event::record(start, self.stream) }?;
             self.launch_raw(f, grid, 512, &mut args)?;
+            // SAFETY: as for `start`.
             unsafe { cu::event::record(end, self.stream) }?;
             self.sync()?;
             if i >= 3 {
+                // SAFETY: both events are live and were recorded on the same stream, which `sync`
+                // above has drained.
                 samples.push(unsafe { cu::event::elapsed(start, end) }? as f64);
             }
         }
+        // SAFETY: both events were created above, are destroyed once, here, and are not used
+        // afterwards.
         unsafe {
             let _ = cu::event::destroy(start);
             let _ = cu::event::destroy(end);
@@ -59,10 +68,15 @@ impl Gpu {
                 &mut n as *mut i32 as *mut c_void,
             ];
             let step = (|| -> GResult<f64> {
+                // SAFETY: `start` was created above and is destroyed only after the loop; the
+                // stream is live.
                 unsafe { cu::event::record(start, self.stream) }?;
                 self.launch_raw(f, grid, block, &mut args)?;
+                // SAFETY: as for `start`.
                 unsafe { cu::event::record(end, self.stream) }?;
                 self.sync()?;
+                // SAFETY: both events are live and were recorded on the same stream, which
+                // `sync` above has drained.
                 Ok(unsafe { cu::event::elapsed(start, end) }? as f64)
             })();
             match step {
@@ -74,6 +88,8 @@ impl Gpu {
                 }
             }
         }
+        // SAFETY: both events were created above, are destroyed once, here, and are not used
+        // afterwards.
         unsafe {
             let _ = cu::event::destroy(start);
             let _ = cu::event::destroy(end);

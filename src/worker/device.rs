@@ -1,4 +1,11 @@
 //! Device memory, modules, the GPU context and launching: what every stage of a job runs on.
+//!
+//! Invariants (what the `// SAFETY:` comments of the worker rely on): `Gpu::new` makes the
+//! device's primary context current on the worker's thread and never releases it, so it is
+//! current for every later driver call; `Gpu` holds raw driver handles, so it is neither `Send`
+//! nor `Sync` and every method runs on that thread. Buffers (`DevBuf`) are allocated at least
+//! 256 bytes and freed once, on drop; modules are never unloaded, so a function handle from
+//! one stays valid for the process; the stream is created once and never destroyed.
 
 use super::*;
 
@@ -14,6 +21,9 @@ static SIZES: Mutex<BTreeMap<sys::CUdeviceptr, usize>> = Mutex::new(BTreeMap::ne
 
 impl DevBuf {
     pub(super) fn new(bytes: usize) -> GResult<DevBuf> {
+        // SAFETY: cuMemAlloc writes only the returned address (cudarc's out-parameter). Its
+        // memory is uninitialised, which is sound here: device memory never becomes a Rust
+        // value; the harness fills or poisons it before anything reads it back.
         let ptr = unsafe { cu::malloc_sync(bytes.max(256)) }.map_err(|e| {
             let mut g = GpuError::from(e);
             g.msg = format!("allocating {bytes} bytes: {}", g.msg);
@@ -43,6 +53,10 @@ impl Drop for DevBuf {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.ptr);
         // A free that fails leaves nothing to do: the context is going away with it.
+        // SAFETY: `ptr` came from cuMemAlloc in `new` and is freed only here, once (a DevBuf is
+        // neither Clone nor Copy); cuMemFree waits for the device's work in flight before it
+        // frees, so no enqueued kernel or copy is cut off. The context is still current: it is
+        // never released.
         if unsafe { cu::free_sync(self.ptr) }.is_err() {}
     }
 }
@@ -58,6 +72,8 @@ impl Module {
             return Ok(*f);
         }
         let c = CString::new(name).map_err(|_| gerr("bad kernel name"))?;
+        // SAFETY: `self.module` was loaded by `Gpu::load_module` and is never unloaded; the name
+        // is a NUL-terminated C string owned for the call. A missing name is an error, not UB.
         let f = unsafe { cu::module::get_function(self.module, c) }.map_err(|e| {
             if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND {
                 gerr(format!(
@@ -88,6 +104,12 @@ pub(super) struct Nvml {
 impl Nvml {
     /// NVML for the current SM clock; optional (None when the library is missing).
     pub(super) fn open(pci_bus_id: &str) -> Option<Nvml> {
+        // SAFETY: the three symbols are declared with the signatures of NVML's header
+        // (`nvmlInit_v2(void)`, `nvmlDeviceGetHandleByPciBusId_v2(const char *, nvmlDevice_t *)`,
+        // `nvmlDeviceGetClockInfo(nvmlDevice_t, nvmlClockType_t, unsigned int *)`, each returning
+        // nvmlReturn_t as i32); `bus` is a NUL-terminated string and `dev` a local, both live for
+        // the call. The copied `clock` pointer stays valid because the returned Nvml keeps
+        // `lib` loaded beside it.
         unsafe {
             let lib = libloading::Library::new("libnvidia-ml.so.1").ok()?;
             let init: libloading::Symbol<unsafe extern "C" fn() -> i32> =
@@ -117,6 +139,8 @@ impl Nvml {
     pub(super) fn sm_clock(&self) -> Option<u32> {
         let mut mhz = 0u32;
         // NVML_CLOCK_SM = 1
+        // SAFETY: `clock` is nvmlDeviceGetClockInfo from `_lib`, which this struct keeps loaded;
+        // `device` is the handle NVML returned in `open`; `mhz` is a live local u32.
         let rc = unsafe { (self.clock)(self.device, 1, &mut mhz) };
         (rc == 0).then_some(mhz)
     }
@@ -139,11 +163,15 @@ pub(super) struct Gpu {
 
 /// The driver and NVRTC, probed without panicking when a library is missing.
 pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), String> {
+    // SAFETY: only tries to open libcuda by its names (running the library's initialisers, as
+    // any loading of the driver does); no symbol of it is called.
     if !unsafe { sys::is_culib_present() } {
         return Err("libcuda not found (no NVIDIA driver on this machine)".into());
     }
     cu::init().map_err(|e| format!("cuInit failed: {}", GpuError::from(e).msg))?;
     let mut v = 0;
+    // SAFETY: the library is present and initialised (above); cuDriverGetVersion writes one
+    // c_int into `v`, a live local.
     unsafe { sys::cuDriverGetVersion(&mut v) }
         .result()
         .map_err(|e| GpuError::from(e).msg)?;
@@ -168,6 +196,8 @@ pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), Str
 pub(super) fn device_info(index: u32) -> GResult<DeviceInfo> {
     use sys::CUdevice_attribute::*;
     let dev = cu::device::get(index as i32)?;
+    // SAFETY: `dev` was returned by cuDeviceGet just above (cudarc's condition); the attribute
+    // is written into cudarc's own out-parameter.
     let attr = |a| unsafe { cu::device::get_attribute(dev, a) };
     let cc_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
     let cc_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
@@ -180,6 +210,7 @@ pub(super) fn device_info(index: u32) -> GResult<DeviceInfo> {
         cc_minor,
         sm_count: attr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         l2_bytes: attr(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)? as u64,
+        // SAFETY: `dev` was returned by cuDeviceGet above; cudarc owns the out-parameter.
         memory_bytes: unsafe { cu::device::total_mem(dev)? } as u64,
         sm_clock_mhz: (attr(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)? / 1000) as u32,
         mem_clock_mhz: (attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)? / 1000) as u32,
@@ -192,6 +223,9 @@ impl Gpu {
         cu::init()?;
         let info = device_info(index)?;
         let dev = cu::device::get(index as i32)?;
+        // SAFETY: `dev` was returned by cuDeviceGet just above; the context is the device's
+        // primary context, retained here and never released, so it stays valid and current on
+        // this thread for every later call (see the module's invariants).
         unsafe {
             let ctx = cu::primary_ctx::retain(dev)?;
             cu::ctx::set_current(ctx)?;
@@ -199,6 +233,8 @@ impl Gpu {
         let stream = cu::stream::create(cu::stream::StreamKind::NonBlocking)?;
         let compiler = Compiler::new(&info.arch)?;
         let mut pci = [0i8; 32];
+        // SAFETY: the driver writes at most 32 bytes (the length passed, that of `pci`),
+        // NUL-terminated, and `CStr::from_ptr` runs only when it succeeded (`?` returns before).
         let pci_id = unsafe {
             sys::cuDeviceGetPCIBusId(pci.as_mut_ptr(), 32, dev).result()?;
             CStr::from_ptr(pci.as_ptr()).to_string_lossy().into_owned()
@@ -217,6 +253,7 @@ impl Gpu {
             flush,
             nvml: Nvml::open(&pci_id),
             tensor_maps: HashMap::new(),
+            // SAFETY: `dev` was returned by cuDeviceGet above; cudarc owns the out-parameter.
             max_smem_optin: unsafe {
                 cu::device::get_attribute(
                     dev,
@@ -233,6 +270,10 @@ impl Gpu {
     }
 
     pub(super) fn load_module(&self, cubin: &[u8]) -> GResult<Module> {
+        // SAFETY: `cubin` is a whole image NVRTC wrote (from the compile child, or from the cache,
+        // which stores images whole by write-then-rename); it is borrowed for the call, during
+        // which the driver copies it, and an image it cannot parse is refused with an error. The
+        // context is current (module invariants).
         let module = unsafe { cu::module::load_data(cubin.as_ptr() as *const c_void) }?;
         Ok(Module {
             module,
@@ -287,6 +328,8 @@ impl Gpu {
                 match m.function(&l.kernel) {
                     Ok(f) => {
                         use sys::CUfunction_attribute::*;
+                        // SAFETY: `f` is a function of a loaded module, and modules are never
+                        // unloaded; the value lands in cudarc's own out-parameter.
                         let get =
                             |a| unsafe { cu::function::get_function_attribute(f, a) }.unwrap_or(-1);
                         resources.insert(
@@ -328,6 +371,7 @@ impl Gpu {
     }
 
     pub(super) fn sync(&self) -> GResult<()> {
+        // SAFETY: `self.stream` was created in `Gpu::new` and is never destroyed.
         unsafe { cu::stream::synchronize(self.stream) }?;
         Ok(())
     }
@@ -339,6 +383,11 @@ impl Gpu {
         block: u32,
         args: &mut [*mut c_void],
     ) -> GResult<()> {
+        // SAFETY: `f` comes from a loaded module (never unloaded) and `self.stream` is live. Each
+        // of `args` points at one parameter's storage, which the caller keeps alive across this
+        // call: cuLaunchKernel copies the parameters before it returns, so the launch may run
+        // after they are gone. Those parameters are harness words (buffer addresses, sizes) of
+        // the types the harness's kernels declare.
         unsafe { cu::launch_kernel(f, (grid, 1, 1), (block, 1, 1), 0, self.stream, args) }?;
         Ok(())
     }
@@ -367,6 +416,9 @@ impl Gpu {
     pub(super) fn element_bytes(&self, buf: &DevBuf, dtype: &str, idx: u64) -> GResult<Vec<u8>> {
         let es = crate::suite::dtype_size(dtype).unwrap_or(1);
         let mut v = vec![0u8; es];
+        // SAFETY: the copy writes exactly `v.len()` = `es` bytes into `v`, so the host side is
+        // never written past it; `buf` is live (borrowed), and callers pass an `idx` below its
+        // element count (the first failing element, or 0 of a non-empty tensor).
         unsafe { cu::memcpy_dtoh_sync(&mut v, buf.ptr + idx * es as u64) }?;
         Ok(v)
     }
@@ -386,6 +438,9 @@ impl Gpu {
 
     pub(super) fn poison(&self, buf: &DevBuf, dtype: &str, which: u8) -> GResult<()> {
         let p = compare::poison(dtype, which);
+        // SAFETY: `buf` is live (borrowed) and its allocation holds at least `buf.bytes`; each
+        // memset covers at most that many bytes (`bytes / 2` 16-bit or `bytes / 4` 32-bit
+        // words) and is enqueued on the live stream.
         unsafe {
             match p.len() {
                 1 => cu::memset_d8_async(buf.ptr, p[0], buf.bytes, self.stream)?,
@@ -410,6 +465,8 @@ impl Gpu {
 
     pub(super) fn download(&self, buf: &DevBuf) -> GResult<Vec<u8>> {
         let mut v = vec![0u8; buf.bytes];
+        // SAFETY: `v` has exactly `buf.bytes` bytes, the size `buf`'s allocation holds at least;
+        // `buf` is live (borrowed). The copy is synchronous.
         unsafe { cu::memcpy_dtoh_sync(&mut v, buf.ptr) }?;
         Ok(v)
     }
@@ -441,6 +498,8 @@ impl Gpu {
     pub(super) fn reset_scratch(&self, scratch: &[(String, String, bool, DevBuf)]) -> GResult<()> {
         for (_, dtype, zero, b) in scratch {
             if *zero {
+                // SAFETY: `b` is live (borrowed) and its allocation holds at least `b.bytes`;
+                // the memset is enqueued on the live stream.
                 unsafe { cu::memset_d8_async(b.ptr, 0, b.bytes, self.stream) }?;
             } else {
                 self.poison(b, dtype, 0)?;

@@ -45,6 +45,8 @@ impl Gpu {
             word(compare::poison(&t.dtype, 0)),
             word(compare::poison(&t.dtype, 1)),
         );
+        // SAFETY: `scratch` is a live DevBuf, allocated at least 256 bytes, and the memset covers
+        // 128 (`WORDS` words); it is enqueued on the Gpu's live stream.
         unsafe { cu::memset_d8_async(scratch.ptr, 0, WORDS * 8, self.stream) }?;
         let mut storage = [
             reference.ptr,
@@ -63,6 +65,8 @@ impl Gpu {
         self.launch_harness("check_runs", n, &mut storage)?;
         self.sync()?;
         let mut w = [0u64; WORDS];
+        // SAFETY: the copy fills exactly `w` (128 bytes) from `scratch`, whose allocation holds
+        // at least 256; the kernel that wrote it has finished (`sync` above).
         unsafe { cu::memcpy_dtoh_sync(&mut w, scratch.ptr) }?;
         let first = |c: u64| (c != 0).then_some(!c);
         let value_at = |b: &DevBuf, i: u64| self.element_at(b, &t.dtype, i);

@@ -19,6 +19,8 @@ impl Gpu {
             return Ok(());
         }
         if g.kind == "zeros" {
+            // SAFETY: `buf` is live (borrowed) and its allocation holds at least `buf.bytes`;
+            // the memset is enqueued on the Gpu's live stream.
             unsafe { cu::memset_d8_async(buf.ptr, 0, buf.bytes, self.stream) }?;
             return Ok(());
         }

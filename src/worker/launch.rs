@@ -66,6 +66,10 @@ fn encode(t: &ResolvedTensorMap, base: sys::CUdeviceptr) -> GResult<sys::CUtenso
         OobFill::Zero => CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
         OobFill::Nan => CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA,
     };
+    // SAFETY: the driver writes the 128-byte `map`, a live local, and reads `rank` entries of
+    // dims, box and element strides and `rank - 1` of strides: a resolved map has exactly those
+    // counts, with rank 1 to 5 (`TensorMap::resolve` refuses any other). `base` is only encoded
+    // into the map, not dereferenced; the map was checked to lie inside its buffer (`check_fits`).
     unsafe {
         sys::cuTensorMapEncodeTiled(
             &mut map,
@@ -104,6 +108,8 @@ fn buffer_bytes(ptr: sys::CUdeviceptr) -> GResult<u64> {
         return Ok(n as u64);
     }
     let (mut base, mut size) = (0, 0usize);
+    // SAFETY: the driver writes one address into `base` and one size into `size`, both live
+    // locals; an address in no allocation is an error, not UB.
     unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) }.result()?;
     Ok(size as u64 - (ptr - base))
 }
@@ -211,6 +217,7 @@ impl Gpu {
                     rl.smem, self.max_smem_optin
                 )));
             }
+            // SAFETY: `f` is a function of a loaded module, and modules are never unloaded.
             unsafe {
                 cu::function::set_function_attribute(
                     f,
@@ -221,6 +228,12 @@ impl Gpu {
         }
         let mut args: Vec<*mut c_void> = params.iter_mut().map(|p| p.ptr()).collect();
         if rl.cluster.is_none() && !rl.cooperative {
+            // SAFETY: `f` is a function of a loaded module (never unloaded) and the stream is
+            // live. Each of `args` points into `params`, borrowed for this call; the driver copies
+            // the parameters before it returns. It reads as many bytes at each as the kernel
+            // declares for that parameter: 8 are there for a buffer or scalar and 128 for a
+            // tensor map, which is what a kernel declaring the plan's `args` takes (the plan's
+            // args are not checked against the compiled kernel's parameter list).
             return unsafe {
                 cu::launch_kernel(
                     f,
@@ -233,6 +246,9 @@ impl Gpu {
             }
             .map_err(GpuError::from);
         }
+        // SAFETY: all-zero bytes are a valid CUlaunchAttribute: its id 0 is
+        // CU_LAUNCH_ATTRIBUTE_IGNORE, its padding is bytes and its value a C union; both id and
+        // value are set below before the driver reads them.
         let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
         if let Some(cl) = rl.cluster {
             attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
@@ -257,6 +273,8 @@ impl Gpu {
             attrs: &mut attr,
             numAttrs: 1,
         };
+        // SAFETY: as for the launch above; `config` and the one attribute it points at are live
+        // locals, read during the call.
         unsafe {
             sys::cuLaunchKernelEx(&config, f, args.as_mut_ptr(), std::ptr::null_mut()).result()
         }

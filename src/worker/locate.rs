@@ -187,10 +187,14 @@ pub fn find_tool(name: &str) -> Option<PathBuf> {
 
 /// The NVRTC version (`13.0`) when the library loads in this process; None otherwise.
 pub fn nvrtc_version() -> Option<String> {
+    // SAFETY: only tries to open libnvrtc by its names (running the library's initialisers, as
+    // any loading of NVRTC does); no symbol of it is called.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return None;
     }
     let (mut a, mut b) = (0, 0);
+    // SAFETY: the library is present (checked above), so cudarc's loader finds it; nvrtcVersion
+    // writes one c_int through each pointer, and both point at locals that outlive the call.
     unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
     Some(format!("{a}.{b}"))
 }

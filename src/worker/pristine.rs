@@ -34,6 +34,9 @@ impl Gpu {
             )));
         }
         if src.bytes > 0 {
+            // SAFETY: both buffers are live (borrowed) and hold `src.bytes` (their sizes were
+            // checked equal above), so the copy stays inside both; it is enqueued on the live
+            // stream, after the work that filled `src`.
             unsafe { cu::memcpy_dtod_async(dst.ptr, src.ptr, src.bytes, self.stream) }?;
         }
         Ok(())
@@ -49,11 +52,15 @@ impl Gpu {
         if buf.bytes != pristine.bytes {
             return Err(gerr("an input and its pristine copy differ in size"));
         }
+        // SAFETY: `scratch` is a live DevBuf, allocated at least 256 bytes, and the memset covers
+        // 16; it is enqueued on the Gpu's live stream.
         unsafe { cu::memset_d8_async(scratch.ptr, 0, 16, self.stream) }?;
         let mut storage = [buf.ptr, pristine.ptr, buf.bytes as u64, scratch.ptr];
         self.launch_harness("differ", (buf.bytes / 8).max(1) as u64, &mut storage)?;
         self.sync()?;
         let mut h = [0u64; 2];
+        // SAFETY: the copy fills exactly `h` (16 bytes) from `scratch` (at least 256 bytes); the
+        // kernel that wrote it has finished (`sync` above).
         unsafe { cu::memcpy_dtoh_sync(&mut h, scratch.ptr) }?;
         Ok((h[0] > 0).then(|| Difference {
             words: h[0],

@@ -162,17 +162,19 @@ impl Capture {
     /// Everything printed to fd 1 (by kernels through the driver, or by C stdio) since the last
     /// take. Waits at most a second for the drain thread.
     pub fn take(&mut self) -> Printed {
+        // SAFETY: fflush(NULL) is the documented form that flushes every C stdio output stream;
+        // it takes no pointer of ours.
         unsafe {
             libc::fflush(std::ptr::null_mut());
         }
         let _ = std::io::stdout().flush();
-        let mut ok = false;
-        unsafe {
-            let n = libc::write(1, self.marker.as_ptr() as *const _, self.marker.len());
-            if n == self.marker.len() as isize {
-                self.written += 1;
-                ok = true;
-            }
+        // SAFETY: the pointer and length are `self.marker`'s, which is borrowed for the whole
+        // call and only read; fd 1 is the pipe `isolate` installed, so the write cannot touch
+        // memory.
+        let n = unsafe { libc::write(1, self.marker.as_ptr() as *const _, self.marker.len()) };
+        let ok = n == self.marker.len() as isize;
+        if ok {
+            self.written += 1;
         }
         let (lock, cv) = &*self.shared;
         let Ok(mut s) = lock.lock() else {
@@ -222,52 +224,59 @@ fn nonce() -> Vec<u8> {
 
 /// Moves the protocol off fd 1 and starts draining fd 1. Call once, before any CUDA call.
 pub fn isolate() -> std::io::Result<(Protocol, Capture)> {
-    use std::os::fd::FromRawFd;
-    unsafe {
-        let proto = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
-        if proto < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let mut fds = [0i32; 2];
-        if libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        if libc::dup2(fds[1], 1) < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        libc::close(fds[1]);
-        let marker = nonce();
-        let shared = Arc::new((Mutex::new(Splitter::new(marker.clone())), Condvar::new()));
-        let mut reader = std::fs::File::from_raw_fd(fds[0]);
-        let s2 = shared.clone();
-        std::thread::Builder::new()
-            .name("stdout-drain".into())
-            .spawn(move || {
-                let mut buf = vec![0u8; 64 * 1024];
-                loop {
-                    match reader.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            let (lock, cv) = &*s2;
-                            if let Ok(mut s) = lock.lock() {
-                                s.feed(&buf[..n]);
-                            }
-                            cv.notify_all();
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-            })?;
-        Ok((
-            Protocol(std::fs::File::from_raw_fd(proto)),
-            Capture {
-                shared,
-                marker,
-                written: 0,
-            },
-        ))
+    use std::fs::File;
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) takes no pointers: it duplicates fd 1 or returns -1.
+    let proto = unsafe { libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3) };
+    if proto < 0 {
+        return Err(std::io::Error::last_os_error());
     }
+    // SAFETY: `proto` was opened just above and nothing else owns it: the File is its only owner.
+    let proto = Protocol(unsafe { File::from_raw_fd(proto) });
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`, a live array of exactly two c_ints.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nothing else: each File
+    // is its only owner.
+    let (mut reader, writer) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    // SAFETY: dup2 takes no pointers; `writer` is open for the call. Fd 1 is owned by no Rust
+    // object (std's stdout writes to the number), so replacing it closes nothing one holds.
+    if unsafe { libc::dup2(writer.as_raw_fd(), 1) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    drop(writer);
+    let marker = nonce();
+    let shared = Arc::new((Mutex::new(Splitter::new(marker.clone())), Condvar::new()));
+    let s2 = shared.clone();
+    std::thread::Builder::new()
+        .name("stdout-drain".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 64 * 1024];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        let (lock, cv) = &*s2;
+                        if let Ok(mut s) = lock.lock() {
+                            s.feed(&buf[..n]);
+                        }
+                        cv.notify_all();
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        })?;
+    Ok((
+        proto,
+        Capture {
+            shared,
+            marker,
+            written: 0,
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -245,6 +245,9 @@ impl Gpu {
             }
         })();
         for e in starts.iter().chain(&ends) {
+            // SAFETY: each event was created above and is destroyed once, here, after the
+            // batches that used it (the closure has returned and `runs` is not used again); the
+            // driver releases one still pending once the device is done with it.
             unsafe {
                 let _ = cu::event::destroy(*e);
             }
@@ -364,11 +367,16 @@ impl Gpu {
         let nsets = sets.len();
         let samples = &mut found.samples;
         if runs.checking {
+            // SAFETY: `slots` is live (borrowed by `runs`) and its allocation holds at least
+            // `slots.bytes`; the memset is enqueued on the live stream.
             unsafe { cu::memset_d8_async(slots.ptr, 0, slots.bytes, self.stream) }?;
         }
         for i in 0..batch {
             let set = &sets[(samples.len() + i) % nsets];
             prime(self, shape, runs.scratch, set)?;
+            // SAFETY: the flush buffer is the Gpu's own, live, and holds `flush.bytes`: the
+            // memset writes `bytes / 4` 32-bit words of it. `starts[i]` is an event created by
+            // `time_shape` and not yet destroyed; both go on the live stream.
             unsafe {
                 sys::cuMemsetD32Async(
                     self.flush.ptr,
@@ -380,6 +388,8 @@ impl Gpu {
                 cu::event::record(starts[i], self.stream)?;
             }
             self.enqueue(runs.cand, runs.env, &set.map)?;
+            // SAFETY: `ends[i]` was created by `time_shape` and not yet destroyed; the stream is
+            // live.
             unsafe { cu::event::record(ends[i], self.stream) }?;
             if check[i] {
                 for (o, t) in shape.outputs.iter().enumerate() {
@@ -396,6 +406,8 @@ impl Gpu {
         }
         self.sync()?;
         for i in 0..batch {
+            // SAFETY: both events were created by `time_shape`, are not yet destroyed, and were
+            // recorded on the same stream, which `sync` above has drained.
             samples.push(unsafe { cu::event::elapsed(starts[i], ends[i]) }? as f64);
         }
         found.batches += 1;
@@ -417,6 +429,10 @@ impl Gpu {
         let nsets = sets.len();
         let mut out_broken: Option<String> = None;
         let mut words = vec![0u64; batch * n_out * SLOT_WORDS];
+        // SAFETY: the copy fills exactly `words`, `batch * n_out * SLOT_WORDS` u64s; `slots` was
+        // allocated for `BATCH * max(n_out, 1) * SLOT_WORDS` of them and a batch is at most
+        // `BATCH` samples, so the copy stays inside it. The checks that wrote them have finished
+        // (`run_batch` synchronises).
         unsafe { cu::memcpy_dtoh_sync(&mut words, runs.slots.ptr) }?;
         for i in (0..batch).filter(|&i| check[i]) {
             found.checked += 1;

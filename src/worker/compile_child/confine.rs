@@ -51,6 +51,8 @@ impl Confinement {
 /// The kernel's Landlock ABI version, or why there is none.
 fn kernel_abi() -> Result<i32, String> {
     const VERSION: libc::c_uint = 1; // LANDLOCK_CREATE_RULESET_VERSION
+    // SAFETY: with LANDLOCK_CREATE_RULESET_VERSION the attribute pointer must be null and its
+    // size 0 (as passed): the kernel reads no memory and only returns the ABI version or -1.
     let v = unsafe {
         libc::syscall(
             libc::SYS_landlock_create_ruleset,
@@ -75,6 +77,7 @@ pub fn limit_memory(memory_bytes: u64) -> Result<(), String> {
         rlim_cur: memory_bytes as libc::rlim_t,
         rlim_max: memory_bytes as libc::rlim_t,
     };
+    // SAFETY: setrlimit reads the one rlimit `r` points at, a local that outlives the call.
     if unsafe { libc::setrlimit(libc::RLIMIT_AS, &r) } != 0 {
         return Err(format!(
             "cannot set the compiler's memory limit: {}",

@@ -169,6 +169,7 @@ pub fn probe(exe: &Path) -> Result<Confinement, String> {
 /// answer on stdout. Exit 0 when an answer was written.
 pub fn child_main() -> i32 {
     // Ends with the worker, whatever happens to it.
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes the signal number by value; no memory is passed.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
     }

@@ -7,6 +7,8 @@ use std::path::PathBuf;
 /// Loads NVRTC and its builtins; the folders their files live in (which the confinement keeps
 /// readable). Err: NVRTC is not on the loader path.
 pub fn load() -> Result<Vec<PathBuf>, String> {
+    // SAFETY: only tries to open libnvrtc by its names (running the library's initialisers, as
+    // any loading of NVRTC does); no symbol of it is called.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err(
             "libnvrtc not found: install the CUDA toolkit (or set CUDA_HOME to it), or NVIDIA's \
@@ -16,6 +18,8 @@ pub fn load() -> Result<Vec<PathBuf>, String> {
     }
     // Keeps the library loaded for the compile (cudarc holds it once first used).
     let (mut a, mut b) = (0, 0);
+    // SAFETY: the library is present (checked above), so cudarc's loader finds it; nvrtcVersion
+    // writes one c_int through each pointer, and both point at locals that outlive the call.
     unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut a, &mut b) };
     let mut dirs = nvrtc_dirs();
     for d in dirs.clone() {
@@ -26,6 +30,9 @@ pub fn load() -> Result<Vec<PathBuf>, String> {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.starts_with("libnvrtc-builtins") && name.contains(".so") {
                 // Loaded for good: NVRTC finds it by its name among the loaded libraries.
+                // SAFETY: the file is NVIDIA's builtins library from the folder libnvrtc was
+                // loaded from; opening it runs only its own initialisers, and no symbol is
+                // called through the handle, which is never closed (forgotten below).
                 if let Ok(lib) = unsafe { libloading::Library::new(e.path()) } {
                     std::mem::forget(lib);
                 }
@@ -67,7 +74,11 @@ pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, Strin
     let cname = CString::new(file).map_err(|_| format!("bad file name {file:?}"))?;
     let prog = nr::create_program(&csrc, Some(&cname))
         .map_err(|e| format!("nvrtcCreateProgram: {e:?}"))?;
+    // SAFETY: `prog` was created just above and is destroyed only at the end of this function;
+    // `csrc` and `cname`, which it may point into, live until then. The options are turned into
+    // C strings by cudarc for the call.
     let compiled = unsafe { nr::compile_program(prog, opts) };
+    // SAFETY: `prog` is live (as above); cudarc sizes the log buffer from NVRTC's own size.
     let log = unsafe { nr::get_program_log(prog) }
         .map(|v| {
             let bytes: Vec<u8> = v.iter().map(|c| *c as u8).take_while(|c| *c != 0).collect();
@@ -89,6 +100,9 @@ pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, Strin
     };
     if out.ok {
         let mut size = 0usize;
+        // SAFETY: `prog` is live and compiled; nvrtcGetCUBINSize writes one usize into `size`,
+        // and nvrtcGetCUBIN writes exactly that many bytes into `out.cubin`, allocated to that
+        // size in between.
         unsafe {
             ns::nvrtcGetCUBINSize(prog, &mut size)
                 .result()
@@ -99,6 +113,8 @@ pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, Strin
                 .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))?;
         }
     }
+    // SAFETY: `prog` is live and destroyed once, here; nothing uses it afterwards (`out` holds
+    // copies of the log and the CUBIN).
     unsafe {
         let _ = nr::destroy_program(prog);
     }

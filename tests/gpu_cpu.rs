@@ -37,10 +37,10 @@ async fn references_agree_with_the_cpu_implementations() {
     let mut report = String::new();
     let mut failures = Vec::new();
     for op in cpu::all() {
-        if let Some(o) = &only {
-            if !o.iter().any(|x| x == op.name) {
-                continue;
-            }
+        if let Some(o) = &only
+            && !o.iter().any(|x| x == op.name)
+        {
+            continue;
         }
         let p = suite.problem(op.name).unwrap();
         let Some(code) = suite.source.read(&format!("{}/reference.cu", p.name)) else {

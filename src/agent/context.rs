@@ -113,7 +113,7 @@ pub fn bottlenecks(p: &Problem, hw: &HardwareProfile) -> Vec<String> {
         }
     }
     let mut v: Vec<(&str, usize)> = counts.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1));
+    v.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
     v.into_iter().map(|(k, _)| k.to_string()).collect()
 }
 

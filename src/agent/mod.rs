@@ -134,7 +134,7 @@ impl Abba {
         };
         let mut noise = spread_a.max(spread_b).max(timing_noise);
         // A run that failed to time proves nothing.
-        if runs.iter().any(|r| !(*r > 0.0) || !r.is_finite()) {
+        if runs.iter().any(|r| !r.is_finite() || *r <= 0.0) {
             noise = f64::INFINITY;
         }
         Abba {
@@ -472,7 +472,7 @@ pub fn dropout_mask(history: &[HistoryEntry], best: Option<u32>, seed: u64) -> B
     let mut pool = eligible;
     // Fisher–Yates with the seeded generator.
     for i in (1..pool.len()).rev() {
-        let j = (rng.next() % (i as u64 + 1)) as usize;
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
         pool.swap(i, j);
     }
     pool.into_iter().take(n).collect()
@@ -483,7 +483,7 @@ pub fn dropout_mask(history: &[HistoryEntry], best: Option<u32>, seed: u64) -> B
 pub struct SplitMix(pub u64);
 
 impl SplitMix {
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -494,7 +494,7 @@ impl SplitMix {
         if n == 0 {
             0
         } else {
-            (self.next() % n as u64) as usize
+            (self.next_u64() % n as u64) as usize
         }
     }
 }

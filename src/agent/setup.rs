@@ -113,9 +113,11 @@ impl Measurer for WorkerMeasurer {
                 &p,
                 cand,
                 shape,
-                seat.device,
+                crate::profile::Gpu {
+                    index: seat.device,
+                    name: seat.device_name.as_deref(),
+                },
                 &opts,
-                seat.device_name.as_deref(),
                 resources.as_ref(),
             )
             .map(|p| p.without_raw())
@@ -216,11 +218,15 @@ pub fn make_proposer(
     }
 }
 
+/// Sources measured earlier with their S_op, None where it was not measured (the tuner's
+/// memory).
+pub type MeasuredSources = Vec<(String, Option<f64>)>;
+
 /// Restores the agent's memory for an operator from a session's state: incumbent, history
 /// (agent revisions with their hypotheses, categories, results and decisions), the latest
 /// dropout mask and the steering notes. Returns the state and the sources of the history
 /// (for the tuner's search).
-pub fn restore(model: &Model, op: &str) -> Option<(AgentState, Vec<(String, Option<f64>)>)> {
+pub fn restore(model: &Model, op: &str) -> Option<(AgentState, MeasuredSources)> {
     let o = model.ops.get(op)?;
     let inc = o.incumbent_rev().or_else(|| o.rev(0))?;
     let mut st = AgentState::new(op, inc.rev, inc.source.clone(), inc.verdict().score());
@@ -305,7 +311,7 @@ pub struct Setup<'a> {
     /// The agent's memory (restored from a session, or fresh from the baseline).
     pub state: AgentState,
     /// Sources measured earlier with their S_op (the tuner's memory).
-    pub sources: Vec<(String, Option<f64>)>,
+    pub sources: MeasuredSources,
     pub seed: u64,
     pub mode: DecisionMode,
     /// The pool, bound to the GPU model of `hw` (`Pool::for_model`).

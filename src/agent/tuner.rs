@@ -240,7 +240,7 @@ impl Search {
     }
 
     /// The next configuration to measure, or None when the space is exhausted.
-    pub fn next(&mut self) -> Option<(Point, StepKind)> {
+    pub fn next_point(&mut self) -> Option<(Point, StepKind)> {
         if let Some(o) = &self.outstanding {
             return Some(o.clone());
         }
@@ -335,7 +335,7 @@ mod tests {
     fn drive(s: &mut Search, f: &dyn Fn(&Point) -> Option<f64>, max: usize) -> (usize, Vec<Point>) {
         let mut seen = Vec::new();
         for _ in 0..max {
-            let Some((p, _)) = s.next() else { break };
+            let Some((p, _)) = s.next_point() else { break };
             assert!(!seen.contains(&p), "{p:?} measured twice");
             assert!(!s.is_measured(&p), "{p:?} was already measured");
             seen.push(p.clone());
@@ -411,7 +411,7 @@ mod tests {
         assert_eq!(s.best().unwrap().1, 9.0);
         // The whole space is 25 points; the start was measured already.
         assert!(n <= 24);
-        assert!(s.next().is_none() || s.measured_count() < 25);
+        assert!(s.next_point().is_none() || s.measured_count() < 25);
     }
 
     #[test]
@@ -431,6 +431,6 @@ mod tests {
         assert_eq!((bp.base, bs), (1, 4.0));
         // Exhausted: every one of the 5 configurations measured, none twice.
         assert_eq!(s.measured_count(), 5);
-        assert!(s.next().is_none());
+        assert!(s.next_point().is_none());
     }
 }

@@ -11,6 +11,10 @@ use std::path::Path;
 
 /// `profile`: the candidate under Nsight Compute for one shape; `(clock control, source page)`
 /// say how ncu runs.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the command's flags, passed one by one from its clap arm"
+)]
 pub fn run(
     suite: &Suite,
     op: &str,
@@ -53,9 +57,11 @@ pub fn run(
         p,
         candidate,
         shape_id,
-        device,
+        crate::profile::Gpu {
+            index: device,
+            name: Some(&dev_name),
+        },
         &opts,
-        Some(&dev_name),
         resources.as_ref(),
     ) {
         Ok(pr) => pr,

@@ -182,7 +182,8 @@ fn scan(inp: &Inputs, from: usize, to: usize) -> Partial {
         if both_nan {
             p.shared_nan += 1;
         }
-        if !x.is_finite() && !(both_nan || (r.is_infinite() && r == x)) {
+        // Not finite, unless both are NaN or the same infinity.
+        if !(x.is_finite() || both_nan || (r.is_infinite() && r == x)) {
             p.nan += 1;
             p.first_nan.get_or_insert(i as u64);
         }
@@ -232,7 +233,10 @@ fn scan(inp: &Inputs, from: usize, to: usize) -> Partial {
 /// Compares a candidate output (two runs, each after a different poison) with the reference.
 /// `poison_a` / `poison_b` are the element bit patterns written before each run. Large tensors
 /// are scanned on several threads.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one tensor's comparison: its type, the reference, both runs and their poisons"
+)]
 pub fn check_tensor(
     name: &str,
     dtype: &str,

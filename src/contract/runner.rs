@@ -11,6 +11,10 @@ use tokio::sync::mpsc;
 
 /// What a runner tells a job's owner besides the worker's own events.
 #[derive(Debug, Clone)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "nearly every value is a worker event: boxing it would allocate for each one"
+)]
 pub enum JobEvent {
     /// An event from the worker.
     Worker(Event),

@@ -668,12 +668,12 @@ mod tests {
         // N = 6 slots; E = 4; BS = 4.
         let ids = HostTensor::from_i64("ids", "int32", vec![3, 2], &[2, 0, 2, 2, 0, 3]);
         let env = |nb: i128| ints(&[("E", 4), ("BS", 4), ("NB", nb)]);
-        let o = moe_align_block_size(&env(3), &[ids.clone()]).unwrap();
+        let o = moe_align_block_size(&env(3), std::slice::from_ref(&ids)).unwrap();
         assert_eq!(o[0].i64s(), vec![1, 4, 6, 6, 0, 2, 3, 6, 5, 6, 6, 6]);
         assert_eq!(o[1].i64s(), vec![0, 2, 3]);
         assert_eq!(o[2].i64s(), vec![12]);
         // A larger declared length is filled with the sentinel and expert −1.
-        let o = moe_align_block_size(&env(4), &[ids.clone()]).unwrap();
+        let o = moe_align_block_size(&env(4), std::slice::from_ref(&ids)).unwrap();
         assert_eq!(&o[0].i64s()[12..], &[6, 6, 6, 6]);
         assert_eq!(o[1].i64s(), vec![0, 2, 3, -1]);
         assert_eq!(o[2].i64s(), vec![12]);

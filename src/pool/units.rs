@@ -249,10 +249,10 @@ impl Actor {
             } => {
                 // The worker closes its unit's text with a note when it dropped some; the job's
                 // budget counts kernel output only, and the job says once that it dropped some.
-                if dropped > 0 {
-                    if let Some(t) = text.strip_suffix(&stdio::not_kept_note(dropped)) {
-                        text.truncate(t.len());
-                    }
+                if dropped > 0
+                    && let Some(t) = text.strip_suffix(&stdio::not_kept_note(dropped))
+                {
+                    text.truncate(t.len());
                 }
                 let mut keep = text.len().min(j.output_left);
                 while !text.is_char_boundary(keep) {

@@ -351,7 +351,7 @@ mod tests {
             ..k()
         };
         let f = classify(
-            &[p.clone()],
+            std::slice::from_ref(&p),
             Some(2.5),
             Some(Bottleneck::Compute),
             true,

@@ -277,20 +277,29 @@ pub fn run_ncu(
     Ok((kernels, source))
 }
 
+/// The GPU a profile runs on.
+#[derive(Debug, Clone, Copy)]
+pub struct Gpu<'a> {
+    /// Its index on this machine.
+    pub index: u32,
+    /// Its name, where known: it picks the hardware profile that judges the figures.
+    pub name: Option<&'a str>,
+}
+
 /// The `profile` command's work: build a one-shape job, profile it, classify.
 pub fn profile(
     suite: &Suite,
     p: &Problem,
     candidate: Source,
     shape_id: u32,
-    device: u32,
+    gpu: Gpu<'_>,
     opts: &NcuOptions,
-    device_name: Option<&str>,
     compile_resources: Option<&std::collections::BTreeMap<String, KernelResources>>,
 ) -> Result<Profile, String> {
     let t0 = Instant::now();
-    let hw =
-        device_name.and_then(|n| crate::suite::hardware::profile_for_device(&suite.hardware, n));
+    let hw = gpu
+        .name
+        .and_then(|n| crate::suite::hardware::profile_for_device(&suite.hardware, n));
     let job = crate::contract::job::build_job(
         p,
         candidate.clone(),
@@ -300,7 +309,7 @@ pub fn profile(
         Mode::Quick,
         hw,
     )?;
-    let (mut kernels, source) = run_ncu(opts, &job, device)?;
+    let (mut kernels, source) = run_ncu(opts, &job, gpu.index)?;
     if let Some(res) = compile_resources {
         for k in kernels.iter_mut() {
             if let Some(r) = res.get(&k.name) {

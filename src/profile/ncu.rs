@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(k.fp64_per_cycle, Some(0.0));
         // 260 MB in 307 µs is latency-bound, not memory-bound: the rules say why.
         let f = crate::profile::classify(
-            &[k.clone()],
+            std::slice::from_ref(k),
             Some(0.93),
             Some(crate::suite::roofline::Bottleneck::Memory),
             true,

@@ -28,6 +28,9 @@ fn svg(
     Ok(buf)
 }
 
+/// A chart with logarithmic axes, drawn as SVG.
+type LogLog<'a, 'b> = ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, LogCoord<f64>>>;
+
 /// A log-log chart on `root` over the given spans, its mesh drawn with the axes' descriptions
 /// (both roofline charts share this frame).
 fn loglog<'a, 'b>(
@@ -36,7 +39,7 @@ fn loglog<'a, 'b>(
     y: (f64, f64),
     x_desc: &str,
     y_desc: &str,
-) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<LogCoord<f64>, LogCoord<f64>>>, DrawErr> {
+) -> Result<LogLog<'a, 'b>, DrawErr> {
     let mut chart = ChartBuilder::on(root)
         .margin(10)
         .margin_right(20)

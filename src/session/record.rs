@@ -74,6 +74,10 @@ impl Recording {
     }
 
     /// Measures a recorded revision through the worker and records every result.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one measurement's inputs, as the `measure` command passes them"
+    )]
     pub async fn measure(
         &mut self,
         client: &dyn Runner,

@@ -310,12 +310,10 @@ pub fn scrub(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut i = 0;
     let starts_with = |v: &[char], at: usize, p: &str| -> bool {
-        let mut k = at;
-        for pc in p.chars() {
+        for (k, pc) in (at..).zip(p.chars()) {
             if k >= v.len() || v[k] != pc {
                 return false;
             }
-            k += 1;
         }
         true
     };

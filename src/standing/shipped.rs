@@ -40,7 +40,10 @@ struct Provenance {
 
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "the fields are read only to check each entry's form"
+)]
 struct CommentsOnly {
     document: String,
     source_sha256: String,

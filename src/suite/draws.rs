@@ -187,7 +187,7 @@ impl Pass {
             return Err("a row pass needs a tensor of 2 or more dimensions".into());
         }
         if let Pass::ZeroGroups(g) = self
-            && n % g != 0
+            && !n.is_multiple_of(*g)
         {
             return Err(format!("{n} elements are not whole groups of {g}"));
         }
@@ -280,12 +280,15 @@ pub(super) fn parse_draws(
     Ok(out)
 }
 
+/// A tensor's dtype and dims.
+pub(super) type DtypeDims = (String, Vec<u64>);
+
 /// Every draw's pass resolves in a shape's environment and applies to its inputs there.
 pub(super) fn check_draws(
     draws: &[DrawSpec],
     env: &expr::Env,
     shape: u32,
-    dims_of: &dyn Fn(&str) -> Result<(String, Vec<u64>), LoadError>,
+    dims_of: &dyn Fn(&str) -> Result<DtypeDims, LoadError>,
     e: &dyn Fn(&str, usize, String) -> LoadError,
 ) -> Result<(), LoadError> {
     for d in draws {

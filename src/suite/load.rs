@@ -408,6 +408,9 @@ fn parse_lets(
     Ok(lets)
 }
 
+/// Checks a dtype field (the field's name for the error): its dtype, or the error on its line.
+type CheckDtype<'a> = dyn Fn(&Spanned<String>, &str) -> Result<String, LoadError> + 'a;
+
 /// The `inputs` or `outputs` tensors (`kind`): unique names, known dtypes or `=expression`,
 /// shapes that parse, a known compare mode.
 fn parse_tensors(
@@ -417,7 +420,7 @@ fn parse_tensors(
     op: &str,
     text: &str,
     e: &dyn Fn(&str, usize, String) -> LoadError,
-    check_dtype: &dyn Fn(&Spanned<String>, &str) -> Result<String, LoadError>,
+    check_dtype: &CheckDtype<'_>,
 ) -> Result<Vec<TensorSpec>, LoadError> {
     let mut out = Vec::new();
     let mut names = BTreeSet::new();
@@ -637,7 +640,7 @@ fn check_evaluates(p: &Problem) -> Result<(), LoadError> {
                 });
             }
         }
-        let dims_of = |name: &str| -> Result<(String, Vec<u64>), LoadError> {
+        let dims_of = |name: &str| -> Result<super::draws::DtypeDims, LoadError> {
             let t = p
                 .inputs
                 .iter()

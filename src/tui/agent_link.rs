@@ -32,7 +32,7 @@ impl TuiSink {
 
 impl crate::agent::driver::Sink for TuiSink {
     fn record(&mut self, ev: SessionEvent) {
-        self.send(AgentMsg::Record(ev));
+        self.send(AgentMsg::Record(Box::new(ev)));
     }
     fn alloc_rev(&mut self, op: &str) -> u32 {
         self.ids.next_rev(op)

@@ -92,7 +92,7 @@ pub enum AppEvent {
 #[derive(Debug, Clone)]
 pub enum AgentMsg {
     /// A session event to record (revisions, measurements, decisions, state changes).
-    Record(SessionEvent),
+    Record(Box<SessionEvent>),
     /// Live text of a streaming LLM reply.
     Stream(String),
     /// A retry or a corrective message: the streamed text so far is void.

@@ -271,7 +271,10 @@ fn diag_lines(diags: &[&Diagnostic], t: &Theme, width: usize) -> Vec<Line<'stati
 
 /// Builds the diff of `new` against `old` (None: the full source of `new`), with syntax
 /// highlighting, changed words emphasised and diagnostics under their lines.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "both sides of the diff, each with its highlighting, and how to show them"
+)]
 pub fn build_diff(
     title: String,
     old: Option<&str>,

@@ -20,9 +20,9 @@ use super::state::AppState;
 use super::update::update;
 use super::workbench::WorkerState;
 use super::{agent_link, handover, standing_writer, startup, view};
+use crate::contract::protocol::{Event, Job, JobKind, Mode, Source, Verdict};
 use crate::contract::runner::{JobEvent, Runner};
 use crate::pool::Pool;
-use crate::contract::protocol::{Event, Job, JobKind, Mode, Source, Verdict};
 use crate::session::SessionWriter;
 use crate::session::model::LogLevel;
 use crate::suite::{Suite, Workspace};
@@ -684,7 +684,8 @@ async fn run_profile(
         code: j.source,
         defines: Default::default(),
     };
-    let resources = crate::contract::outcome::compile_resources(&client, &p, &cand, j.shape).await?;
+    let resources =
+        crate::contract::outcome::compile_resources(&client, &p, &cand, j.shape).await?;
     tokio::task::spawn_blocking(move || {
         let opts = match j.ncu {
             Some(ncu) => crate::profile::NcuOptions {
@@ -700,9 +701,11 @@ async fn run_profile(
             &p,
             cand,
             j.shape,
-            j.index,
+            crate::profile::Gpu {
+                index: j.index,
+                name: Some(&j.device),
+            },
             &opts,
-            Some(&j.device),
             resources.as_ref(),
         )
         .map(Box::new)

@@ -86,7 +86,7 @@ pub enum Modal {
         scroll: u16,
     },
     ConfirmQuit,
-    Steer(TextArea<'static>),
+    Steer(Box<TextArea<'static>>),
     Editor(Box<EditorState>),
     /// No GPU: the recorded sessions, to open one in replay.
     Sessions {

@@ -213,7 +213,10 @@ impl Run<'_> {
     }
 
     /// The shape's correctness check into `res`; whether the shape may be timed.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "one step of the job's loop: the shape, its kernels and where the results go"
+    )]
     fn check(
         &self,
         g: &mut Gpu,

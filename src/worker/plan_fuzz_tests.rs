@@ -329,7 +329,7 @@ fn run_case(
 #[test]
 fn hostile_plans_give_errors_never_panics_in_the_client_or_the_worker() {
     let seeds = seeds();
-    let mut r = SplitMix(0x5EED_0F_91A4);
+    let mut r = SplitMix(0x005E_ED0F_91A4);
     let mut panicked = Vec::new();
     let mut cases = 0;
     let mut tally = Tally::default();

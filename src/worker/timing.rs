@@ -138,7 +138,10 @@ impl Gpu {
     /// Times one shape: cold L2 (flush before every sample), rotating input sets, adaptive
     /// count; checks timed outputs and inputs as the module doc says. `reference` (with the
     /// `levels` the check reached) enables the output check.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the shape, its kernels, the levels reached and the job's controls (cancel, progress)"
+    )]
     pub(super) fn time_shape(
         &mut self,
         job: &Job,
@@ -287,7 +290,10 @@ impl Gpu {
 
     /// The rotating input sets, each with its inputs, their pristine copies, its outputs and
     /// the reference's outputs on these inputs (when checking); returns once they are ready.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the shape, its kernels and the buffers each set is built from"
+    )]
     fn timing_sets(
         &mut self,
         job: &Job,

@@ -1,5 +1,5 @@
 //! Shared helpers for integration tests.
-#![allow(dead_code)]
+#![allow(dead_code, reason = "each test binary uses some of these helpers")]
 
 use std::path::PathBuf;
 

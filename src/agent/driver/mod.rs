@@ -158,10 +158,10 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
             )),
             vec![],
         );
-        if self.incumbent_measure.is_none() || self.state.incumbent_s.is_none() {
-            if let Some(r) = self.measure_incumbent().await {
-                return r;
-            }
+        if (self.incumbent_measure.is_none() || self.state.incumbent_s.is_none())
+            && let Some(r) = self.measure_incumbent().await
+        {
+            return r;
         }
         loop {
             if let Some(r) = self.start_iteration() {
@@ -449,7 +449,10 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
         (ev, quick)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the fields of one history entry, as an iteration gathered them"
+    )]
     fn push_entry(
         &mut self,
         rev: u32,

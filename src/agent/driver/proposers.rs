@@ -78,7 +78,7 @@ impl Proposer for TunerProposer {
         _stream: &mut (dyn FnMut(Delta<'_>) + Send),
     ) -> Result<Proposal, ProposeError> {
         loop {
-            let Some((p, kind)) = self.search.next() else {
+            let Some((p, kind)) = self.search.next_point() else {
                 return Err(ProposeError::Exhausted);
             };
             let base = &self.search.bases[p.base];

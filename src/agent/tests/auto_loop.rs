@@ -255,7 +255,7 @@ async fn compile_errors_are_rejected_and_counted_toward_dropout() {
 fn search_without_a_start_score_still_moves() {
     let b = Base::from_source("k", FIXTURE).unwrap();
     let mut s = Search::new(vec![b], None, 0);
-    let (p, _) = s.next().unwrap();
+    let (p, _) = s.next_point().unwrap();
     s.report(&p, Some(0.1));
     assert!(s.best().is_some());
 }

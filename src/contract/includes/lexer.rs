@@ -411,9 +411,10 @@ impl Lexer {
         // Where the number ends when trailing separators are given back (gcc).
         let mut end = i;
         while let Some((c, k)) = self.get(i) {
-            let (last, k) = if ident_char(c) || (c == '.' && prev != '\'') {
-                (c, k)
-            } else if matches!(c, '+' | '-') && matches!(prev, 'e' | 'E' | 'p' | 'P') {
+            let (last, k) = if ident_char(c)
+                || (c == '.' && prev != '\'')
+                || (matches!(c, '+' | '-') && matches!(prev, 'e' | 'E' | 'p' | 'P'))
+            {
                 (c, k)
             } else if c == '\\'
                 && let Some((u, k)) = self.ucn(self.at(i))?

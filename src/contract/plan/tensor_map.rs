@@ -234,7 +234,7 @@ impl TensorMap {
         }
         // Boxes are at most 256 and esize at most 8: no overflow.
         let inner_bytes = boxes[0] * esize;
-        if self.interleave == Interleave::None && inner_bytes % 16 != 0 {
+        if self.interleave == Interleave::None && !inner_bytes.is_multiple_of(16) {
             return Err(err(format!(
                 "the box's inner dimension is {inner_bytes} bytes; it must be a multiple of 16"
             )));

@@ -77,7 +77,10 @@ impl ChunkDims {
 type StateOut = (Vec<f32>, Vec<f32>, Vec<f32>);
 
 /// The state pass.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the reference kernel's arguments, one parameter each"
+)]
 fn chunk_state_compute(
     d: ChunkDims,
     s: usize,

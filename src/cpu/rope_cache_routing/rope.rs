@@ -51,7 +51,10 @@ fn mrope_axis(f: usize, sec: &[usize], interleaved: bool) -> usize {
 /// Rotates the first R dims of every head (NeoX halves or GPT-J pairs) with c = cos[a(f), t, f],
 /// s = sin[a(f), t, f]: y1 = bf16(x1·c − x2·s), y2 = bf16(x2·c + x1·s) in f32 (Rust never
 /// contracts to FMA, like the reference's explicit _rn intrinsics). Dims ≥ R are copied.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the reference kernel's arguments, one parameter each"
+)]
 fn mrope_rotate(
     x: &[f32],
     cos: &[f32],

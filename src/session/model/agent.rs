@@ -79,7 +79,10 @@ impl Model {
 
 /// A tool call as the log shows it:
 /// `tool 2.3 run(diff +3 −1, shapes 0 3, quick) → pass · S_op 0.612 (2.1 s, GPU 2.0 s)`.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the fields of one log line, formatted together"
+)]
 pub fn tool_line(
     iteration: u32,
     call: u32,

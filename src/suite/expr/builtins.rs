@@ -43,7 +43,7 @@ pub(super) fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, Ex
             }
             Ok(best)
         }
-        "ceil" | "floor" => map1(&one(&vals)?, col, &|v| match v {
+        "ceil" | "floor" => map1(&one(&vals)?, &|v| match v {
             Value::Int(i) => Ok(Value::Int(*i)),
             Value::Float(x) => {
                 float_to_int(if name == "ceil" { x.ceil() } else { x.floor() }, col, name)
@@ -53,7 +53,7 @@ pub(super) fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, Ex
                 format!("`{name}` needs a number, got a {}", other.type_name()),
             ),
         }),
-        "sqrt" | "log2" | "exp" | "float" => map1(&one(&vals)?, col, &|v| {
+        "sqrt" | "log2" | "exp" | "float" => map1(&one(&vals)?, &|v| {
             let Some(x) = num(v) else {
                 return err(
                     col,
@@ -67,7 +67,7 @@ pub(super) fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, Ex
                 _ => x,
             }))
         }),
-        "int" => map1(&one(&vals)?, col, &|v| match num(v) {
+        "int" => map1(&one(&vals)?, &|v| match num(v) {
             Some(x) => float_to_int(x.trunc(), col, "int"),
             None => err(
                 col,
@@ -131,16 +131,11 @@ pub(super) fn call(name: &str, vals: Vec<Value>, col: usize) -> Result<Value, Ex
     }
 }
 
-fn map1(
-    v: &Value,
-    col: usize,
-    f: &dyn Fn(&Value) -> Result<Value, ExprError>,
-) -> Result<Value, ExprError> {
+/// `f` applied to every element of a list, nested lists included, or to a single value.
+fn map1(v: &Value, f: &dyn Fn(&Value) -> Result<Value, ExprError>) -> Result<Value, ExprError> {
     match v {
         Value::List(xs) => Ok(Value::List(
-            xs.iter()
-                .map(|x| map1(x, col, f))
-                .collect::<Result<_, _>>()?,
+            xs.iter().map(|x| map1(x, f)).collect::<Result<_, _>>()?,
         )),
         other => f(other),
     }

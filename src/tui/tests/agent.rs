@@ -61,7 +61,7 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         *category = Some("launch-config".into());
         *knowledge = vec!["hopper-h200".into(), "warp-per-row".into()];
     }
-    from_agent(&mut s, AgentMsg::Record(ev));
+    from_agent(&mut s, AgentMsg::Record(Box::new(ev)));
     assert_eq!(s.selected_rev().map(|r| r.rev), Some(4));
     let sc = screen(&s, 200, 50);
     assert!(
@@ -75,16 +75,16 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         9,
         &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
     ) {
-        from_agent(&mut s, AgentMsg::Record(e));
+        from_agent(&mut s, AgentMsg::Record(Box::new(e)));
     }
     from_agent(
         &mut s,
-        AgentMsg::Record(SessionEvent::AgentState {
+        AgentMsg::Record(Box::new(SessionEvent::AgentState {
             state: "waiting".into(),
             reason: Some("v4: accept (y), reject (n) or steer (s)".into()),
             op: Some("rms_norm".into()),
             masked: vec![],
-        }),
+        })),
     );
     assert!(screen(&s, 200, 50).contains("tuner on rms_norm: waiting"));
     // y decides for the agent too.
@@ -124,12 +124,12 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
     // A dropout shows in the header and the log.
     from_agent(
         &mut s,
-        AgentMsg::Record(SessionEvent::AgentState {
+        AgentMsg::Record(Box::new(SessionEvent::AgentState {
             state: "dropout".into(),
             reason: Some("asked by the engineer: 1 of 3 history entries masked (v3)".into()),
             op: Some("rms_norm".into()),
             masked: vec![3],
-        }),
+        })),
     );
     assert_eq!(s.work.model.agents["rms_norm"].masked, vec![3]);
     assert!(screen(&s, 200, 50).contains("(masked)"));
@@ -184,12 +184,12 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
     let state = |st: &str, reason: &str| {
         AppEvent::Agent(
             "rms_norm".into(),
-            AgentMsg::Record(SessionEvent::AgentState {
+            AgentMsg::Record(Box::new(SessionEvent::AgentState {
                 state: st.into(),
                 reason: Some(reason.into()),
                 op: Some("rms_norm".into()),
                 masked: vec![],
-            }),
+            })),
         )
     };
     send(
@@ -293,7 +293,10 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
     };
     send(
         &mut s,
-        vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(done))],
+        vec![AppEvent::Agent(
+            "rms_norm".into(),
+            AgentMsg::Record(Box::new(done)),
+        )],
     );
     let sc = screen(&s, 200, 50);
     assert!(
@@ -319,14 +322,14 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
         &mut s,
         vec![AppEvent::Agent(
             "rms_norm".into(),
-            AgentMsg::Record(revision(
+            AgentMsg::Record(Box::new(revision(
                 "rms_norm",
                 4,
                 Some(1),
                 Author::Model("kernel-model".into()),
                 "the marker",
                 "// v4\n",
-            )),
+            ))),
         )],
     );
     let a = &s.work.agents["rms_norm"];

@@ -49,12 +49,12 @@ fn pool() -> PoolStatus {
 fn agent_state(op: &str, state: &str, reason: &str) -> AppEvent {
     AppEvent::Agent(
         op.into(),
-        AgentMsg::Record(SessionEvent::AgentState {
+        AgentMsg::Record(Box::new(SessionEvent::AgentState {
             state: state.into(),
             reason: Some(reason.into()),
             op: Some(op.into()),
             masked: vec![],
-        }),
+        })),
     )
 }
 

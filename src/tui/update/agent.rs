@@ -11,6 +11,7 @@ use crate::tui::workbench::{AgentView, TOOL_LINES, ToolLine};
 pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effect> {
     match m {
         AgentMsg::Record(ev) => {
+            let ev = *ev;
             let select = match &ev {
                 SessionEvent::Revision { op: rop, rev, .. } => {
                     if let Some(a) = state.work.agents.get_mut(op) {

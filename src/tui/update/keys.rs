@@ -180,7 +180,7 @@ pub(crate) fn on_action(state: &mut AppState, a: Action) -> Vec<Effect> {
             ta.set_placeholder_text(
                 "a hint for the agent's next iteration, e.g. \"use one warp per row\"",
             );
-            state.view.modal = Modal::Steer(ta);
+            state.view.modal = Modal::Steer(Box::new(ta));
         }
         Action::Measure => return measure_selected(state),
         Action::Edit => open_editor(state),

@@ -192,7 +192,8 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
                 sm_clock_mhz: d.sm_clock_mhz,
             };
             let prof =
-                crate::suite::hardware::profile_for_device(&state.work.suite.hardware, &d.name).cloned();
+                crate::suite::hardware::profile_for_device(&state.work.suite.hardware, &d.name)
+                    .cloned();
             if state.work.replay.is_none() {
                 if let Some(p) = prof {
                     state.work.hw = Some(p);

@@ -2,23 +2,26 @@
 //!
 //! Modules in layers, lowest first (docs/architecture.md, "Layers"): a module uses only those
 //! of its own layer or below, which `tests/layers.rs` checks.
+//!
+//! A module is public only where the binary (`cli::main`) or an integration test in tests/
+//! names it; every other module is `pub(crate)`, so that code nothing calls is reported.
 
 pub mod agent;
 pub mod cli;
-pub mod config;
+pub(crate) mod config;
 pub mod contract;
 pub mod cpu;
-pub mod error;
-pub mod export;
-pub mod fingerprint;
+pub(crate) mod error;
+pub(crate) mod export;
+pub(crate) mod fingerprint;
 pub mod pool;
-pub mod profile;
-pub mod report;
+pub(crate) mod profile;
+pub(crate) mod report;
 pub mod session;
 pub mod standing;
 pub mod suite;
-pub mod tui;
-pub mod utc;
+pub(crate) mod tui;
+pub(crate) mod utc;
 pub mod worker;
 
 #[cfg(test)]

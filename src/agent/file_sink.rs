@@ -26,6 +26,7 @@ pub struct FileSink {
 }
 
 impl FileSink {
+    #[cfg(test)]
     pub fn new(recording: Recording, verbose: bool) -> FileSink {
         FileSink::shared(Arc::new(Mutex::new(recording)), verbose)
     }

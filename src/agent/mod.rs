@@ -5,18 +5,18 @@
 //! on promising ones) and decides (a human gate, or the auto rule: strict 5-seed correctness
 //! and a gain above the measured noise in an A B B A re-measurement).
 
-pub mod config;
-pub mod context;
-pub mod driver;
-pub mod file_sink;
+pub(crate) mod config;
+pub(crate) mod context;
+pub(crate) mod driver;
+pub(crate) mod file_sink;
 pub mod knowledge;
-pub mod llm;
-pub mod patch;
-pub mod reply;
-pub mod setup;
-pub mod tool_refusal;
-pub mod tools;
-pub mod tuner;
+pub(crate) mod llm;
+pub(crate) mod patch;
+pub(crate) mod reply;
+pub(crate) mod setup;
+pub(crate) mod tool_refusal;
+pub(crate) mod tools;
+pub(crate) mod tuner;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

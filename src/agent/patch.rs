@@ -150,6 +150,7 @@ pub fn apply(source: &str, diff: &str) -> Result<String, String> {
 }
 
 /// A unified diff of two sources (for history entries and prompts).
+#[cfg(test)]
 pub fn unified(old: &str, new: &str, context: usize) -> String {
     similar::TextDiff::from_lines(old, new)
         .unified_diff()

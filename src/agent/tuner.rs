@@ -134,14 +134,17 @@ impl Search {
         self.bases[p.base].tune.len() + usize::from(self.multi())
     }
 
+    #[cfg(test)]
     pub fn measured_count(&self) -> usize {
         self.measured.len()
     }
 
+    #[cfg(test)]
     pub fn is_measured(&self, p: &Point) -> bool {
         self.measured.contains_key(p)
     }
 
+    #[cfg(test)]
     pub fn best(&self) -> Option<(Point, f64)> {
         self.measured
             .iter()

@@ -38,8 +38,6 @@ pub struct ConfigReport {
     pub problems: Vec<String>,
     /// The agent's backend as configured (after the environment), without secrets.
     pub llm: String,
-    /// Why the settings file's API key is not used (a file others can read), when it is not.
-    pub key_refused: Option<String>,
 }
 
 /// Checks the settings file (`--config`, else the default) as the TUI and `agent` read it.
@@ -114,7 +112,6 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
         state,
         problems,
         llm,
-        key_refused,
     }
 }
 

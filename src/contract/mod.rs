@@ -17,11 +17,11 @@
 
 pub mod compare;
 pub mod draws;
-pub mod includes;
+pub(crate) mod includes;
 pub mod job;
-pub mod kernels;
-pub mod outcome;
+pub(crate) mod kernels;
+pub(crate) mod outcome;
 pub mod plan;
 pub mod protocol;
 pub mod runner;
-pub mod stats;
+pub(crate) mod stats;

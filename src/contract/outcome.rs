@@ -171,6 +171,7 @@ pub fn s_op_of<'a>(results: impl IntoIterator<Item = &'a ShapeResult>) -> f64 {
 
 /// S_op under the benchmark's own rule: a shape counts only when it also passed the
 /// benchmark-compatible level on every seed (for fp8 outputs NaN never equals NaN there).
+#[cfg(test)]
 pub fn s_op_bench_of<'a>(results: impl IntoIterator<Item = &'a ShapeResult>) -> f64 {
     padded(results, &[], |r| r.verdict == Verdict::Pass && r.bench_ok)
 }

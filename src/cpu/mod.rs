@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 mod attention;
 mod delta_rule;
-pub mod fp8;
+pub(crate) mod fp8;
 mod moe_gemm;
 mod norms_quant;
 mod pilots;
@@ -199,10 +199,6 @@ pub fn all() -> Vec<CpuOp> {
     v.extend(norms_quant::ops());
     v.extend(rope_cache_routing::ops());
     v
-}
-
-pub fn find(op: &str) -> Option<CpuOp> {
-    all().into_iter().find(|c| c.name == op)
 }
 
 /// Builds a parameter map from pairs.

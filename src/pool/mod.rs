@@ -19,20 +19,19 @@
 mod actor;
 pub mod client;
 pub mod config;
-pub mod guard;
+pub(crate) mod guard;
 mod handle;
-pub mod handshake;
+pub(crate) mod handshake;
 pub mod launch_command;
 mod process;
-pub mod scheduler;
-pub mod spread;
+pub(crate) mod scheduler;
+pub(crate) mod spread;
 mod status;
-pub mod stop;
+pub(crate) mod stop;
 mod units;
 
-pub use actor::{MAX_BACKOFF, MAX_CONSECUTIVE_LOST, backoff};
-pub use handle::{JOIN_LATER, Lease, Pool, PoolOptions};
-pub use status::{HostCount, PoolStatus, SeatState, WorkerStatus};
+pub use handle::{Lease, Pool, PoolOptions};
+pub use status::{PoolStatus, SeatState, WorkerStatus};
 
 /// The async runtime that worker clients, the TUI's tasks and the agent run on.
 pub fn runtime() -> Result<tokio::runtime::Runtime, String> {

@@ -119,6 +119,7 @@ impl Queue {
         self.pending.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }

@@ -23,6 +23,7 @@ pub fn demo(name: &str) -> Option<&'static str> {
 
 /// Loads a session file; a path that does not exist but names a built-in session (by its file
 /// name) loads the built-in copy.
+#[cfg(test)]
 pub fn load_file_or_demo(path: &Path) -> Result<Loaded, super::store::SessionError> {
     if !path.exists()
         && let Some(text) = path.file_name().and_then(|n| n.to_str()).and_then(demo)

@@ -31,7 +31,6 @@ pub fn lock_path(session: &Path) -> PathBuf {
 #[derive(Debug)]
 pub struct SessionLock {
     _file: File,
-    path: PathBuf,
 }
 
 impl SessionLock {
@@ -78,12 +77,7 @@ impl SessionLock {
         f.write_all(format!("{}\n", holder_line()).as_bytes())
             .map_err(io)?;
         f.flush().map_err(io)?;
-        Ok(SessionLock { _file: f, path })
-    }
-
-    /// The lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(SessionLock { _file: f })
     }
 }
 

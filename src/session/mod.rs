@@ -2,20 +2,20 @@
 //! rebuilds the state from it, and the headless replay summary.
 
 mod canonical;
-pub mod demos;
-pub mod error;
-pub mod event;
-pub mod lock;
-pub mod model;
-pub mod record;
-pub mod recorder;
-pub mod store;
-pub mod timeline;
-pub mod translate;
+pub(crate) mod demos;
+pub(crate) mod error;
+pub(crate) mod event;
+pub(crate) mod lock;
+pub(crate) mod model;
+pub(crate) mod record;
+pub(crate) mod recorder;
+pub(crate) mod store;
+pub(crate) mod timeline;
+pub(crate) mod translate;
 
 pub use event::{Author, DecidedBy, Decision, FORMAT_VERSION, Record, SessionEvent, ToolSpent};
 pub use lock::SessionLock;
-pub use model::{Model, OpStatus, RevVerdict};
+pub use model::{Model, RevVerdict};
 pub use record::Recording;
 pub use recorder::{Ids, Recorder};
 pub use store::{Loaded, SessionWriter, load, parse_line, parse_text, scrub};
@@ -25,6 +25,7 @@ use crate::suite::{PhaseFilter, Suite};
 use serde_json::json;
 
 /// The `replay --json` document: revisions, best S per operator, decisions.
+#[cfg(test)]
 pub fn summary(suite: &Suite, loaded: &Loaded, model: &Model) -> serde_json::Value {
     let records: Vec<&Record> = loaded.records.iter().collect();
     summarize(suite, loaded, records.len(), &records, model)

@@ -441,6 +441,7 @@ impl SessionWriter {
     }
 
     /// Whether the file exists yet.
+    #[cfg(test)]
     pub fn is_written(&self) -> bool {
         self.file.is_some()
     }

@@ -1,4 +1,5 @@
 use super::fixtures::*;
+use super::model::OpStatus;
 use super::*;
 use crate::suite::PhaseFilter;
 

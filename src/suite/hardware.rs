@@ -39,13 +39,6 @@ pub struct HardwareProfile {
     pub file: String,
 }
 
-impl HardwareProfile {
-    /// The ridge point (FLOP per byte) of a dtype path.
-    pub fn ridge(&self, dtype: &str) -> Option<f64> {
-        self.peak_flops.get(dtype).map(|p| p / self.hbm_bytes_per_s)
-    }
-}
-
 /// Parses one hardware profile.
 pub fn parse(file: &str, text: &str) -> Result<HardwareProfile, LoadError> {
     let raw: RawHardware = toml::from_str(text).map_err(|e| toml_error(file, None, text, e))?;

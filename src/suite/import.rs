@@ -36,7 +36,6 @@ fn read_json(path: &Path) -> Result<serde_json::Value, String> {
 
 /// Benchmark data of one operator.
 pub struct BenchOp {
-    pub name: String,
     pub importance: Option<f64>,
     /// shape id → merged params (init_kwargs then input_kwargs).
     pub shapes: BTreeMap<u32, BTreeMap<String, Value>>,
@@ -143,7 +142,6 @@ pub fn read_bench_op(data: &Path, name: &str) -> Result<BenchOp, String> {
         }
     }
     Ok(BenchOp {
-        name: name.to_string(),
         importance,
         shapes,
         roofline,

@@ -8,9 +8,9 @@
 //! job's source is `contract::kernels`'.
 
 mod draws;
-pub mod dtype;
-pub mod expr;
-pub mod hardware;
+pub(crate) mod dtype;
+pub(crate) mod expr;
+pub(crate) mod hardware;
 pub mod import;
 mod load;
 mod phase;
@@ -18,14 +18,12 @@ mod problem;
 pub mod roofline;
 mod source;
 
-pub use draws::{DrawSpec, PASS_KINDS, Pass, fp8_code};
+pub use draws::{Pass, fp8_code};
 pub(crate) use load::toml_error;
 pub use load::{LoadError, line_of, parse_problem};
-pub use phase::{Phase, PhaseFilter};
-pub use problem::{
-    DTYPES, ParamDecl, Problem, Shape, SrcExpr, TensorSpec, Tolerance, WorkQ, dtype_size,
-};
-pub use source::{EMBEDDED_KNOWLEDGE, EMBEDDED_PROBLEMS, SuiteSource, Workspace};
+pub use phase::PhaseFilter;
+pub use problem::{DTYPES, Problem, Shape, TensorSpec, WorkQ, dtype_size};
+pub use source::{EMBEDDED_KNOWLEDGE, SuiteSource, Workspace};
 
 use hardware::HardwareProfile;
 use load::RawSuite;

@@ -144,13 +144,6 @@ pub struct ByRule {
 }
 
 impl ByRule {
-    pub fn under(&self, rule: Rule) -> f64 {
-        match rule {
-            Rule::Strict => self.strict,
-            Rule::Benchmark => self.benchmark,
-        }
-    }
-
     /// Both, each named: "0.313 strict · 0.304 benchmark rule" (`rule`: how the second is
     /// named, e.g. "bench rule" where room is short).
     pub fn named(&self, rule: &str) -> String {
@@ -174,12 +167,6 @@ pub fn s_agg_by_rule(
         strict: s_agg(suite, phase, strict),
         benchmark: s_agg(suite, phase, benchmark),
     }
-}
-
-/// Arithmetic intensity, FLOP per byte.
-pub fn intensity(w: &WorkQ) -> f64 {
-    let b = w.bytes();
-    if b > 0.0 { w.total_flops() / b } else { 0.0 }
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@ use crate::contract::runner::JobEvent;
 use crate::session::model::{Brief, LogLevel, Place};
 use crate::session::{Decision, SessionEvent};
 use crate::tui::highlight::Highlighter;
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::KeyEvent;
+#[cfg(test)]
+use crossterm::event::{KeyCode, KeyModifiers};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -206,11 +208,13 @@ pub struct SessionFile {
     pub events: Option<usize>,
 }
 
-/// A key press, for tests and the runtime.
+/// A key press, for tests.
+#[cfg(test)]
 pub fn press(code: KeyCode) -> AppEvent {
     AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE))
 }
 
+#[cfg(test)]
 pub fn press_ctrl(c: char) -> AppEvent {
     AppEvent::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL))
 }

@@ -448,6 +448,7 @@ fn bar_hints(state: &AppState) -> Vec<&'static Hint> {
 }
 
 /// The key bar: the keys of what has focus now.
+#[cfg(test)]
 pub fn key_bar(state: &AppState) -> Vec<(&'static str, &'static str)> {
     key_bar_within(state, usize::MAX)
 }

@@ -120,7 +120,6 @@ impl AppState {
             pos,
             playing: false,
             speed: 2,
-            warnings,
             asked: None,
             ended,
             back: None,

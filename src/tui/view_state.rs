@@ -40,18 +40,6 @@ pub const PANES: [PaneId; 5] = [
     PaneId::Log,
 ];
 
-impl PaneId {
-    pub fn title(self) -> &'static str {
-        match self {
-            PaneId::Operators => "operators",
-            PaneId::Revisions => "revisions",
-            PaneId::Diff => "diff",
-            PaneId::Gauges => "shapes",
-            PaneId::Log => "log",
-        }
-    }
-}
-
 /// What the code pane compares the selected revision with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DiffMode {

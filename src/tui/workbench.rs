@@ -126,7 +126,6 @@ pub struct Replay {
     pub pos: usize,
     pub playing: bool,
     pub speed: usize,
-    pub warnings: Vec<String>,
     /// The briefs last asked to be read whole (operator, revision, measurement, places).
     pub asked: Option<(String, u32, u64, Vec<Place>)>,
     /// The measurements the file ends (`measure_done`), anywhere in it: any other measurement
@@ -370,6 +369,7 @@ impl Workbench {
     }
 
     /// S_agg over a phase view: stale and unmeasured operators count 0.
+    #[cfg(test)]
     pub fn s_agg(&self, phase: PhaseFilter) -> f64 {
         let s_ops: BTreeMap<String, f64> = self
             .suite

@@ -10,6 +10,7 @@ pub struct TunerProposer {
 
 impl TunerProposer {
     /// A tuner over given bases (the first one is the incumbent).
+    #[cfg(test)]
     pub fn with_bases(bases: Vec<Base>, incumbent_s: Option<f64>, seed: u64) -> TunerProposer {
         TunerProposer {
             search: Search::new(bases, incumbent_s, seed),

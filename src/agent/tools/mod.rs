@@ -23,7 +23,7 @@ pub mod schema;
 pub mod stream;
 pub mod wire;
 
-pub use args::{Call, Code};
+pub use args::Call;
 pub use budget::ToolSettings;
 
 use super::llm::Delta;

@@ -108,10 +108,6 @@ impl CallStream {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.calls.is_empty()
-    }
-
     /// The calls, in order; Err names the first call the stream cut short.
     pub fn into_calls(self) -> Result<Vec<ToolUse>, String> {
         if let Some(c) = self.calls.iter().find(|c| !c.done) {

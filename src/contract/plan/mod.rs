@@ -21,7 +21,7 @@ mod tensor_map;
 pub use parse::parse;
 
 pub use tensor_map::{
-    Interleave, L2Promotion, OobFill, ResolvedTensorMap, Swizzle, TMA_DTYPES, TensorMap,
+    Interleave, L2Promotion, OobFill, ResolvedTensorMap, Swizzle, TensorMap,
     tma_dtype_size as tensor_map_dtype_size,
 };
 

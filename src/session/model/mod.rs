@@ -375,13 +375,6 @@ pub struct AgentRun {
     pub masked: Vec<u32>,
 }
 
-impl AgentRun {
-    /// Whether the agent is at work (not stopped).
-    pub fn active(&self) -> bool {
-        self.state != "stopped"
-    }
-}
-
 /// The state of a session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Model {

@@ -84,14 +84,6 @@ impl Slot {
 pub struct Results(BTreeMap<u32, Slot>);
 
 impl Results {
-    /// A shape's whole result (None also while it is only a brief).
-    pub fn get(&self, shape: &u32) -> Option<&ShapeResult> {
-        match self.0.get(shape)? {
-            Slot::Whole(r, _) => Some(r),
-            Slot::Brief(_) => None,
-        }
-    }
-
     /// The whole results, by shape id (briefs left out).
     pub fn values(&self) -> impl Iterator<Item = &ShapeResult> {
         self.0.values().filter_map(|s| match s {

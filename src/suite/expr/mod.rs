@@ -19,7 +19,7 @@ mod parse;
 mod tests;
 mod value;
 
-pub use parse::{Expr, MAX_DEPTH, MAX_LEN, parse};
+pub use parse::{Expr, MAX_LEN, parse};
 pub use value::Value;
 
 use std::collections::BTreeMap;

@@ -1,5 +1,6 @@
 //! Unit tests of the expression language.
 
+use super::parse::MAX_DEPTH;
 use super::*;
 
 fn ev(s: &str) -> Value {

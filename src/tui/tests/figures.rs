@@ -469,7 +469,7 @@ fn a_measurement_cut_off_is_shown_interrupted() {
     select(&mut s, "silu_and_mul");
     assert_eq!(
         s.work.model.ops["silu_and_mul"].status(),
-        crate::session::OpStatus::Interrupted
+        crate::session::model::OpStatus::Interrupted
     );
     let out = screen(&s, 160, 45);
     assert!(out.contains("◌ cut off"), "{out}");

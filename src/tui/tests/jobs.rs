@@ -28,7 +28,7 @@ fn measure_streams_results_into_the_state() {
     );
     assert_eq!(
         s.work.model.ops["rms_norm"].status(),
-        crate::session::OpStatus::Measuring
+        crate::session::model::OpStatus::Measuring
     );
     assert!(screen(&s, 200, 50).contains("◔ measuring rms_norm v0"));
     send(

@@ -351,7 +351,7 @@ fn operators_with_revisions_are_not_untouched() {
     )]);
     assert_eq!(
         s.work.model.ops["silu_and_mul"].status(),
-        crate::session::OpStatus::Pending
+        crate::session::model::OpStatus::Pending
     );
     let s = fixture_state(vec![
         revision(
@@ -371,7 +371,7 @@ fn operators_with_revisions_are_not_untouched() {
     ]);
     assert_eq!(
         s.work.model.ops["silu_and_mul"].status(),
-        crate::session::OpStatus::Tried
+        crate::session::model::OpStatus::Tried
     );
     let text = screen(&s, 200, 50);
     assert!(text.contains("○ tried"), "{text}");

@@ -22,12 +22,12 @@ use crate::tui::state::AppState;
 use crate::tui::view_state::Modal;
 use crate::tui::workbench::WorkerState;
 use agent::on_agent;
-pub use decide::offered_rev;
 use editor::on_file;
 use jobs::{on_job, on_profiled};
 use keys::on_key;
 use panes::{keep_log_view, log_mark, on_resize};
-pub use replay::replay_seek;
+#[cfg(test)]
+pub(crate) use replay::replay_seek;
 use replay::{behind, replay_step};
 use standing::standing_at_hello;
 

@@ -27,13 +27,13 @@ use confirm::draw_confirm;
 pub(crate) use diff::draw_diff;
 use editor::draw_editor;
 use footer::draw_footer;
-pub use header::agent_label;
 pub(crate) use header::{draw_header, header_height};
 use help::draw_help;
-pub use layout::{Areas, OpTable, areas, code_cols, diff_rows, left_width, log_size};
+#[cfg(test)]
+pub(crate) use layout::left_width;
+pub use layout::{OpTable, areas, code_cols, diff_rows, log_size};
 pub(crate) use log::draw_log;
 pub(crate) use operators::draw_operators;
-pub use operators::sparkline;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;

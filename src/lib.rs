@@ -5,11 +5,14 @@
 //!
 //! A module is public only where the binary (`cli::main`) or an integration test in tests/
 //! names it; every other module is `pub(crate)`, so that code nothing calls is reported.
+//! `cpu` (CPU implementations of the operators, for the tests' cross-checks) is compiled only
+//! for tests: in unit tests, and with the `cpu` feature, which `cargo test` turns on.
 
 pub mod agent;
 pub mod cli;
 pub(crate) mod config;
 pub mod contract;
+#[cfg(any(test, feature = "cpu"))]
 pub mod cpu;
 pub(crate) mod error;
 pub(crate) mod export;

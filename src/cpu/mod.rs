@@ -1,6 +1,8 @@
 //! CPU implementations of the operators, for reduced shapes: tests check them on their own
 //! properties, and on the GPU the reference kernels must agree with them
-//! (tests/gpu_cpu.rs, through `dump` jobs that return a kernel's inputs and outputs).
+//! (tests/gpu_cpu.rs, through `dump` jobs that return a kernel's inputs and outputs). Compiled
+//! only for tests (unit tests, or the `cpu` feature that `cargo test` turns on), never into the
+//! binary.
 
 use crate::suite::expr::{Env, Value};
 use std::collections::BTreeMap;

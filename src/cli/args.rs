@@ -339,7 +339,7 @@ pub enum Command {
 }
 
 #[cfg(test)]
-mod help_tests {
+mod tests {
     use super::*;
     use clap::CommandFactory;
 

@@ -235,5 +235,3 @@ pub fn is_identifier(s: &str) -> bool {
 mod testkit;
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod when_tests;

@@ -376,5 +376,4 @@ pub fn load(ws: &Path, suite: &Suite, hardware: &str) -> (Option<Peers>, Vec<Str
 }
 
 #[cfg(test)]
-#[path = "peers_tests.rs"]
 mod tests;

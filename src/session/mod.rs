@@ -153,7 +153,4 @@ fn summarize(
 mod tests;
 
 #[cfg(test)]
-mod timeline_tests;
-
-#[cfg(test)]
 pub mod fixtures;

@@ -71,11 +71,6 @@ pub fn hostname() -> String {
     }
 }
 
-#[cfg(test)]
-mod hostile_plan_tests;
-#[cfg(test)]
-mod plan_fuzz_tests;
-
 pub use compile::Compiler;
 use compile::*;
 pub use device::probe;
@@ -421,9 +416,4 @@ pub fn main(device: u32) -> i32 {
 }
 
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn this_machine_has_a_name() {
-        assert!(!super::hostname().is_empty());
-    }
-}
+mod tests;

@@ -184,6 +184,4 @@ pub fn define_options(defines: &BTreeMap<String, Value>) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod size_tests;
-#[cfg(test)]
 mod tests;

@@ -3,9 +3,9 @@
 //! resolves in the Python runtime and in the C++ launcher as the harness resolves it; and the
 //! runtimes refuse a condition that is NaN, and a shape on which no launch runs, naming the line.
 
-use super::testkit;
-use super::tests::{PY_STUB, compare, cpp_assign, harness_plan, py_cases, suite};
-use super::*;
+use super::{PY_STUB, compare, cpp_assign, harness_plan, py_cases, suite};
+use crate::export::testkit;
+use crate::export::*;
 use crate::suite::expr::Value;
 use std::process::Command;
 

@@ -1,11 +1,11 @@
 //! The hostile plans of tests/kernels, read from their files: refused with a plan error naming
 //! the line, in the client (`--define` rewrites the plan) and in the worker, without a GPU.
 
-use super::compile::plan_and_defines;
-use super::shape_plan;
 use crate::contract::plan;
 use crate::contract::protocol::Source;
 use crate::suite::{Suite, SuiteSource};
+use crate::worker::compile::plan_and_defines;
+use crate::worker::shape_plan;
 
 fn kernel(file: &str) -> Source {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,13 +2,16 @@
 //! every template of the knowledge base) exported in both formats, and on every shape the plan that the exported Python (binding from
 //! tensors that look like the benchmark's, then resolution) and the exported C++ header (from
 //! the parameters) compute, compared line by line with the harness's own resolution. Also the
-//! refusals: a plan that does not resolve on a shape, a plan error with its line.
+//! refusals: a plan that does not resolve on a shape, a plan error with its line. `when`:
+//! launches that run on some shapes only, in both exports.
 
 use super::testkit::{self, describe};
 use super::*;
 use crate::contract::plan::ResolvedLaunch;
 use crate::suite::{SuiteSource, expr::Value};
 use std::process::Command;
+
+mod when;
 
 pub(super) fn suite() -> Suite {
     Suite::load(SuiteSource::Embedded).expect("the built-in suite loads")

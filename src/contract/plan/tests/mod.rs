@@ -1,7 +1,10 @@
-//! Launch plans: parsing, resolving per shape, tensor maps and clusters, errors on their lines.
+//! Launch plans: parsing, resolving per shape, tensor maps and clusters, errors on their lines;
+//! `size`: the sizes computed from a plan are checked arithmetic.
 
 use super::*;
 use crate::suite::expr::Env;
+
+mod size;
 
 const SRC: &str = r#"// a kernel
 /* atrex:plan
@@ -108,7 +111,7 @@ fn unknown_scalar_without_type_is_rejected_at_resolve() {
     );
 }
 
-const TMA: &str = include_str!("../../../knowledge/templates/silu_and_mul_tma.cu");
+const TMA: &str = include_str!("../../../../knowledge/templates/silu_and_mul_tma.cu");
 
 fn tma_env(t: i64, d: i64) -> Env {
     let mut e = Env::new();

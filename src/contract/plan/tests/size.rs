@@ -1,7 +1,7 @@
 //! Sizes computed from a plan are checked arithmetic: a value that does not fit, a negative
 //! size, NaN or infinity is a plan error on its line, never a wrap, a saturation or a panic.
 
-use super::*;
+use crate::contract::plan::*;
 use crate::suite::expr::Env;
 
 /// A one-launch plan with the given grid, block, cluster, arguments and scratch size.

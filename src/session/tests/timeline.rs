@@ -1,10 +1,10 @@
 //! The fast reading of canonical lines and the lazy timeline give what the generic path and
 //! whole records give.
 
-use super::model::Model;
-use super::store::parse_generic;
-use super::timeline::{self, Kept, Timeline};
-use super::*;
+use crate::session::model::Model;
+use crate::session::store::parse_generic;
+use crate::session::timeline::{self, Kept, Timeline};
+use crate::session::*;
 use crate::suite::{Suite, SuiteSource};
 use std::path::{Path, PathBuf};
 

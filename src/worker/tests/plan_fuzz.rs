@@ -4,12 +4,12 @@
 //! case must give Ok or an error; a panic is reported with the case that caused it (a stack
 //! overflow would abort the test binary: the parser's limits make it impossible).
 
-use super::compile::plan_and_defines;
-use super::shape_plan;
 use crate::agent::SplitMix;
 use crate::contract::plan::{self, PLAN_START};
 use crate::contract::protocol::{ShapeJob, Source};
 use crate::suite::{Suite, SuiteSource};
+use crate::worker::compile::plan_and_defines;
+use crate::worker::shape_plan;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// A template: its operator, source and the job shapes it is resolved on.

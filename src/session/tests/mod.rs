@@ -1,7 +1,12 @@
+//! The session module's unit tests: events, the reducer, the store and the recorder here;
+//! `timeline` for the fast reading of canonical lines and the lazy timeline.
+
 use super::fixtures::*;
 use super::model::OpStatus;
 use super::*;
 use crate::suite::PhaseFilter;
+
+mod timeline;
 
 fn tmpdir(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("atrex-session-{name}-{}", std::process::id()));

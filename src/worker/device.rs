@@ -54,8 +54,8 @@ impl Drop for DevBuf {
             .remove(&self.ptr);
         // A free that fails leaves nothing to do: the context is going away with it.
         // SAFETY: `ptr` came from cuMemAlloc in `new` and is freed only here, once (a DevBuf is
-        // neither Clone nor Copy); cuMemFree waits for the device's work in flight before it
-        // frees, so no enqueued kernel or copy is cut off. The context is still current: it is
+        // neither Clone nor Copy); cuMemFree synchronises with the context's work in flight
+        // before it frees, so no enqueued kernel or copy is cut off. The context is still current: it is
         // never released.
         if unsafe { cu::free_sync(self.ptr) }.is_err() {}
     }

@@ -36,7 +36,7 @@ pub struct Settings {
     pub agent: AgentSettings,
     /// The `[[workers]]` tables: workers started by launch templates (docs/cluster.md); none:
     /// one local worker per GPU.
-    pub workers: Vec<crate::engine::workers::WorkerEntry>,
+    pub workers: Vec<crate::pool::config::WorkerEntry>,
 }
 
 /// The file's top level as written: everything but `[agent]`, which is parsed on its own so
@@ -58,7 +58,7 @@ struct RawSettings {
     /// Parsed on its own by `parse_agent`.
     #[serde(rename = "agent")]
     _agent: Option<toml::Value>,
-    /// Parsed on its own by `engine::workers::parse_settings`.
+    /// Parsed on its own by `pool::config::parse_settings`.
     #[serde(rename = "workers")]
     _workers: Option<toml::Value>,
 }
@@ -250,7 +250,7 @@ impl Settings {
             problems.push(e);
             AgentSettings::default()
         });
-        let workers = crate::engine::workers::parse_settings(file, text).unwrap_or_else(|e| {
+        let workers = crate::pool::config::parse_settings(file, text).unwrap_or_else(|e| {
             problems.push(e);
             Vec::new()
         });
@@ -322,6 +322,13 @@ impl Settings {
     pub fn default_path() -> Option<PathBuf> {
         config_dir().map(|d| d.join("config.toml"))
     }
+}
+
+/// The settings file a command reads (`--config`, else the default).
+pub fn settings_path(config: Option<&Path>) -> Option<PathBuf> {
+    config
+        .map(|p| p.to_path_buf())
+        .or_else(Settings::default_path)
 }
 
 /// Parses the `[agent]` table of a settings text; errors name the file, the line and `[agent]`.

@@ -1,7 +1,10 @@
-//! Typed errors of the settings and of session files. Other domains keep theirs beside their
-//! code (`suite::LoadError`, `engine::plan::PlanError`, `suite::expr::ExprError`,
-//! `engine::worker::device::GpuError`); a command turns any of them into its message and exit
-//! code at the edge (`cli`).
+//! Typed errors of the settings: `ConfigError`, shared by the settings file (`config`) and the
+//! `[[workers]]` tables it holds (`pool::config`). Other domains keep theirs beside their code
+//! (`suite::LoadError`, `contract::plan::PlanError`, `suite::expr::ExprError`,
+//! `worker::device::GpuError`, `session::error::SessionError`); a command turns any of them into
+//! its message and exit code at the edge (`cli`).
+//!
+//! Invariant: this module uses no other module of the crate (it is of the lowest layer).
 
 use std::path::PathBuf;
 
@@ -32,64 +35,9 @@ pub enum ConfigError {
     KeyFileNotPrivate { file: PathBuf, mode: u32 },
 }
 
-/// A session file could not be read, continued or written. Every message names the file (and
-/// the line where there is one) and says whether anything was changed.
-#[derive(Debug, thiserror::Error)]
-pub enum SessionError {
-    #[error("{}: {source}", file.display())]
-    Io {
-        file: PathBuf,
-        source: std::io::Error,
-    },
-    /// A line that is not a valid event (before the last line, which is skipped instead).
-    #[error("{file}:{line}: {message}")]
-    Line {
-        file: String,
-        line: usize,
-        message: String,
-    },
-    #[error(
-        "{file}:{line}: written by a newer atrex-tui (session format {version}; this build reads up to {}): update atrex-tui to open or continue it; the file was not changed",
-        crate::session::FORMAT_VERSION
-    )]
-    Newer {
-        file: String,
-        line: usize,
-        version: u64,
-    },
-    #[error(
-        "{file}: written by a newer atrex-tui (session format {version}; this build writes {}): update atrex-tui to continue it; the file was not changed",
-        crate::session::FORMAT_VERSION
-    )]
-    NewerToContinue { file: String, version: u64 },
-    #[error(
-        "{file}: not an atrex-tui session ({why}); nothing was changed. A session file starts with a `run_start` event (docs/session-format.md)"
-    )]
-    NotASession { file: String, why: String },
-    /// Another writer holds the session's lock (`session::lock`).
-    #[error(
-        "session {file} is being written by {holder}; nothing was changed; open it read-only with `atrex-tui replay {file}`"
-    )]
-    Locked { file: String, holder: String },
-    #[error("{file}: {message}")]
-    Other { file: String, message: String },
-}
-
 /// Commands and the TUI report errors as text at their edge.
-impl From<SessionError> for String {
-    fn from(e: SessionError) -> String {
-        e.to_string()
-    }
-}
-
 impl From<ConfigError> for String {
     fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
-}
-
-impl From<crate::suite::LoadError> for String {
-    fn from(e: crate::suite::LoadError) -> String {
         e.to_string()
     }
 }

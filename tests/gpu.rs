@@ -3,8 +3,9 @@
 
 mod common;
 
-use atrex_tui::engine::client::{JobEvent, WorkerClient, WorkerConfig};
-use atrex_tui::engine::protocol::*;
+use atrex_tui::contract::protocol::*;
+use atrex_tui::contract::runner::JobEvent;
+use atrex_tui::pool::client::{WorkerClient, WorkerConfig};
 use atrex_tui::suite::{Suite, SuiteSource};
 use std::path::PathBuf;
 use std::process::Command;
@@ -129,7 +130,7 @@ fn rms_norm_job(suite: &Suite, code: &str, shapes: &[u32]) -> Job {
         defines: Default::default(),
     };
     let hw = suite.hardware("H200").unwrap();
-    atrex_tui::engine::build_job(
+    atrex_tui::contract::job::build_job(
         p,
         Source {
             name: "candidate".into(),
@@ -856,7 +857,7 @@ async fn the_device_check_agrees_with_the_host_check() {
                     code,
                     defines: Default::default(),
                 };
-                let mut job = atrex_tui::engine::build_job(
+                let mut job = atrex_tui::contract::job::build_job(
                     p,
                     src("candidate", read(kernel)),
                     Some(src(
@@ -1092,7 +1093,8 @@ fn cooperative_launches_run_or_are_refused_never_hang() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn knowledge_templates_compile_under_the_contract() {
-    use atrex_tui::agent::{knowledge, tuner};
+    use atrex_tui::agent::knowledge;
+    use atrex_tui::contract::plan::rewrite;
     let dir = std::env::temp_dir().join(format!("atrex-templates-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let templates: Vec<_> = knowledge::docs()
@@ -1103,7 +1105,7 @@ fn knowledge_templates_compile_under_the_contract() {
     let (mut report, mut failed) = (String::new(), Vec::new());
     for d in &templates {
         let plan =
-            atrex_tui::engine::plan::parse(&d.body).unwrap_or_else(|e| panic!("{}: {e}", d.path));
+            atrex_tui::contract::plan::parse(&d.body).unwrap_or_else(|e| panic!("{}: {e}", d.path));
         let mut configs = vec![plan.defines.clone()];
         for (k, vals) in &plan.tune {
             for v in vals {
@@ -1115,7 +1117,8 @@ fn knowledge_templates_compile_under_the_contract() {
             }
         }
         for (i, c) in configs.iter().enumerate() {
-            let src = tuner::set_defines(&d.body, c).unwrap_or_else(|e| panic!("{}: {e}", d.path));
+            let src =
+                rewrite::set_defines(&d.body, c).unwrap_or_else(|e| panic!("{}: {e}", d.path));
             let file = dir.join(format!("{}-{i}.cu", d.meta.id));
             std::fs::write(&file, &src).unwrap();
             let out = Command::new(common::exe())

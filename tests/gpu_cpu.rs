@@ -5,10 +5,11 @@
 
 mod common;
 
+use atrex_tui::contract::compare::{self, Mode as CmpMode};
+use atrex_tui::contract::protocol::*;
+use atrex_tui::contract::runner::JobEvent;
 use atrex_tui::cpu::{self, HostTensor};
-use atrex_tui::engine::client::{JobEvent, WorkerClient, WorkerConfig};
-use atrex_tui::engine::compare::{self, Mode as CmpMode};
-use atrex_tui::engine::protocol::*;
+use atrex_tui::pool::client::{WorkerClient, WorkerConfig};
 use atrex_tui::suite::{Problem, Shape, Suite, SuiteSource};
 use std::path::PathBuf;
 
@@ -60,7 +61,7 @@ async fn references_agree_with_the_cpu_implementations() {
         // The random draw, then every structured draw of the operator.
         let mut cases: Vec<Option<Draw>> = vec![None];
         cases.extend(
-            atrex_tui::engine::draws::of_problem(p)
+            atrex_tui::contract::draws::of_problem(p)
                 .into_iter()
                 .map(Some),
         );
@@ -94,7 +95,7 @@ async fn agree_on(
         None => "random".to_string(),
         Some(d) => format!("draw `{}` ({})", d.name, d.pass),
     };
-    let mut job = atrex_tui::engine::build_job(
+    let mut job = atrex_tui::contract::job::build_job(
         p,
         Source {
             name: format!("{} reference", p.name),
@@ -111,7 +112,7 @@ async fn agree_on(
     job.draws = draw.clone().into_iter().collect();
     job.shapes = shapes
         .iter()
-        .map(|s| atrex_tui::engine::shape_job_for(p, s, None).unwrap())
+        .map(|s| atrex_tui::contract::job::shape_job_for(p, s, None).unwrap())
         .collect();
     let (_, mut rx) = client.submit(job);
     let mut dumps = Vec::new();

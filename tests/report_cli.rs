@@ -158,11 +158,66 @@ fn report_of_a_fresh_workspace() {
         // Each record with the day and GPU of the run that measured it.
         let measured = op["standing"]["measured"].as_str().unwrap();
         assert!(
-            cells[11].starts_with(&format!("{measured} · NVIDIA H200")),
+            cells[13].starts_with(&format!("{measured} · NVIDIA H200")),
             "{name}: {}",
-            cells[11]
+            cells[13]
         );
+        // Beside ours, the best peer that passes the check and the gap, as `--json` has them.
+        let ours = &j["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .unwrap()["peers"];
+        let peer = row.select(&sel("[data-peer-s-op]")).next().map(|e| {
+            e.value()
+                .attr("data-peer-s-op")
+                .unwrap()
+                .parse::<f64>()
+                .unwrap()
+        });
+        assert_eq!(peer, ours["best"]["s_op"].as_f64(), "{name}");
+        let gap = row
+            .select(&sel("[data-gap]"))
+            .next()
+            .map(|e| e.value().attr("data-gap").unwrap().parse::<f64>().unwrap());
+        assert_eq!(gap, ours["gap"].as_f64(), "{name}");
+        if ours.is_null() {
+            assert_eq!(
+                (cells[9].as_str(), cells[10].as_str()),
+                ("—", "—"),
+                "{name}"
+            );
+        }
     }
+    // Where the workspace is behind a library, at a glance: fused_moe against vLLM's.
+    let fused = rows
+        .iter()
+        .find(|r| r.value().attr("data-op") == Some("fused_moe"))
+        .unwrap();
+    let cells: Vec<String> = fused
+        .select(&sel("td"))
+        .map(|c| c.text().collect())
+        .collect();
+    assert!(
+        cells[9].starts_with("0.439 vLLM Triton fused_moe"),
+        "{}",
+        cells[9]
+    );
+    assert!(cells[10].starts_with('\u{2212}'), "behind: {}", cells[10]);
+    assert_eq!(fused.select(&sel("td span.behind")).count(), 1);
+    let fp8 = rows
+        .iter()
+        .find(|r| r.value().attr("data-op") == Some("fp8_blockscale_fused_moe"))
+        .unwrap();
+    let text: String = fp8.text().collect();
+    assert!(text.contains("0.441 ✗ check"), "{text}");
+    assert_eq!(j["peers"]["date"], "2026-12-03");
+    assert_eq!(
+        doc.select(&sel("section#peers table#peer-figures tbody tr"))
+            .count(),
+        8
+    );
     for phase in ["all", "prefill", "decode"] {
         let e = doc
             .select(&sel(&format!("#s-agg-summary [data-phase={phase}]")))
@@ -319,6 +374,56 @@ fn unreadable_files_are_warnings_and_the_report_is_still_written() {
     // The rest of the report is there: the shipped standing shows instead.
     assert_eq!(doc.select(&sel("table#s-agg tbody tr")).count(), 30);
     assert_eq!(std::fs::read_to_string(&standing).unwrap(), "{ corrupt");
+}
+
+/// The workspace's own peers file is shown instead of the built-in one; one that cannot be read
+/// is a warning naming it, and the built-in figures stand in.
+#[test]
+fn a_workspace_peers_file_overrides_the_built_in_one() {
+    let ws = tempdir("peers");
+    let file = ws.join("docs/measurements/peers-H200.json");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let mut peers: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("docs/measurements/peers-H200.json")).unwrap(),
+    )
+    .unwrap();
+    peers["operators"]["fused_moe"]["peers"][0]["s_op"] = 0.30.into();
+    std::fs::write(&file, serde_json::to_string_pretty(&peers).unwrap()).unwrap();
+    let fused = |j: &serde_json::Value| {
+        j["operators"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == "fused_moe")
+            .unwrap()["peers"]
+            .clone()
+    };
+    let j = ok_json(&run(&ws, &["report", "--json"]));
+    assert!(j["warnings"].as_array().unwrap().is_empty(), "{j}");
+    assert_eq!(j["peers"]["file"], file.display().to_string());
+    assert_eq!(fused(&j)["best"]["s_op"], 0.30);
+    assert!(fused(&j)["gap"].as_f64().unwrap() > 0.0, "now ahead");
+
+    std::fs::write(&file, "{\n  \"version\": 1,\n  oops\n}").unwrap();
+    let out = run(&ws, &["report", "--json"]);
+    let j = ok_json(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let named = format!("{}: not a peers file", file.display());
+    assert!(
+        stderr.contains(&named) && stderr.contains("line 3"),
+        "{stderr}"
+    );
+    assert!(
+        j["warnings"][0].as_str().unwrap().starts_with(&named),
+        "{j}"
+    );
+    assert_eq!(
+        j["peers"]["file"],
+        "docs/measurements/peers-H200.json (built-in)"
+    );
+    assert_eq!(fused(&j)["best"]["s_op"], 0.439);
+    let text = std::fs::read_to_string(ws.join("report.html")).unwrap();
+    assert!(text.contains(&named), "in the page's warnings");
 }
 
 /// A headless browser on PATH, if any: (program, is it Firefox).

@@ -3,9 +3,10 @@
 
 mod common;
 
-use atrex_tui::engine::client::{JobEvent, WorkerClient, WorkerConfig};
-use atrex_tui::engine::compare::Tol;
-use atrex_tui::engine::protocol::*;
+use atrex_tui::contract::compare::Tol;
+use atrex_tui::contract::protocol::*;
+use atrex_tui::contract::runner::JobEvent;
+use atrex_tui::pool::client::{WorkerClient, WorkerConfig};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -120,7 +121,7 @@ async fn a_suspension_does_not_count_against_the_watchdog() {
     let (_, mut rx) = c.submit(job("v1 hang"));
     let t0 = Instant::now();
     while t0.elapsed() < Duration::from_millis(1600) {
-        atrex_tui::engine::client::note_suspend();
+        atrex_tui::pool::client::note_suspend();
         tokio::time::sleep(Duration::from_millis(150)).await;
         while let Ok(e) = rx.try_recv() {
             assert!(

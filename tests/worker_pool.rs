@@ -4,12 +4,13 @@
 
 mod common;
 
-use atrex_tui::engine::client::{JobEvent, Runner, WorkerClient, WorkerConfig};
-use atrex_tui::engine::compare::Tol;
-use atrex_tui::engine::pool::{Pool, PoolOptions, SeatState};
-use atrex_tui::engine::protocol::*;
-use atrex_tui::engine::template::Template;
-use atrex_tui::engine::workers::WorkerSpec;
+use atrex_tui::contract::compare::Tol;
+use atrex_tui::contract::protocol::*;
+use atrex_tui::contract::runner::{JobEvent, Runner};
+use atrex_tui::pool::client::{WorkerClient, WorkerConfig};
+use atrex_tui::pool::config::WorkerSpec;
+use atrex_tui::pool::launch_command::LaunchTemplate;
+use atrex_tui::pool::{Pool, PoolOptions, SeatState};
 use common::standins::{self, Drop};
 use std::path::Path;
 use std::time::Duration;
@@ -51,7 +52,7 @@ fn job(shapes: &[(u32, f64)]) -> Job {
 
 fn spec(command: &str, device: u32) -> WorkerSpec {
     let mut s = WorkerSpec::local(device);
-    s.launch = Some(Template::parse(command).unwrap());
+    s.launch = Some(LaunchTemplate::parse(command).unwrap());
     s
 }
 
@@ -131,7 +132,7 @@ async fn a_jobs_kernel_output_stays_bounded_across_its_shapes() {
     let note = text.find("\n[").unwrap();
     let note_len = text[note..].find(']').unwrap() + 1;
     let kept = text.len() - note_len;
-    let limit = atrex_tui::engine::stdio::JOB_OUTPUT_LIMIT;
+    let limit = atrex_tui::worker::stdio::JOB_OUTPUT_LIMIT;
     assert!(kept <= limit, "{kept} bytes kept");
     assert!(kept >= limit - 4, "{kept} bytes kept");
     assert!(
@@ -324,7 +325,7 @@ async fn a_version_mismatch_is_refused_naming_the_worker_and_both_versions() {
     let old = standins::foreign_worker(&dir, "old-box", 2, None);
     let newer = standins::foreign_worker(&dir, "new-box", PROTOCOL_VERSION, Some("9.9.9"));
     let mut cfg = WorkerConfig::new(0);
-    cfg.launch = Some(Template::parse(&old).unwrap());
+    cfg.launch = Some(LaunchTemplate::parse(&old).unwrap());
     cfg.label = Some("old-box".into());
     let c = WorkerClient::spawn(cfg);
     let e = c.hello().await.unwrap_err();

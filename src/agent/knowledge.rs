@@ -5,10 +5,9 @@
 //! name), measured bottleneck, profiler symptoms and the techniques the incumbent already uses;
 //! `related` links documents to each other.
 
-use include_dir::{Dir, include_dir};
+use crate::suite::EMBEDDED_KNOWLEDGE;
+use include_dir::Dir;
 use serde::Deserialize;
-
-pub static EMBEDDED_KNOWLEDGE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/knowledge");
 
 /// Front matter of a document (`+++` TOML `+++` at the top of a .md file, or the
 /// `/* atrex:template ... */` comment of a template .cu file).
@@ -754,7 +753,7 @@ mod tests {
         }
         for d in docs.iter().filter(|d| d.meta.kind == "template") {
             assert!(!d.meta.operator.is_empty(), "{}", d.path);
-            crate::engine::plan::parse(&d.body).unwrap_or_else(|e| panic!("{}: {e}", d.path));
+            crate::contract::plan::parse(&d.body).unwrap_or_else(|e| panic!("{}: {e}", d.path));
         }
         for d in docs.iter().filter(|d| d.meta.kind == "technique") {
             assert!(
@@ -926,10 +925,10 @@ mod tests {
                 .problem(&d.meta.operator)
                 .unwrap_or_else(|| panic!("{}: {}", d.path, d.meta.operator));
             // Buffer arguments name the operator's tensors (or scratch buffers).
-            let plan = crate::engine::plan::parse(&d.body).unwrap();
+            let plan = crate::contract::plan::parse(&d.body).unwrap();
             for l in &plan.launches {
                 for a in &l.args {
-                    if let crate::engine::plan::Arg::Buffer(b) = a {
+                    if let crate::contract::plan::Arg::Buffer(b) = a {
                         let known = p.inputs.iter().chain(&p.outputs).any(|t| &t.name == b)
                             || plan.scratch.iter().any(|s| &s.name == b)
                             || plan.tensor_maps.iter().any(|m| &m.name == b);
@@ -941,7 +940,7 @@ mod tests {
         // Every launch resolves on every shape, for every value of every tunable parameter.
         for d in docs.iter().filter(|d| d.meta.kind == "template") {
             let p = suite.problem(&d.meta.operator).unwrap();
-            let plan = crate::engine::plan::parse(&d.body).unwrap();
+            let plan = crate::contract::plan::parse(&d.body).unwrap();
             let mut configs = vec![plan.defines.clone()];
             for (k, vals) in &plan.tune {
                 for v in vals {
@@ -1040,7 +1039,7 @@ mod tests {
                 "{}: not tagged `{fam}`",
                 card.path
             );
-            let base = crate::suite::kernels::suite_kernel(&suite, p, "baseline.cu")
+            let base = crate::contract::kernels::suite_kernel(&suite, p, "baseline.cu")
                 .unwrap()
                 .code;
             for symptoms in [
@@ -1181,7 +1180,7 @@ mod tests {
         assert!(n_ref >= 2, "{got:?}");
         // Its FA2 baseline (mma.sync): the FlashAttention-3 card shows the way forward.
         let p = suite.problem("attention_forward").unwrap();
-        let base = crate::suite::kernels::suite_kernel(&suite, p, "baseline.cu")
+        let base = crate::contract::kernels::suite_kernel(&suite, p, "baseline.cu")
             .unwrap()
             .code;
         let q = query_for(&suite, &docs, "attention_forward", &base, &["far-from-sol"]);
@@ -1189,7 +1188,7 @@ mod tests {
         assert!(got.contains(&"fam-flash-attention-3"), "{got:?}");
         // A memory-bound row kernel gets no Hopper instruction reference.
         let p = suite.problem("rms_norm").unwrap();
-        let base = crate::suite::kernels::suite_kernel(&suite, p, "baseline.cu")
+        let base = crate::contract::kernels::suite_kernel(&suite, p, "baseline.cu")
             .unwrap()
             .code;
         let q = query_for(&suite, &docs, "rms_norm", &base, &["low-bandwidth"]);

@@ -122,7 +122,7 @@ pub fn parse(text: &str) -> Result<Reply, String> {
         }
         Change::Patch(body.clone())
     } else {
-        if !body.contains(crate::engine::plan::PLAN_START) {
+        if !body.contains(crate::contract::plan::PLAN_START) {
             return Err(
                 "the ```cuda block is not a complete kernel file: it has no `/* atrex:plan` launch plan"
                     .into(),

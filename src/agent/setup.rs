@@ -6,10 +6,10 @@ use super::config::{AgentConfig, BackendKind};
 use super::driver::*;
 use super::llm::{Delta, LlmClient};
 use super::*;
-use crate::engine::client::Runner;
-use crate::engine::outcome::{Outcome, collect};
-use crate::engine::pool::{Lease, Pool};
-use crate::engine::protocol::{JobKind, Mode, Source};
+use crate::contract::outcome::{Outcome, collect};
+use crate::contract::protocol::{JobKind, Mode, Source};
+use crate::contract::runner::Runner;
+use crate::pool::{Lease, Pool};
 use crate::session::{Author, Model};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Problem, Suite};
@@ -62,7 +62,7 @@ impl Measurer for WorkerMeasurer {
         mode: Mode,
         shapes: &[u32],
     ) -> Outcome {
-        match crate::engine::build_job(
+        match crate::contract::job::build_job(
             &self.problem,
             self.candidate(source),
             Some(self.reference.clone()),
@@ -105,7 +105,7 @@ impl Measurer for WorkerMeasurer {
         let cand = self.candidate(source);
         let p = self.problem.clone();
         let resources =
-            crate::engine::outcome::compile_resources(&self.pool, &p, &cand, shape).await?;
+            crate::contract::outcome::compile_resources(&self.pool, &p, &cand, shape).await?;
         tokio::task::spawn_blocking(move || {
             let opts = crate::profile::NcuOptions::find()?;
             crate::profile::profile(
@@ -322,7 +322,7 @@ pub fn build<G: Gate, S: Sink>(
     gate: G,
     sink: S,
 ) -> Result<Driver<AnyProposer, WorkerMeasurer, G, S>, String> {
-    let reference = crate::suite::kernels::suite_kernel(s.suite, &s.problem, "reference.cu")?;
+    let reference = crate::contract::kernels::suite_kernel(s.suite, &s.problem, "reference.cu")?;
     let mut proposer = make_proposer(s.cfg, &s.state, s.seed)?;
     if let AnyProposer::Tuner(t) = &mut proposer {
         t.seed_history(&s.sources);

@@ -12,8 +12,8 @@ use crate::agent::driver::DecisionMode;
 use crate::agent::driver::Sink;
 use crate::agent::file_sink::{FileSink, SharedRecording};
 use crate::agent::setup::{self, NoGate, Setup};
-use crate::engine::pool::PoolOptions;
-use crate::engine::workers::Choice;
+use crate::pool::PoolOptions;
+use crate::pool::config::Choice;
 use crate::session::{Author, Model, Recording, SessionEvent, SessionWriter};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
@@ -89,7 +89,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     let ops = operators(suite, a.op)?;
     let baselines = ops
         .iter()
-        .map(|p| crate::suite::kernels::suite_kernel(suite, p, "baseline.cu"))
+        .map(|p| crate::contract::kernels::suite_kernel(suite, p, "baseline.cu"))
         .collect::<Result<Vec<_>, _>>()?;
     let cfg_file = a
         .config
@@ -112,7 +112,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
     if let Some(f) = a.session.filter(|f| f.exists()) {
         SessionWriter::check_continuable(f)?;
     }
-    let rt = crate::engine::runtime()?;
+    let rt = crate::pool::runtime()?;
     rt.block_on(async move {
         let started = match super::pool::start(&a.workers, PoolOptions::default(), a.json).await {
             Ok(s) => s,
@@ -140,7 +140,9 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             suite: suite.name.clone(),
             suite_version: suite.version.clone(),
         };
-        let seed = a.seed.unwrap_or_else(|| crate::engine::fresh_seeds(1)[0]);
+        let seed = a
+            .seed
+            .unwrap_or_else(|| crate::contract::job::fresh_seeds(1)[0]);
         let mode = if a.auto {
             DecisionMode::Auto
         } else {
@@ -272,7 +274,7 @@ fn resolve_hardware(
 ) -> Result<HardwareProfile, String> {
     Ok(match hardware {
         Some(h) => suite.hardware(h)?.clone(),
-        None => crate::engine::profile_for_device(&suite.hardware, dev_name)
+        None => crate::suite::hardware::profile_for_device(&suite.hardware, dev_name)
             .ok_or_else(|| format!("no hardware profile matches `{dev_name}`; pass --hardware"))?
             .clone(),
     })

@@ -2,13 +2,13 @@
 
 use super::bench_against::Incumbent;
 use super::runtime;
-use crate::engine::outcome::*;
-use crate::engine::pool::{PoolOptions, PoolStatus};
-use crate::engine::protocol::*;
-use crate::engine::workers::Choice;
+use crate::contract::kernels::suite_kernel;
+use crate::contract::outcome::*;
+use crate::contract::protocol::*;
+use crate::pool::config::Choice;
+use crate::pool::{PoolOptions, PoolStatus};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
-use crate::suite::kernels::suite_kernel;
 use crate::suite::{Suite, Workspace};
 use serde_json::json;
 use std::path::Path;
@@ -41,7 +41,7 @@ pub fn run(
         let dev = &started.dev;
         let hw = match hardware {
             Some(h) => Some(suite.hardware(h)?),
-            None => crate::engine::profile_for_device(&suite.hardware, &dev.name),
+            None => crate::suite::hardware::profile_for_device(&suite.hardware, &dev.name),
         };
         let Some(hw) = hw else {
             return Err(format!(
@@ -60,8 +60,8 @@ pub fn run(
             );
         }
         let t0 = std::time::Instant::now();
-        let date = crate::engine::client::utc_now();
-        let job = crate::engine::build_job(
+        let date = crate::utc::now();
+        let job = crate::contract::job::build_job(
             p,
             candidate.clone(),
             Some(reference),
@@ -200,9 +200,9 @@ fn print_json(
         "operator": r.p.name,
         "kernel": r.candidate.name,
         // The source as compiled, with the defines it ran with: what `bench --merge` matches.
-        "source_sha256": crate::export::sha256(&r.candidate.code),
+        "source_sha256": crate::fingerprint::of_source(&r.candidate.code),
         // Its code without the comments: what the shipped standing matches a file against.
-        "code_sha256": crate::standing::code::code_sha256(&r.candidate.code),
+        "code_sha256": crate::fingerprint::of_code(&r.candidate.code),
         "defines": r.candidate.defines,
         "gpu": r.dev,
         "workers": r.workers,

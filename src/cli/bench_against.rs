@@ -6,7 +6,7 @@
 //! says nothing about this run). The incumbent's S_op is taken over the shapes of the run, a
 //! shape it failed or lacks counting 0, like the run's own.
 
-use crate::engine::protocol::{ShapeResult, Verdict};
+use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::standing::Entry;
 use crate::suite::roofline::{self, ShapeScore};
 use serde_json::json;

@@ -4,10 +4,10 @@
 //! write.
 
 use super::runtime;
-use crate::engine::pool::{Pool, PoolOptions};
-use crate::engine::protocol::*;
-use crate::engine::spread;
-use crate::engine::workers::Choice;
+use crate::contract::protocol::*;
+use crate::pool::config::Choice;
+use crate::pool::spread;
+use crate::pool::{Pool, PoolOptions};
 use crate::standing::{self, Origin, Store};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{PhaseFilter, Problem, Suite, Workspace};
@@ -59,7 +59,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
         let hw = match a.hardware {
             Some(h) => suite.hardware(h)?,
             None => {
-                crate::engine::profile_for_device(&suite.hardware, &dev.name).ok_or_else(|| {
+                crate::suite::hardware::profile_for_device(&suite.hardware, &dev.name).ok_or_else(|| {
                     format!(
                         "no hardware profile matches `{}`; pass --hardware",
                         dev.name
@@ -70,7 +70,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
         // The standing of a profile keeps measurements made on its GPU model only.
         if a.record {
             let base = hw.key.split('@').next().unwrap_or(&hw.key);
-            let of_device = crate::engine::profile_for_device(&suite.hardware, &dev.name);
+            let of_device = crate::suite::hardware::profile_for_device(&suite.hardware, &dev.name);
             if of_device.map(|d| d.key.as_str()) != Some(base) {
                 return Err(format!(
                     "--record: this GPU is `{}`, not the GPU of hardware profile {}: its standing keeps measurements made on that GPU only (drop --hardware, or --record)",
@@ -161,7 +161,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
 fn incumbents<'a>(suite: &'a Suite, view: &standing::Standing) -> Vec<Incumbent<'a>> {
     let mut out = Vec::new();
     for p in suite.by_weight(PhaseFilter::All) {
-        let reference = match crate::suite::kernels::suite_kernel(suite, p, "reference.cu") {
+        let reference = match crate::contract::kernels::suite_kernel(suite, p, "reference.cu") {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("atrex-tui: {}: left out: {e}", p.name);
@@ -173,7 +173,7 @@ fn incumbents<'a>(suite: &'a Suite, view: &standing::Standing) -> Vec<Incumbent<
             .and_then(|e| Some((e.source.clone()?, e.record.origin.clone())));
         let (source, origin) = match from_standing {
             Some(x) => x,
-            None => match crate::suite::kernels::suite_kernel(suite, p, "baseline.cu") {
+            None => match crate::contract::kernels::suite_kernel(suite, p, "baseline.cu") {
                 Ok(b) => (
                     b.code,
                     Origin::File {
@@ -209,7 +209,7 @@ async fn measure(
     let mut tasks = Vec::new();
     for (k, i) in incumbents.iter().enumerate() {
         for s in &i.p.shapes {
-            let job = crate::engine::build_job(
+            let job = crate::contract::job::build_job(
                 i.p,
                 Source {
                     name: format!("{} incumbent", i.p.name),
@@ -256,7 +256,7 @@ async fn measure(
         );
     })
     .await;
-    let mut parts: BTreeMap<usize, (Vec<crate::engine::outcome::Outcome>, f64)> = BTreeMap::new();
+    let mut parts: BTreeMap<usize, (Vec<crate::contract::outcome::Outcome>, f64)> = BTreeMap::new();
     for f in done {
         let e = parts.entry(f.tag.0).or_default();
         e.0.push(f.outcome);
@@ -439,7 +439,7 @@ fn print_json(
         "driver": r.driver,
         "nvrtc": r.nvrtc,
         "hardware": r.hw.key,
-        "date": crate::engine::client::utc_now(),
+        "date": crate::utc::now(),
         "mode": if r.quick { "quick" } else { "full" },
         "s_agg": {
             "all": aggs[0].strict,

@@ -13,8 +13,8 @@
 //! gave which shapes and which it lost, and when it ran.
 //! The per-run `incumbent` comparison is dropped (each covered only its part's shapes).
 
-use crate::engine::outcome::{s_op_bench_over, s_op_over};
-use crate::engine::protocol::ShapeResult;
+use crate::contract::outcome::{s_op_bench_over, s_op_over};
+use crate::contract::protocol::ShapeResult;
 use crate::suite::Suite;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

@@ -1,8 +1,8 @@
 //! `calibrate`: the timer's noise and overhead on a GPU.
 
 use super::{EXIT_NO_GPU, runtime};
-use crate::engine::client::{WorkerClient, WorkerConfig};
-use crate::engine::protocol::*;
+use crate::contract::protocol::*;
+use crate::pool::client::{WorkerClient, WorkerConfig};
 use serde_json::json;
 
 /// Where calibration results are cached.
@@ -32,12 +32,12 @@ pub fn run(device: u32, as_json: bool) -> Result<i32, String> {
         let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).ok();
         let hardware_key = suite
             .as_ref()
-            .and_then(|s| crate::engine::profile_for_device(&s.hardware, &dev.name).map(|h| h.key.clone()));
+            .and_then(|s| crate::suite::hardware::profile_for_device(&s.hardware, &dev.name).map(|h| h.key.clone()));
         let datasheet = suite
             .as_ref()
-            .and_then(|s| crate::engine::profile_for_device(&s.hardware, &dev.name).map(|h| h.hbm_bytes_per_s));
+            .and_then(|s| crate::suite::hardware::profile_for_device(&s.hardware, &dev.name).map(|h| h.hbm_bytes_per_s));
         let datasheet_bf16 = suite.as_ref().and_then(|s| {
-            crate::engine::profile_for_device(&s.hardware, &dev.name)
+            crate::suite::hardware::profile_for_device(&s.hardware, &dev.name)
                 .and_then(|h| h.peak_flops.get("bf16").copied())
         });
         let doc = json!({

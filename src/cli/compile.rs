@@ -2,10 +2,11 @@
 //! summary of it per function.
 
 use super::runtime;
-use crate::engine::client::{JobEvent, WorkerClient, WorkerConfig};
-use crate::engine::outcome::*;
-use crate::engine::protocol::*;
-use crate::engine::sass as sass_summary;
+use crate::contract::outcome::*;
+use crate::contract::protocol::*;
+use crate::contract::runner::JobEvent;
+use crate::pool::client::{WorkerClient, WorkerConfig};
+use crate::profile::sass as sass_summary;
 use crate::suite::Suite;
 use serde_json::json;
 use std::path::Path;
@@ -32,7 +33,7 @@ pub fn run(
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
     let candidate = super::defines::candidate(suite, p, kernel, defines)?;
     let ids: Vec<u32> = p.shapes.iter().take(1).map(|s| s.id).collect();
-    let mut job = crate::engine::build_job(
+    let mut job = crate::contract::job::build_job(
         p,
         candidate.clone(),
         None,

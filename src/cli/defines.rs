@@ -1,12 +1,13 @@
 //! `--define KEY=VALUE`: run a kernel with other values of its tunable parameters without
-//! editing the file. The launch plan's `[defines]` table is rewritten (as the tuner does), and
-//! a value outside the parameter's `[tune]` list is added to that list first (the plan accepts
-//! a define only among its tune values), so what is measured or recorded is exactly the kernel
-//! that ran, and that kernel says what was tried. The name must be one of the plan's: an
+//! editing the file. The launch plan's `[defines]` table is rewritten
+//! (`contract::plan::rewrite`, as the tuner does), and a value outside the parameter's `[tune]`
+//! list is added to that list first (the plan accepts a define only among its tune values), so
+//! what is measured or recorded is exactly the kernel that ran, and that kernel says what was
+//! tried. The name must be one of the plan's: an
 //! unknown name is most likely a typo.
 
-use crate::engine::plan::clip;
-use crate::engine::protocol::Source;
+use crate::contract::plan::clip;
+use crate::contract::protocol::Source;
 use crate::suite::expr::Value;
 use crate::suite::{Problem, Suite};
 use std::collections::BTreeMap;
@@ -39,7 +40,7 @@ pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
     if args.is_empty() {
         return Ok(src);
     }
-    let plan = crate::engine::plan::parse(&src.code).map_err(|e| format!("{}: {e}", src.name))?;
+    let plan = crate::contract::plan::parse(&src.code).map_err(|e| format!("{}: {e}", src.name))?;
     let mut defines = BTreeMap::new();
     for a in args {
         let (k, v) = parse(a)?;
@@ -64,12 +65,12 @@ pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
             .get(k)
             .is_some_and(|vals| !vals.iter().any(|a| a.num_eq(v)))
         {
-            src.code = crate::agent::tuner::extend_tune(&src.code, k, v)
+            src.code = crate::contract::plan::rewrite::extend_tune(&src.code, k, v)
                 .map_err(|e| format!("{}: {e}", src.name))?;
         }
     }
     let shown: Vec<String> = args.iter().map(|a| clip(a)).collect();
-    src.code = crate::agent::tuner::set_defines(&src.code, &defines)
+    src.code = crate::contract::plan::rewrite::set_defines(&src.code, &defines)
         .map_err(|e| format!("{} with {}: {e}", src.name, shown.join(" ")))?;
     src.name = format!("{} ({})", src.name, shown.join(", "));
     Ok(src)
@@ -83,7 +84,7 @@ pub fn candidate(
     args: &[String],
 ) -> Result<Source, String> {
     apply(
-        crate::suite::kernels::candidate_kernel(suite, p, kernel)?,
+        crate::contract::kernels::candidate_kernel(suite, p, kernel)?,
         args,
     )
 }
@@ -114,7 +115,7 @@ mod tests {
         assert_eq!(base.name, "unified_attention baseline");
         let k = candidate(&suite, p, None, &["WARPS=8".into(), "BKV=32".into()]).unwrap();
         assert_eq!(k.name, "unified_attention baseline (WARPS=8, BKV=32)");
-        let plan = crate::engine::plan::parse(&k.code).unwrap();
+        let plan = crate::contract::plan::parse(&k.code).unwrap();
         assert_eq!(plan.defines["WARPS"], Value::Int(8));
         assert_eq!(plan.defines["BKV"], Value::Int(32));
         // Everything but the defines is the file as it was.
@@ -132,7 +133,7 @@ mod tests {
         assert_eq!(strip(&k.code), strip(&base.code));
         // A value outside the tune list joins the list, so the plan (and the record) says it.
         let k = candidate(&suite, p, None, &["WARPS=6".into()]).unwrap();
-        let plan = crate::engine::plan::parse(&k.code).unwrap();
+        let plan = crate::contract::plan::parse(&k.code).unwrap();
         assert_eq!(plan.defines["WARPS"], Value::Int(6));
         assert!(
             plan.tune["WARPS"].contains(&Value::Int(6)) && plan.tune["WARPS"].len() >= 2,
@@ -141,7 +142,7 @@ mod tests {
         );
         assert_eq!(
             plan.tune["BKV"],
-            crate::engine::plan::parse(&base.code).unwrap().tune["BKV"]
+            crate::contract::plan::parse(&base.code).unwrap().tune["BKV"]
         );
         let e = candidate(&suite, p, None, &["NOPE=1".into()]).unwrap_err();
         assert!(
@@ -162,9 +163,9 @@ mod tests {
             code: std::fs::read_to_string(path).unwrap(),
             defines: BTreeMap::new(),
         };
-        let before = crate::engine::plan::parse(&src.code).unwrap();
+        let before = crate::contract::plan::parse(&src.code).unwrap();
         let out = apply(src.clone(), &["VPRE=2".into(), "OVL=0".into()]).unwrap();
-        let plan = crate::engine::plan::parse(&out.code).unwrap();
+        let plan = crate::contract::plan::parse(&out.code).unwrap();
         let mut want = before.tune["VPRE"].clone();
         want.push(Value::Int(2));
         assert_eq!(plan.tune["VPRE"], want);
@@ -178,7 +179,7 @@ mod tests {
         );
         // Only the plan changed: the code after it is the file's.
         let body = |c: &str| {
-            let plan = c.find(crate::engine::plan::PLAN_START).unwrap();
+            let plan = c.find(crate::contract::plan::PLAN_START).unwrap();
             c[plan + c[plan..].find("*/").unwrap()..].to_string()
         };
         assert_eq!(body(&out.code), body(&src.code));

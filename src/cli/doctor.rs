@@ -25,7 +25,7 @@ pub fn colour_support() -> &'static str {
 
 /// `ncu` on PATH or in the CUDA installation.
 pub fn find_ncu() -> Option<std::path::PathBuf> {
-    crate::engine::locate::find_tool("ncu")
+    crate::worker::locate::find_tool("ncu")
 }
 
 /// The settings file in use and everything wrong with it.
@@ -120,8 +120,8 @@ pub fn check_config(path: Option<&std::path::Path>) -> ConfigReport {
 
 /// NVRTC as the worker finds it: the version when it loads here, else where it was looked for.
 pub fn nvrtc_status() -> Result<String, String> {
-    let dirs = crate::engine::locate::library_dirs();
-    if let Some(v) = crate::engine::locate::nvrtc_version() {
+    let dirs = crate::worker::locate::library_dirs();
+    if let Some(v) = crate::worker::locate::nvrtc_version() {
         return Ok(v);
     }
     if let Some(d) = dirs.first() {
@@ -130,7 +130,7 @@ pub fn nvrtc_status() -> Result<String, String> {
             d.display()
         ));
     }
-    let roots: Vec<String> = crate::engine::locate::cuda_roots()
+    let roots: Vec<String> = crate::worker::locate::cuda_roots()
         .iter()
         .map(|p| p.display().to_string())
         .collect();
@@ -146,9 +146,9 @@ pub fn nvrtc_status() -> Result<String, String> {
 
 /// How compiles on this machine are confined: a compiler process started to confine itself as
 /// for a compile, and asked.
-pub fn compiler_confinement() -> Result<crate::engine::compile_child::confine::Confinement, String>
+pub fn compiler_confinement() -> Result<crate::worker::compile_child::confine::Confinement, String>
 {
-    use crate::engine::compile_child;
+    use crate::worker::compile_child;
     compile_child::probe(&compile_child::child_exe())
 }
 
@@ -197,7 +197,7 @@ pub fn run(
     as_json: bool,
 ) -> Result<i32, String> {
     let suite = crate::suite::Suite::load(ws.suite_source());
-    let probe = crate::engine::client::probe_blocking(0);
+    let probe = crate::pool::client::probe_blocking(0);
     let ncu = find_ncu();
     let cfg_path = config
         .map(|p| p.to_path_buf())
@@ -222,7 +222,7 @@ pub fn run(
     let standing = suite.as_ref().ok().map(|s| {
         let key = gpu_name
             .as_deref()
-            .and_then(|g| crate::engine::profile_for_device(&s.hardware, g))
+            .and_then(|g| crate::suite::hardware::profile_for_device(&s.hardware, g))
             .map(|h| h.key.clone())
             .unwrap_or_else(|| crate::config::Settings::default().hardware);
         let view = crate::standing::Store::load(ws, s).view(&key, gpu_name.as_deref());

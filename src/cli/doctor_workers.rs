@@ -2,8 +2,8 @@
 //! `[[workers]]`, else one per local GPU) started and greeted once, with its launch command,
 //! whether it answered `hello`, its host, device, GPU and versions, or why it is down.
 
-use crate::engine::pool::{Pool, PoolOptions, PoolStatus, SeatState, WorkerStatus};
-use crate::engine::workers::{self, Choice};
+use crate::pool::config::{self, Choice};
+use crate::pool::{Pool, PoolOptions, PoolStatus, SeatState, WorkerStatus};
 use serde_json::json;
 use std::path::Path;
 
@@ -26,11 +26,11 @@ fn choice(
     settings: &crate::config::Settings,
 ) -> (Choice, String, Option<String>) {
     if let Some(f) = file {
-        return match workers::load_file(f) {
+        return match config::load_file(f) {
             Ok(e) => (
                 Choice::Listed {
                     from: f.display().to_string(),
-                    specs: workers::specs(&e),
+                    specs: config::specs(&e),
                 },
                 f.display().to_string(),
                 None,
@@ -54,7 +54,7 @@ fn choice(
         None if !settings.workers.is_empty() => (
             Choice::Listed {
                 from: "settings".into(),
-                specs: workers::specs(&settings.workers),
+                specs: config::specs(&settings.workers),
             },
             "the settings' [[workers]]".into(),
             None,
@@ -71,7 +71,7 @@ fn choice(
 pub fn check(file: Option<&Path>, settings: &crate::config::Settings) -> WorkersReport {
     let (choice, from, problem) = choice(file, settings);
     let configured = matches!(choice, Choice::Listed { .. });
-    let status = crate::engine::runtime()
+    let status = crate::pool::runtime()
         .map(|rt| {
             rt.block_on(async { Pool::start(&choice, PoolOptions::default()).await.status() })
         })

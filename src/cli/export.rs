@@ -34,7 +34,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
     let kernel = if a.defines.is_empty() {
         kernel
     } else {
-        let src = crate::engine::protocol::Source {
+        let src = crate::contract::protocol::Source {
             name: kernel.origin.clone(),
             code: kernel.source,
             defines: Default::default(),
@@ -69,7 +69,7 @@ pub fn run(suite: &Suite, ws: &Workspace, a: Args<'_>) -> Result<i32, String> {
             "format": format,
             "folder": a.out.display().to_string(),
             "kernel": kernel.origin,
-            "sha256": export::sha256(&kernel.source),
+            "sha256": crate::fingerprint::of_source(&kernel.source),
             "files": written.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
         });
         println!(

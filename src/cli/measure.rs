@@ -2,10 +2,10 @@
 //! revision in a session, measure it (and the baseline first, if the session has none), and
 //! decide.
 
-use crate::engine::client::Runner;
-use crate::engine::pool::PoolOptions;
-use crate::engine::protocol::*;
-use crate::engine::workers::Choice;
+use crate::contract::protocol::*;
+use crate::contract::runner::Runner;
+use crate::pool::PoolOptions;
+use crate::pool::config::Choice;
 use crate::session::{
     Author, DecidedBy, Decision, Model, SessionEvent, SessionLock, SessionWriter,
 };
@@ -50,7 +50,7 @@ pub fn run(
     let source =
         std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
     let source = super::defines::apply(
-        crate::engine::protocol::Source {
+        crate::contract::protocol::Source {
             name: kernel.display().to_string(),
             code: source,
             defines: Default::default(),
@@ -64,7 +64,7 @@ pub fn run(
     if let Some(f) = session.filter(|f| f.exists()) {
         SessionWriter::check_continuable(f)?;
     }
-    let rt = crate::engine::runtime()?;
+    let rt = crate::pool::runtime()?;
     rt.block_on(async {
         let started = match super::pool::start(workers, PoolOptions::default(), as_json).await {
             Ok(s) => s,
@@ -73,7 +73,7 @@ pub fn run(
         let client = started.pool.clone();
         let dev = started.dev.clone();
         let (driver, nvrtc) = (started.driver.clone(), started.nvrtc.clone());
-        let hw = crate::engine::profile_for_device(&suite.hardware, &dev.name);
+        let hw = crate::suite::hardware::profile_for_device(&suite.hardware, &dev.name);
         // Open or create the session.
         let (path, writer, model, fresh) = open_session(suite, ws, session, lock)?;
         let mut rec = crate::session::Recording::new(model, Some(writer));
@@ -149,8 +149,8 @@ pub fn run(
         // When the measurement started, as the session recorded it.
         let date = measured
             .and_then(|r| r.measurement.made.as_ref())
-            .map(|m| crate::engine::client::utc(m.t as i64))
-            .unwrap_or_else(crate::engine::client::utc_now);
+            .map(|m| crate::utc::at(m.t as i64))
+            .unwrap_or_else(crate::utc::now);
         let result = MeasureResult {
             path: &path,
             p,
@@ -237,7 +237,7 @@ async fn record_baseline(
     let (code, why, author) = match start {
         Some((code, why)) => (code, why, Author::Incumbent),
         None => (
-            crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code,
+            crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")?.code,
             "the suite's baseline".to_string(),
             Author::Baseline,
         ),
@@ -364,8 +364,8 @@ fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
         "session": r.path.display().to_string(),
         "operator": r.p.name,
         "kernel": r.kernel.display().to_string(),
-        "source_sha256": crate::export::sha256(r.source),
-        "code_sha256": crate::standing::code::code_sha256(r.source),
+        "source_sha256": crate::fingerprint::of_source(r.source),
+        "code_sha256": crate::fingerprint::of_code(r.source),
         "gpu": r.run.dev,
         "driver": r.run.driver,
         "nvrtc": r.run.nvrtc,
@@ -455,10 +455,7 @@ mod tests {
         let doc = json_doc(&r);
         assert_eq!(doc["s_op"], bench["s_op"]);
         assert_eq!(doc["shapes"].as_array().unwrap().len(), 25);
-        assert_eq!(
-            doc["code_sha256"],
-            crate::standing::code::code_sha256(&source)
-        );
+        assert_eq!(doc["code_sha256"], crate::fingerprint::of_code(&source));
         let print = OpPrint::of(suite, p);
         let record = |d: &serde_json::Value| {
             build::from_bench_json(

@@ -61,7 +61,7 @@ fn error_exit(command: Option<&Command>) -> (i32, bool) {
     }
 }
 
-pub(crate) use crate::engine::runtime;
+pub(crate) use crate::pool::runtime;
 
 fn load_suite(ws: &Workspace) -> Result<Suite, String> {
     Ok(Suite::load(ws.suite_source())?)
@@ -123,14 +123,14 @@ pub fn main() -> i32 {
         Some(Command::Doctor { json }) => doctor::run(&ws, config, cli.workers.as_deref(), json),
         Some(Command::Calibrate { device, json }) => calibrate::run(device, json),
         Some(Command::ProfileTarget { device, job }) => {
-            return crate::engine::worker::profile_target(device, &job);
+            return crate::worker::profile_target(device, &job);
         }
-        Some(Command::CompileChild) => return crate::engine::compile_child::child_main(),
+        Some(Command::CompileChild) => return crate::worker::compile_child::child_main(),
         Some(Command::Worker { device, simulate }) => {
             return if let Some(default) = simulate {
-                crate::engine::simulate::main(device, &default)
+                crate::worker::simulate::main(device, &default)
             } else {
-                crate::engine::worker::main(device)
+                crate::worker::main(device)
             };
         }
         Some(
@@ -178,9 +178,9 @@ pub fn main() -> i32 {
 /// A settings file with problems gives none here: the commands that read it, and `doctor`, say
 /// what is wrong.
 fn configure_compile_limits(config: Option<&std::path::Path>) {
-    let path = crate::engine::workers::settings_path(config);
+    let path = crate::config::settings_path(config);
     if let Ok(s) = crate::config::Settings::load(path.as_deref()) {
-        crate::engine::compile_child::limits::configure(
+        crate::worker::compile_child::limits::configure(
             s.compile_timeout_secs,
             s.compile_memory_gib,
         );

@@ -3,9 +3,9 @@
 //! the GPU its measurements are for (the first worker up: T_SOL and S are per GPU model, so
 //! the pool's jobs run only on workers of that model).
 
-use crate::engine::pool::{Pool, PoolOptions, PoolStatus, SeatState};
-use crate::engine::protocol::DeviceInfo;
-use crate::engine::workers::{self, Choice};
+use crate::contract::protocol::DeviceInfo;
+use crate::pool::config::Choice;
+use crate::pool::{Pool, PoolOptions, PoolStatus, SeatState};
 use std::path::Path;
 
 /// A started pool and the GPU its jobs are measured on.
@@ -39,9 +39,14 @@ pub(crate) fn choose(
     if device.is_some() && file.is_some() {
         return Err("--device picks a GPU of this machine and --workers a pool: give one".into());
     }
-    let path = workers::settings_path(config);
+    let path = crate::config::settings_path(config);
     let settings = crate::config::Settings::load(path.as_deref())?;
-    Ok(workers::choose(device, file, &settings, path.as_deref())?)
+    Ok(crate::pool::config::choose(
+        device,
+        file,
+        &settings.workers,
+        path.as_deref(),
+    )?)
 }
 
 /// Starts the pool and waits for every worker's first start. When no worker is up, says why

@@ -1,9 +1,9 @@
 //! `profile`: a candidate under Nsight Compute.
 
 use super::{EXIT_NO_GPU, runtime};
-use crate::engine::client::{WorkerClient, WorkerConfig};
-use crate::engine::outcome::*;
-use crate::engine::protocol::{KernelResources, Source};
+use crate::contract::outcome::*;
+use crate::contract::protocol::{KernelResources, Source};
+use crate::pool::client::{WorkerClient, WorkerConfig};
 use crate::profile::{KernelProfile, Profile};
 use crate::suite::{Problem, Suite};
 use std::collections::BTreeMap;

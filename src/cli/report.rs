@@ -68,6 +68,7 @@ pub fn report_json(path: &Path, d: &ReportData) -> serde_json::Value {
                 "passed": r.map(|r| r.passed),
                 "num_shapes": o.num_shapes,
                 "history": o.history.len(),
+                "peers": o.peers,
             })
         })
         .collect();
@@ -75,6 +76,7 @@ pub fn report_json(path: &Path, d: &ReportData) -> serde_json::Value {
         "path": path.display().to_string(),
         "hardware": d.hardware,
         "standing": d.standing,
+        "peers": d.peers,
         "s_agg": d.s_agg,
         "s_agg_benchmark": d.s_agg_benchmark,
         "measured": d.measured,

@@ -673,7 +673,7 @@ mod tests {
     /// NVRTC but not the plan against shapes).
     #[test]
     fn launch_plans_resolve_on_every_shape() {
-        use crate::engine::plan;
+        use crate::contract::plan;
         let suite = Suite::load(SuiteSource::Embedded).unwrap();
         let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("problems");
         for op in ops() {

@@ -64,10 +64,10 @@ pub fn fp8_tensor(name: &str, dtype: &str, dims: Vec<usize>, codes: Vec<u8>) -> 
 
 /// fp32 → e4m3fnuz → fp32.
 pub fn e4m3fnuz(x: f32) -> f32 {
-    crate::engine::compare::e4m3fnuz_to_f64(e4m3fnuz_bits(x)) as f32
+    crate::suite::dtype::e4m3fnuz_to_f64(e4m3fnuz_bits(x)) as f32
 }
 
 /// fp32 → e4m3fn → fp32.
 pub fn e4m3fn(x: f32) -> f32 {
-    crate::engine::compare::e4m3fn_to_f64(e4m3fn_bits(x)) as f32
+    crate::suite::dtype::e4m3fn_to_f64(e4m3fn_bits(x)) as f32
 }

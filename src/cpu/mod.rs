@@ -32,7 +32,7 @@ impl HostTensor {
         let es = crate::suite::dtype_size(&self.dtype).unwrap_or(1);
         self.bytes
             .chunks_exact(es)
-            .map(|c| crate::engine::compare::decode(&self.dtype, c) as f32)
+            .map(|c| crate::suite::dtype::decode(&self.dtype, c) as f32)
             .collect()
     }
 
@@ -136,7 +136,7 @@ pub fn f16_bits(x: f32) -> u16 {
 
 /// fp16(x) as f32.
 pub fn f16(x: f32) -> f32 {
-    crate::engine::compare::f16_to_f64(f16_bits(x)) as f32
+    crate::suite::dtype::f16_to_f64(f16_bits(x)) as f32
 }
 
 /// Rounds to the dtype and back (bf16, fp16; fp32 unchanged).

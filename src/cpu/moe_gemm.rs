@@ -404,7 +404,7 @@ fn moe_count_and_sort(env: &Env, inputs: &[HostTensor]) -> Result<Vec<HostTensor
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::compare::{e4m3fn_to_f64, e4m3fnuz_to_f64};
+    use crate::suite::dtype::{e4m3fn_to_f64, e4m3fnuz_to_f64};
 
     #[test]
     fn fnuz_encoder_boundaries() {

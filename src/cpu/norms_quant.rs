@@ -328,7 +328,7 @@ fn per_token_group_quant_fp8(env: &Env, inputs: &[HostTensor]) -> Result<Vec<Hos
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::compare::{e4m3fn_to_f64, e4m3fnuz_to_f64};
+    use crate::suite::dtype::{e4m3fn_to_f64, e4m3fnuz_to_f64};
 
     fn env_of(op: &str, params: BTreeMap<String, Value>) -> Env {
         let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
@@ -724,7 +724,7 @@ mod tests {
     /// masks). The offline compile command checks NVRTC but not the plan against every shape.
     #[test]
     fn launch_plans_resolve_on_every_shape_and_tune_combination() {
-        use crate::engine::plan;
+        use crate::contract::plan;
         let suite = crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap();
         let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("problems");
         for op in ops() {

@@ -14,7 +14,7 @@
 //! the names `x.shape[i]`, which no expression of a problem can spell.
 
 use super::ExportError;
-use crate::engine::plan::{Arg, Plan};
+use crate::contract::plan::{Arg, Plan};
 use crate::suite::expr::{Env, Expr, Value};
 use crate::suite::{Problem, Shape};
 use std::collections::{BTreeMap, BTreeSet};

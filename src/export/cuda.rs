@@ -8,10 +8,10 @@
 //! (`cudaLaunchKernelExC`, clusters and large dynamic shared memory included; tensor maps with
 //! the driver's `cuTensorMapEncodeTiled`).
 
+use super::expressions::{cpp, cpp_str as s, cpp_value};
 use super::python::{interleave, l2, oob, swizzle, tma_esize};
-use super::translate::{cpp, cpp_str as s, cpp_value};
 use super::{Checked, ExportError, File, Kernel};
-use crate::engine::plan::{self, Arg, PlanExpr, ScalarType};
+use crate::contract::plan::{self, Arg, PlanExpr, ScalarType};
 use crate::suite::Problem;
 use std::fmt::Write;
 
@@ -304,7 +304,7 @@ fn default_init(v: &crate::suite::expr::Value, ty: &str) -> String {
         (Value::Bool(b), _) => format!(" = {b}"),
         (Value::Int(i), "float") => format!(" = {i}.0"),
         (Value::Int(i), _) => format!(" = {i}"),
-        (Value::Float(x), _) => format!(" = {}", super::translate::cpp_double(*x)),
+        (Value::Float(x), _) => format!(" = {}", super::expressions::cpp_double(*x)),
     }
 }
 

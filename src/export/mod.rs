@@ -3,7 +3,7 @@
 //! compiled with NVRTC and launched through the CUDA driver, both through ctypes) or as the
 //! kernel file with a C++ launcher for a CUDA code base.
 //!
-//! Layout: `bind` (how a forward recovers the shape from its arguments), `translate` (plan and
+//! Layout: `bind` (how a forward recovers the shape from its arguments), `expressions` (plan and
 //! problem expressions into Python and C++), `python` and `cuda` (the two formats; each carries
 //! a runtime, `runtime.py` and `runtime.hpp`, that evaluates exactly as `suite::expr` does).
 //!
@@ -14,10 +14,10 @@
 
 pub mod bind;
 pub mod cuda;
+pub mod expressions;
 pub mod python;
-pub mod translate;
 
-use crate::engine::plan::{self, Plan, PlanError};
+use crate::contract::plan::{self, Plan, PlanError};
 use crate::suite::expr::{Env, Value};
 use crate::suite::{Problem, Suite, Workspace};
 use std::collections::BTreeMap;
@@ -212,7 +212,7 @@ pub fn incumbent(
             ))),
         };
     }
-    let b = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")
+    let b = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")
         .map_err(ExportError::Kernel)?;
     Ok(Kernel {
         source: b.code,
@@ -221,15 +221,6 @@ pub fn incumbent(
             p.name
         ),
     })
-}
-
-/// The sha256 of a kernel source, hex (as Python's `hashlib.sha256(src.encode()).hexdigest()`).
-pub fn sha256(source: &str) -> String {
-    use sha2::{Digest, Sha256};
-    Sha256::digest(source.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// A name usable as an identifier of the generated code (letters, digits, `_`, not first a

@@ -8,9 +8,9 @@
 //! the plan once per shape and launches on the current PyTorch stream.
 
 use super::bind::{Binding, Step};
-use super::translate::{python as py, python_str as s, python_value};
+use super::expressions::{python as py, python_str as s, python_value};
 use super::{Checked, ExportError, File, Kernel};
-use crate::engine::plan::{self, Arg, Interleave, L2Promotion, OobFill, PlanExpr, Swizzle};
+use crate::contract::plan::{self, Arg, Interleave, L2Promotion, OobFill, PlanExpr, Swizzle};
 use crate::suite::Problem;
 use std::fmt::Write;
 
@@ -61,7 +61,7 @@ pub fn file(p: &Problem, k: &Kernel, c: &Checked, b: &Binding) -> Result<File, E
 }
 
 fn header(out: &mut String, p: &Problem, k: &Kernel) {
-    let sha = super::sha256(&k.source);
+    let sha = crate::fingerprint::of_source(&k.source);
     let _ = write!(
         out,
         r#""""{name} ({id}): {summary}, as an Atrex-Bench candidate.
@@ -329,7 +329,7 @@ fn dtype_fields(dtype: &str, with_expr: bool) -> (String, String) {
 /// The element size the harness uses for a tensor map's dtype (`TensorMap::resolve`): the
 /// suite's size of that name, else 1.
 pub fn tma_esize(d: &str) -> usize {
-    crate::engine::plan::tensor_map_dtype_size(d) as usize
+    crate::contract::plan::tensor_map_dtype_size(d) as usize
 }
 
 pub fn swizzle(v: Swizzle) -> u8 {

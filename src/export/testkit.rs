@@ -3,7 +3,7 @@
 //! Rust side, the Python runtime and the C++ runtime all print, so that they can be compared
 //! line by line.
 
-use crate::engine::plan::{ResolvedArg, ResolvedLaunch};
+use crate::contract::plan::{ResolvedArg, ResolvedLaunch};
 use crate::suite::expr::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -6,7 +6,7 @@
 
 use super::testkit::{self, describe};
 use super::*;
-use crate::engine::plan::ResolvedLaunch;
+use crate::contract::plan::ResolvedLaunch;
 use crate::suite::{SuiteSource, expr::Value};
 use std::process::Command;
 
@@ -31,7 +31,7 @@ fn shipped(s: &Suite, p: &Problem) -> Kernel {
 
 /// Every template of the knowledge base with the operator it is written for.
 fn templates(s: &Suite) -> Vec<(&Problem, Kernel)> {
-    let dir = crate::agent::knowledge::EMBEDDED_KNOWLEDGE
+    let dir = crate::suite::EMBEDDED_KNOWLEDGE
         .get_dir("templates")
         .expect("the knowledge base has templates");
     let mut out = Vec::new();
@@ -201,9 +201,9 @@ pub(super) fn cpp_assign(name: &str, ty: &str, v: &Value) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        ("str", Value::Str(t)) => translate::cpp_str(t),
+        ("str", Value::Str(t)) => expressions::cpp_str(t),
         ("bool", Value::Bool(b)) => b.to_string(),
-        ("float", Value::Float(x)) => translate::cpp_double(*x),
+        ("float", Value::Float(x)) => expressions::cpp_double(*x),
         ("float", Value::Int(i)) => format!("{i}.0"),
         (_, Value::Int(i)) => format!("{i}LL"),
         (_, other) => panic!("{name}: {other} as {ty}"),
@@ -399,10 +399,10 @@ fn the_python_file_holds_the_kernel_exactly_and_the_candidate_interface() {
         "eps is a constructor argument"
     );
     assert!(f.text.contains("def forward(self, x, weight):"));
-    assert!(
-        f.text
-            .contains(&format!("KERNEL_SHA256 = '{}'", sha256(&k.source)))
-    );
+    assert!(f.text.contains(&format!(
+        "KERNEL_SHA256 = '{}'",
+        crate::fingerprint::of_source(&k.source)
+    )));
     let Some(py3) = testkit::python3() else {
         return;
     };
@@ -420,7 +420,10 @@ fn the_python_file_holds_the_kernel_exactly_and_the_candidate_interface() {
         "importing the export",
     );
     let mut lines = out.lines();
-    assert_eq!(lines.next(), Some(sha256(&k.source).as_str()));
+    assert_eq!(
+        lines.next(),
+        Some(crate::fingerprint::of_source(&k.source).as_str())
+    );
     assert_eq!(lines.next(), Some(k.origin.as_str()));
 }
 

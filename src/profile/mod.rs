@@ -1,11 +1,13 @@
 //! Deep profiles: the candidate under Nsight Compute, in a separate process, turned into gauges
-//! and findings (docs/profiler.md).
+//! and findings (docs/profiler.md); and `sass`, the static summary of a kernel's machine code
+//! (`compile --sass`).
 
 pub mod findings;
 pub mod ncu;
+pub mod sass;
 pub mod source;
 
-use crate::engine::protocol::*;
+use crate::contract::protocol::*;
 use crate::suite::{Problem, Suite};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -103,7 +105,7 @@ pub struct NcuOptions {
 
 impl NcuOptions {
     pub fn find() -> Result<NcuOptions, String> {
-        let ncu = crate::engine::locate::find_tool("ncu")
+        let ncu = crate::worker::locate::find_tool("ncu")
             .ok_or("ncu (Nsight Compute) not found on PATH or in the CUDA installation: deep profiles are unavailable; event-timing gauges still work")?;
         Ok(NcuOptions {
             ncu,
@@ -160,7 +162,7 @@ pub fn run_ncu(
     job: &Job,
     device: u32,
 ) -> Result<(Vec<KernelProfile>, Vec<SourceProfile>), String> {
-    let plan = crate::engine::plan::parse(&job.candidate.code)
+    let plan = crate::contract::plan::parse(&job.candidate.code)
         .map_err(|e| format!("{}: launch plan, {e}", job.candidate.name))?;
     let mut names: Vec<String> = plan.launches.iter().map(|l| l.kernel.clone()).collect();
     names.dedup();
@@ -201,9 +203,9 @@ pub fn run_ncu(
         .arg(&job_file);
     cmd.env(
         "LD_LIBRARY_PATH",
-        crate::engine::locate::worker_ld_library_path(),
+        crate::worker::locate::worker_ld_library_path(),
     );
-    crate::engine::env_scrub::scrub(&mut cmd);
+    crate::worker::env_scrub::scrub(&mut cmd);
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
     let mut child = cmd
@@ -287,8 +289,9 @@ pub fn profile(
     compile_resources: Option<&std::collections::BTreeMap<String, KernelResources>>,
 ) -> Result<Profile, String> {
     let t0 = Instant::now();
-    let hw = device_name.and_then(|n| crate::engine::profile_for_device(&suite.hardware, n));
-    let job = crate::engine::build_job(
+    let hw =
+        device_name.and_then(|n| crate::suite::hardware::profile_for_device(&suite.hardware, n));
+    let job = crate::contract::job::build_job(
         p,
         candidate.clone(),
         None,

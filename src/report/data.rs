@@ -5,9 +5,13 @@
 //! operator's S_op of `Entry::s_op_under` (a stale record counts 0 and its figure is shown as
 //! stale) and S_agg of `Standing::s_agg_by_rule`, each under the strict level and under the
 //! benchmark's rule — so that the two never disagree. Nothing is invented: an
-//! operator without a record, a shape without a time or a work figure, has `None`.
+//! operator without a record, a shape without a time or a work figure, has `None`; an operator
+//! without a peer figure has no `peers`. A peer counts as the best only when it passes the
+//! suite's check and its figures are of the suite's shapes as they are; the gap is taken only
+//! against an S_op that counts.
 
 use super::history::{HistoryItem, Sessions};
+use super::peers::Peers;
 use crate::standing::{Entry, Standing, Tally};
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::roofline::Rule;
@@ -122,6 +126,52 @@ pub struct OpReport {
     /// Shapes of the suite the record has no result for.
     pub unmeasured: Vec<u32>,
     pub history: Vec<HistoryItem>,
+    /// The peers recorded for it (None: none recorded).
+    pub peers: Option<PeersView>,
+}
+
+/// One peer's figure as the report shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeerFigure {
+    pub name: String,
+    /// Its library and version: `vLLM 0.33.0 (torch 2.11 + cu130)`.
+    pub library: String,
+    pub s_op: f64,
+    pub passes: bool,
+    /// Why it fails the check.
+    pub check: Option<String>,
+    pub s_range: Option<(f64, f64)>,
+    pub note: Option<String>,
+}
+
+/// An operator's peers beside its S_op.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeersView {
+    /// The fastest peer that passes the check (None: none does, or the figures are stale).
+    pub best: Option<PeerFigure>,
+    /// The peers faster than `best` (all, when there is no best) that fail the check, fastest
+    /// first: shown, marked, never the best.
+    pub failing: Vec<PeerFigure>,
+    /// Every peer, fastest first.
+    pub all: Vec<PeerFigure>,
+    /// Our S_op − the best peer's, where our S_op counts and there is a best.
+    pub gap: Option<f64>,
+    /// Our S_op / the best peer's, likewise.
+    pub ratio: Option<f64>,
+    /// Why the figures do not compare with the suite as it is (then there is no best).
+    pub stale: Option<String>,
+}
+
+/// Where the peer figures come from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PeersSource {
+    /// The file: a path, or the built-in file's name.
+    pub file: String,
+    pub gpu: String,
+    pub date: String,
+    pub method: String,
+    /// Each library's label.
+    pub libraries: Vec<String>,
 }
 
 /// Everything the report shows.
@@ -138,6 +188,8 @@ pub struct ReportData {
     pub peak_flops: BTreeMap<String, f64>,
     /// Where the standing's records come from.
     pub standing: String,
+    /// Where the peers' figures come from (None: no peers file for this profile and suite).
+    pub peers: Option<PeersSource>,
     /// S_agg at the strict level (the problem's tolerance).
     pub s_agg: SAgg,
     /// S_agg under the benchmark's rule.
@@ -221,12 +273,58 @@ fn record_view(p: &Problem, e: &Entry, hw: &HardwareProfile) -> RecordView {
     }
 }
 
-/// Assembles the report of `standing` (judged for the profile `hw`) and `sessions`.
+/// The peers of `op` beside our S_op `ours` (where it counts).
+pub fn peers_view(peers: &Peers, suite: &Suite, op: &str, ours: Option<f64>) -> Option<PeersView> {
+    let o = peers
+        .file
+        .operators
+        .get(op)
+        .filter(|o| !o.peers.is_empty())?;
+    let mut all: Vec<PeerFigure> = o
+        .peers
+        .iter()
+        .map(|p| PeerFigure {
+            name: p.name.clone(),
+            library: peers.source(p).map(|s| s.label()).unwrap_or_default(),
+            s_op: p.s_op,
+            passes: p.passes,
+            check: p.check.clone(),
+            s_range: p.s_range.map(|[lo, hi]| (lo, hi)),
+            note: p.note.clone(),
+        })
+        .collect();
+    all.sort_by(|a, b| b.s_op.total_cmp(&a.s_op));
+    let stale = peers.stale(suite, op);
+    let best = all
+        .iter()
+        .find(|p| p.passes)
+        .filter(|_| stale.is_none())
+        .cloned();
+    let floor = best.as_ref().map_or(f64::NEG_INFINITY, |b| b.s_op);
+    let failing = all
+        .iter()
+        .filter(|p| !p.passes && p.s_op > floor)
+        .cloned()
+        .collect();
+    let pair = ours.zip(best.as_ref().map(|b| b.s_op));
+    Some(PeersView {
+        gap: pair.map(|(o, b)| o - b),
+        ratio: pair.filter(|(_, b)| *b > 0.0).map(|(o, b)| o / b),
+        best,
+        failing,
+        all,
+        stale,
+    })
+}
+
+/// Assembles the report of `standing` (judged for the profile `hw`), `sessions` and the
+/// `peers` of the profile.
 pub fn assemble(
     suite: &Suite,
     hw: &HardwareProfile,
     standing: &Standing,
     sessions: &Sessions,
+    peers: Option<&Peers>,
     generated: &str,
 ) -> ReportData {
     let weights = suite.weights(PhaseFilter::All);
@@ -248,14 +346,16 @@ pub fn assemble(
                 .collect(),
             None => p.shapes.iter().map(|s| s.id).collect(),
         };
+        let s_op = e.and_then(|e| e.s_op());
         operators.push(OpReport {
+            peers: peers.and_then(|pe| peers_view(pe, suite, &p.name, s_op)),
             name: p.name.clone(),
             id: p.id.clone(),
             weight: weights.get(&p.name).copied().unwrap_or(0.0),
             phase: p.phase_label(),
             num_shapes: p.shapes.len(),
             state,
-            s_op: e.and_then(|e| e.s_op()),
+            s_op,
             s_op_benchmark: e.and_then(|e| e.s_op_under(Rule::Benchmark, p)),
             record,
             unmeasured,
@@ -284,6 +384,13 @@ pub fn assemble(
         hbm_bytes_per_s: hw.hbm_bytes_per_s,
         peak_flops: hw.peak_flops.clone(),
         standing: standing.describe(),
+        peers: peers.map(|p| PeersSource {
+            file: p.origin.clone(),
+            gpu: p.file.gpu.clone(),
+            date: p.file.date.clone(),
+            method: p.file.method.clone(),
+            libraries: p.file.sources.values().map(|s| s.label()).collect(),
+        }),
         s_agg: SAgg {
             all: all.strict,
             prefill: prefill.strict,

@@ -3,12 +3,13 @@
 //! offline, attached to a mail or in a browser without network.
 //!
 //! Sections (ids are stable, for readers and tests): `warnings` (only when something could not
-//! be read), `table` (S_agg and the table), `roofline`, `operators` (one `section.op` per
+//! be read), `table` (S_agg and the table), `peers` (every peer figure and where it comes
+//! from), `roofline`, `operators` (one `section.op` per
 //! operator, `#op-NAME`: its chart of S over shapes or why there is none, and its history),
 //! `sessions`. Every string from a file goes through maud, which escapes it.
 
 use super::charts::{self, RooflinePoints};
-use super::data::{OpReport, ReportData, State};
+use super::data::{OpReport, PeerFigure, ReportData, State};
 use super::history::HistoryItem;
 use super::table;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -32,12 +33,15 @@ figcaption { font-size: .85rem; color: #444; }
                       border-radius: 50%; vertical-align: middle; }
 .legend { font-size: .85rem; }
 tr.incumbent { background: #eef7ee; }
+.behind { color: #b00020; font-weight: 600; } .ahead { color: #1a7f37; }
+.fails { color: #8a6d00; } .peer-name { color: #555; font-size: .8rem; }
+td.peer { white-space: nowrap; }
 section.op { border-top: 1px solid #eee; margin-top: 1.2rem; }
 "#;
 
 /// `YYYY-MM-DD hh:mm:ss` (UTC) of a time in seconds since the Unix epoch.
 fn date(t: Option<f64>) -> String {
-    t.map(|t| crate::engine::client::utc(t as i64))
+    t.map(|t| crate::utc::at(t as i64))
         .unwrap_or_else(|| "—".into())
 }
 
@@ -69,6 +73,11 @@ fn header(d: &ReportData) -> Markup {
             (format!("{:.2} TB/s", d.hbm_bytes_per_s / 1e12)) ", " (peaks.join(", ")) "."
             br;
             "Standing: " (d.standing) "."
+            @if let Some(p) = &d.peers {
+                br;
+                "Peers: " (p.libraries.join(", ")) ", measured " (p.date) " on " (p.gpu)
+                " (" (p.file) ")."
+            }
         }
     }
 }
@@ -80,6 +89,76 @@ fn warnings(d: &ReportData) -> Markup {
                 h2 { "Warnings" }
                 p { "These files could not be used; the report shows everything else." }
                 ul { @for w in &d.warnings { li { (w) } } }
+            }
+        }
+    }
+}
+
+fn peer_row(op: &OpReport, p: &PeerFigure) -> Markup {
+    html! {
+        tr data-op=(op.name) {
+            td { (op.name) }
+            td { (p.name) }
+            td { (p.library) }
+            td.num { (format!("{:.3}", p.s_op)) }
+            td.range {
+                @match p.s_range {
+                    Some((lo, hi)) => { (format!("{lo:.2} – {hi:.2}")) }
+                    None => { span.missing { "—" } }
+                }
+            }
+            td {
+                @if p.passes { "passes" } @else {
+                    span.fails { "✗ " (p.check.as_deref().unwrap_or("fails")) }
+                }
+            }
+            td { @if let Some(n) = &p.note { (n) } }
+        }
+    }
+}
+
+/// Every peer figure of the profile, and how and when they were measured.
+fn peers(d: &ReportData) -> Markup {
+    html! {
+        section #peers {
+            h2 { "Peers on the same GPU" }
+            @match &d.peers {
+                None => {
+                    p.missing {
+                        "No peer figures for the " (d.hardware) " profile (a workspace's "
+                        "docs/measurements/peers-" (d.hardware) ".json records them)."
+                    }
+                }
+                Some(src) => {
+                    p.meta {
+                        "The kernels a user would otherwise call, measured " (src.date) " on "
+                        (src.gpu) ": " (src.method) ". Libraries: " (src.libraries.join(", "))
+                        ". From " code { (src.file) } ". A peer that fails the suite's check is "
+                        "marked ✗ and never counted as the best; the table above compares our "
+                        "S_op with the fastest peer that passes."
+                    }
+                    table #peer-figures {
+                        thead {
+                            tr {
+                                th { "operator" } th { "peer" } th { "library" } th.num { "S_op" }
+                                th { "S range" } th { "check" } th { "note" }
+                            }
+                        }
+                        tbody {
+                            @for op in &d.operators {
+                                @if let Some(v) = &op.peers {
+                                    @for p in &v.all { (peer_row(op, p)) }
+                                }
+                            }
+                        }
+                    }
+                    @let stale: Vec<String> = d.operators.iter()
+                        .filter_map(|o| o.peers.as_ref()?.stale.as_ref().map(|w| format!("{}: {w}", o.name)))
+                        .collect();
+                    @if !stale.is_empty() {
+                        p.stale { "Stale (not compared): " (stale.join("; ")) "." }
+                    }
+                }
             }
         }
     }
@@ -312,9 +391,12 @@ pub fn render(d: &ReportData) -> String {
                     p.meta {
                         "S = T_SOL / T per shape; S_op = median over all the operator's shapes, a "
                         "failed or missing shape counting 0; a stale record (marked ~) is shown "
-                        "and counted 0."
+                        "and counted 0. Best peer: the fastest peer kernel that passes the "
+                        "suite's check (faster ones that fail it are marked ✗ check); ours − peer "
+                        "is our S_op minus its, with the ratio."
                     }
                 }
+                (peers(d))
                 (roofline(d))
                 section #operators {
                     h2 { "Operators: S over shapes and history" }

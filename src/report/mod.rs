@@ -1,10 +1,11 @@
 //! The report (docs/report.md): one self-contained HTML file of where the suite stands — the
 //! S_agg table, each operator's S over its shapes, the roofline of every measured shape and
-//! each incumbent's history from the sessions that touched it.
+//! each incumbent's history from the sessions that touched it, and beside each operator the
+//! best peer's S_op (a library's kernel on the same GPU, `peers`).
 //!
 //! Layout: `data` (the figures, assembled before anything is drawn), `history` (the sessions,
-//! read into per-operator histories), `charts` (plotters, SVG), `table` (the S_agg table),
-//! `html` (the page).
+//! read into per-operator histories), `peers` (the peers file), `charts` (plotters, SVG),
+//! `table` (the S_agg table), `html` (the page).
 //!
 //! Invariants: the figures are those `suite --json` prints for the same workspace and profile
 //! (the same standing, judged the same way, without a GPU); the page references nothing outside
@@ -16,6 +17,7 @@ pub mod charts;
 pub mod data;
 pub mod history;
 pub mod html;
+pub mod peers;
 pub mod table;
 
 #[cfg(test)]
@@ -40,7 +42,8 @@ pub enum ReportError {
 }
 
 /// The figures of a report on `standing` (judged for `hw`), with the histories of the sessions
-/// in `session_dirs` (and the standing's origin sessions) of the workspace `ws`.
+/// in `session_dirs` (and the standing's origin sessions) of the workspace `ws` and the peers of
+/// the profile (the workspace's peers file, else the built-in one).
 pub fn assemble(
     ws: &Path,
     suite: &Suite,
@@ -51,6 +54,8 @@ pub fn assemble(
     let (files, mut warnings) = history::session_files(ws, session_dirs, standing);
     let mut sessions = history::read(ws, suite, &files, standing);
     warnings.append(&mut sessions.warnings);
+    let (peers, mut peer_warnings) = peers::load(ws, suite, &hw.key);
+    warnings.append(&mut peer_warnings);
     sessions.warnings = warnings;
     sessions.dirs = session_dirs.to_vec();
     data::assemble(
@@ -58,7 +63,8 @@ pub fn assemble(
         hw,
         standing,
         &sessions,
-        &crate::engine::client::utc_now(),
+        peers.as_ref(),
+        &crate::utc::now(),
     )
 }
 

@@ -1,12 +1,13 @@
 //! The S_agg table (as in docs/baselines.md): per operator its weight, shapes, shapes passed,
-//! input draws, S_op (strict, and under the benchmark's rule), S range and where and when it
-//! was measured; S_agg of every phase view under both rules above it. maud escapes every
-//! string it is given.
+//! input draws, S_op (strict, and under the benchmark's rule), the best peer's S_op and the gap
+//! to ours, S range and where and when it was measured; S_agg of every phase view under both
+//! rules above it. maud escapes every string it is given.
 //!
 //! Each row carries `data-op` and, when its S_op counts, `data-s-op` and `data-s-op-benchmark`
-//! (the figures at full precision), so that a reader can check the table against `suite --json`.
+//! (the figures at full precision), so that a reader can check the table against `suite --json`;
+//! the peer cell carries `data-peer-s-op` (the best peer's) and the gap cell `data-gap`.
 
-use super::data::{OpReport, ReportData, State};
+use super::data::{OpReport, PeerFigure, ReportData, State};
 use maud::{Markup, html};
 
 /// S_agg of each phase view under the strict level and under the benchmark's rule, and how
@@ -82,6 +83,78 @@ fn where_cell(op: &OpReport) -> Markup {
     }
 }
 
+/// `−0.038` / `+0.012`: a signed difference of S_op, with a real minus sign.
+fn signed(x: f64) -> String {
+    let s = format!("{x:+.3}");
+    s.replacen('-', "\u{2212}", 1)
+}
+
+/// A peer's name, library and what it notes, for a title.
+fn peer_title(p: &PeerFigure) -> String {
+    let mut t = format!("{} · {}", p.name, p.library);
+    if let Some((lo, hi)) = p.s_range {
+        t += &format!(" · S {lo:.2} – {hi:.2} over the shapes");
+    }
+    if let Some(c) = &p.check {
+        t += &format!(" · fails the check: {c}");
+    }
+    if let Some(n) = &p.note {
+        t += &format!(" · {n}");
+    }
+    t
+}
+
+/// The best peer that passes the check, and the faster ones that do not, marked `✗ check`
+/// (figures that no longer compare are marked `~`).
+pub fn peer_cell(op: &OpReport) -> Markup {
+    let Some(v) = &op.peers else {
+        return html! { span.missing { "—" } };
+    };
+    let fastest = v.all.first();
+    html! {
+        @if let Some(why) = &v.stale {
+            @if let Some(p) = fastest {
+                span.stale title={ "stale: " (why) " · " (peer_title(p)) } {
+                    (format!("{:.3}", p.s_op)) "~"
+                }
+                " " span.peer-name { (p.name) }
+            }
+        } @else {
+            @if let Some(b) = &v.best {
+                span.peer data-peer-s-op=(b.s_op) title=(peer_title(b)) { (format!("{:.3}", b.s_op)) }
+                " " span.peer-name { (b.name) }
+            }
+            @for (i, f) in v.failing.iter().enumerate() {
+                @if i > 0 || v.best.is_some() { br; }
+                span.fails title=(peer_title(f)) { (format!("{:.3}", f.s_op)) " ✗ check" }
+                " " span.peer-name { (f.name) }
+            }
+        }
+    }
+}
+
+/// Our S_op − the best peer's, red where we are behind, with the ratio.
+pub fn gap_cell(op: &OpReport) -> Markup {
+    let Some(v) = &op.peers else {
+        return html! { span.missing { "—" } };
+    };
+    match (v.gap, v.ratio) {
+        (Some(g), ratio) => html! {
+            span class=(if g < 0.0 { "behind" } else { "ahead" }) data-gap=(g)
+                title=(if g < 0.0 { "behind the best peer that passes the check" } else { "at or ahead of the best peer that passes the check" }) {
+                (signed(g))
+                @if let Some(r) = ratio { " (" (format!("{r:.2}")) "×)" }
+            }
+        },
+        (None, _) if v.best.is_some() => html! {
+            span.missing title="our S_op does not count (stale or not measured)" { "—" }
+        },
+        (None, _) => html! {
+            span.missing title="no peer that passes the check" { "—" }
+        },
+    }
+}
+
 /// The table: one row per operator, in descending weight.
 pub fn table(d: &ReportData) -> Markup {
     html! {
@@ -90,7 +163,9 @@ pub fn table(d: &ReportData) -> Markup {
                 tr {
                     th { "#" } th { "operator" } th { "phase" } th.num { "weight" }
                     th.num { "shapes" } th.num { "passed (strict)" } th.num { "seeds" }
-                    th.num { "S_op" } th.num { "S_op (benchmark rule)" } th { "S range" } th { "standing" }
+                    th.num { "S_op" } th.num { "S_op (benchmark rule)" }
+                    th { "best peer (S_op)" } th.num { "ours − peer" }
+                    th { "S range" } th { "standing" }
                     th { "measured (when · where · kernel)" }
                 }
             }
@@ -116,6 +191,8 @@ pub fn table(d: &ReportData) -> Markup {
                         }
                         td.num { (s_op_cell(op)) }
                         td.num { (s_op_benchmark_cell(op)) }
+                        td.peer { (peer_cell(op)) }
+                        td.num { (gap_cell(op)) }
                         td.range {
                             @match op.record.as_ref().and_then(|r| r.s_range) {
                                 Some((lo, hi)) => { (format!("{lo:.4} – {hi:.3}")) }

@@ -341,3 +341,193 @@ fn writing_is_atomic_and_errors_name_the_file() {
     let e = write(&bad, "x").unwrap_err().to_string();
     assert!(e.contains(&bad.display().to_string()), "{e}");
 }
+
+/// The built-in peers with our S_op of each operator fixed (docs/baselines.md's second-harness
+/// figures), so that the fragment does not move when the standing does.
+fn peer_views() -> Vec<data::OpReport> {
+    let p = peers::Peers {
+        file: peers::Peers::built_in().unwrap(),
+        origin: peers::NAME.into(),
+    };
+    let (_, d) = mixed();
+    let ours = [
+        ("unified_attention", Some(0.4305)),
+        ("fused_moe", Some(0.4014)),
+        ("block_scaled_mm", Some(0.3087)),
+        ("fp8_blockscale_fused_moe", Some(0.1839)),
+        ("paged_attention_decode", Some(0.0602)),
+        // Stale or missing: no gap.
+        ("attention_forward", None),
+        ("topk_filter", Some(0.154)),
+    ];
+    ours.iter()
+        .map(|(name, s)| {
+            let mut op = d
+                .operators
+                .iter()
+                .find(|o| o.name == *name)
+                .unwrap()
+                .clone();
+            op.s_op = *s;
+            op.peers = data::peers_view(&p, suite(), name, *s);
+            op
+        })
+        .collect()
+}
+
+/// Per operator the best peer that passes the check and the gap to ours; faster peers that fail
+/// the check marked, never the best; no gap where our S_op does not count or no peer passes.
+#[test]
+fn the_best_peer_passes_the_check_and_the_gap_is_to_ours() {
+    let ops = peer_views();
+    let v = |n: &str| ops.iter().find(|o| o.name == n).unwrap().peers.clone();
+    let fm = v("fused_moe").unwrap();
+    assert_eq!(fm.best.as_ref().unwrap().s_op, 0.439);
+    assert_eq!(format!("{:+.4}", fm.gap.unwrap()), "-0.0376");
+    assert_eq!(format!("{:.3}", fm.ratio.unwrap()), "0.914");
+    let ua = v("unified_attention").unwrap();
+    assert!(ua.gap.unwrap() > 0.37, "ahead of vLLM's: {ua:?}");
+    // block_scaled_mm: neither peer passes — no best, no gap, both shown, fastest first.
+    let bs = v("block_scaled_mm").unwrap();
+    assert_eq!((bs.best.is_none(), bs.gap), (true, None));
+    assert_eq!(
+        bs.failing.iter().map(|f| f.s_op).collect::<Vec<_>>(),
+        [0.623, 0.259]
+    );
+    // fp8 MoE: the faster peer fails the check.
+    let fp8 = v("fp8_blockscale_fused_moe").unwrap();
+    assert_eq!((fp8.best.is_none(), fp8.failing.len()), (true, 1));
+    // attention_forward: cuDNN is the best of two; our S_op does not count here, so no gap.
+    let af = v("attention_forward").unwrap();
+    assert_eq!(af.best.as_ref().unwrap().name, "torch SDPA, cuDNN backend");
+    assert_eq!((af.all.len(), af.gap, af.ratio), (2, None, None));
+    assert_eq!(v("topk_filter"), None, "no peer recorded");
+
+    // In the page: marked, signed, coloured.
+    let cells = |n: &str| {
+        let op = ops.iter().find(|o| o.name == n).unwrap();
+        format!(
+            "{} | {}",
+            table::peer_cell(op).into_string(),
+            table::gap_cell(op).into_string()
+        )
+    };
+    let fp8 = cells("fp8_blockscale_fused_moe");
+    assert!(fp8.contains("0.441 ✗ check"), "{fp8}");
+    assert!(
+        fp8.contains("2.3 %"),
+        "the check's note in its title: {fp8}"
+    );
+    let fm = cells("fused_moe");
+    assert!(
+        fm.contains("class=\"behind\"") && fm.contains("−0.038 (0.91×)"),
+        "{fm}"
+    );
+    assert!(fm.contains("data-peer-s-op=\"0.439\""), "{fm}");
+    assert!(cells("unified_attention").contains("class=\"ahead\""));
+
+    // Figures of other shapes than the suite's: shown stale, no best, no gap.
+    let mut file = peers::Peers::built_in().unwrap();
+    file.operators
+        .get_mut("paged_attention_decode")
+        .unwrap()
+        .shapes = 7;
+    let p = peers::Peers {
+        file,
+        origin: "peers.json".into(),
+    };
+    let mut op = ops
+        .iter()
+        .find(|o| o.name == "paged_attention_decode")
+        .unwrap()
+        .clone();
+    op.peers = data::peers_view(&p, suite(), &op.name, op.s_op);
+    let v = op.peers.as_ref().unwrap();
+    assert_eq!((v.best.is_none(), v.gap), (true, None));
+    let cell = table::peer_cell(&op).into_string();
+    assert!(
+        cell.contains("0.036~") && cell.contains("stale: measured on 7 shapes; the suite has 8"),
+        "{cell}"
+    );
+}
+
+/// The peer and gap cells of the table, one operator a line.
+#[test]
+fn peer_cells_snapshot() {
+    let rows: String = peer_views()
+        .iter()
+        .map(|op| {
+            format!(
+                "{}: <td class=\"peer\">{}</td><td class=\"num\">{}</td>\n",
+                op.name,
+                table::peer_cell(op).into_string(),
+                table::gap_cell(op).into_string()
+            )
+        })
+        .collect();
+    insta::assert_snapshot!("peer_cells", rows);
+}
+
+/// The report of the shipped standing shows the built-in peers: in the table, in the peers
+/// section with every figure and its source, and in the header.
+#[test]
+fn the_report_shows_the_built_in_peers() {
+    let dir = tempdir("peers-report");
+    let standing = crate::cli::suite::standing(&ws(&dir), suite(), "H200").unwrap();
+    let d = assemble(
+        &dir,
+        suite(),
+        suite().hardware("H200").unwrap(),
+        &standing,
+        &[],
+    );
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    let src = d.peers.as_ref().unwrap();
+    assert_eq!(
+        (src.file.as_str(), src.date.as_str()),
+        (peers::NAME, "2026-12-03")
+    );
+    let with_peers = d.operators.iter().filter(|o| o.peers.is_some()).count();
+    assert_eq!(with_peers, 6);
+    let fm = d.operators.iter().find(|o| o.name == "fused_moe").unwrap();
+    let v = fm.peers.as_ref().unwrap();
+    assert_eq!(
+        v.gap,
+        Some(fm.s_op.unwrap() - 0.439),
+        "against the standing's S_op"
+    );
+    let html = html::render(&d);
+    assert_eq!(
+        html.matches("data-peer-s-op=").count(),
+        4,
+        "the four with a passing peer"
+    );
+    let section = &html[html.find("id=\"peers\"").unwrap()..html.find("id=\"roofline\"").unwrap()];
+    assert_eq!(
+        section.matches("<tr data-op=").count(),
+        8,
+        "every peer figure"
+    );
+    for s in [
+        "vLLM 0.33.0 (torch 2.11 + cu130)",
+        "cold L2",
+        "✗ relative RMS error 1.3e-4",
+    ] {
+        assert!(section.contains(s), "{s}: {section}");
+    }
+    assert!(html.contains(
+        "Peers: cuBLAS CUDA 13.0 (torch 2.11 + cu130), PyTorch 2.11 (cu130), vLLM 0.33.0"
+    ));
+    // Another profile: no peers file, said so.
+    let h100 = crate::cli::suite::standing(&ws(&dir), suite(), "H100_SXM").unwrap();
+    let d = assemble(
+        &dir,
+        suite(),
+        suite().hardware("H100_SXM").unwrap(),
+        &h100,
+        &[],
+    );
+    assert!(d.peers.is_none() && d.operators.iter().all(|o| o.peers.is_none()));
+    assert!(html::render(&d).contains("No peer figures for the H100_SXM profile"));
+    std::fs::remove_dir_all(&dir).ok();
+}

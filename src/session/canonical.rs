@@ -10,7 +10,7 @@
 //! the recorded sessions).
 
 use super::event::{Author, FORMAT_VERSION, Record, SessionEvent};
-use crate::engine::protocol::ShapeResult;
+use crate::contract::protocol::ShapeResult;
 use serde::Deserialize;
 
 /// The envelope of a line in the order this build writes it.

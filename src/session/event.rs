@@ -1,6 +1,6 @@
 //! The events of a session file (docs/session-format.md).
 
-use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
+use crate::contract::protocol::{Diagnostic, ShapeResult, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// The format version written by this build. Files with a higher version are refused.

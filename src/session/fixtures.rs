@@ -1,9 +1,9 @@
 //! Test fixtures: a small suite (tests/fixtures/tui_ws) and recorded revisions. Tests only.
 
 use super::event::*;
-use crate::engine::compare::TensorCheck;
-use crate::engine::protocol::{ShapeResult, Verdict};
-use crate::engine::stats::TimingStats;
+use crate::contract::compare::TensorCheck;
+use crate::contract::protocol::{ShapeResult, Verdict};
+use crate::contract::stats::TimingStats;
 use crate::suite::{Suite, SuiteSource};
 use std::path::PathBuf;
 
@@ -171,7 +171,7 @@ pub fn demo_events(suite: &Suite) -> Vec<SessionEvent> {
     let base = |op: &str| {
         suite
             .problem(op)
-            .and_then(|p| crate::suite::kernels::suite_kernel(suite, p, "baseline.cu").ok())
+            .and_then(|p| crate::contract::kernels::suite_kernel(suite, p, "baseline.cu").ok())
             .map(|s| s.code)
             .unwrap_or_default()
     };
@@ -243,7 +243,7 @@ pub fn demo_events(suite: &Suite) -> Vec<SessionEvent> {
         rev: 2,
         mid: 3,
         ok: false,
-        diagnostics: vec![crate::engine::protocol::Diagnostic {
+        diagnostics: vec![crate::contract::protocol::Diagnostic {
             line: v2.lines().count(),
             severity: "error".into(),
             msg: "this declaration has no storage class or type specifier".into(),

@@ -12,8 +12,8 @@
 //! - Two handles of one process conflict like two processes: a process takes a session's lock
 //!   once and passes it to the writer it opens.
 
+use super::error::SessionError;
 use super::store::now;
-use crate::error::SessionError;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -108,7 +108,7 @@ fn holder_line() -> String {
         "{command} (pid {} on {}) since {} UTC",
         std::process::id(),
         host(),
-        crate::engine::client::utc(now() as i64)
+        crate::utc::at(now() as i64)
     )
 }
 

@@ -3,6 +3,7 @@
 
 mod canonical;
 pub mod demos;
+pub mod error;
 pub mod event;
 pub mod lock;
 pub mod model;

@@ -4,8 +4,8 @@
 
 use super::recorder::Recorder;
 use super::{Author, DecidedBy, Decision, Model, Record, SessionEvent, SessionWriter};
-use crate::engine::client::{JobEvent, Runner};
-use crate::engine::protocol::*;
+use crate::contract::protocol::*;
+use crate::contract::runner::{JobEvent, Runner};
 use crate::suite::{Problem, Suite};
 
 /// A session written headlessly (`measure`, `agent`): every event numbered by the recorder,
@@ -91,9 +91,9 @@ impl Recording {
             .and_then(|o| o.rev(rev))
             .map(|r| r.source.clone())
             .ok_or_else(|| format!("{} v{rev} is not in the session", p.name))?;
-        let reference = crate::suite::kernels::suite_kernel(suite, p, "reference.cu")?;
+        let reference = crate::contract::kernels::suite_kernel(suite, p, "reference.cu")?;
         let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
-        let job = crate::engine::build_job(
+        let job = crate::contract::job::build_job(
             p,
             Source {
                 name: format!("{} v{rev}", p.name),

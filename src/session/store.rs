@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use crate::error::SessionError;
+pub use super::error::SessionError;
 
 /// The error of an I/O call on `file`.
 fn io(file: &Path) -> impl FnOnce(std::io::Error) -> SessionError + '_ {

@@ -13,7 +13,7 @@ use super::canonical;
 use super::event::{Record, SessionEvent};
 use super::model::{Brief, Model, Place};
 use super::store::{Loaded, SessionError, Walk, Walked, each_line};
-use crate::engine::protocol::ShapeResult;
+use crate::contract::protocol::ShapeResult;
 use crate::suite::Suite;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

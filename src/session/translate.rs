@@ -3,8 +3,8 @@
 //! output are scrubbed of secrets here; the writer scrubs each line again.
 
 use super::SessionEvent;
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::Event;
+use crate::contract::protocol::Event;
+use crate::contract::runner::JobEvent;
 
 /// Session events for one job event of a measurement (`mid`) of revision `rev` of `op`.
 pub fn job_events(op: &str, rev: u32, mid: u64, ev: &JobEvent) -> Vec<SessionEvent> {

@@ -94,7 +94,7 @@ pub fn made_on(made: Option<&crate::session::model::MadeOn>, bench: &Bench) -> C
         tool_version: m.tool_version.clone().unwrap_or(now.tool_version),
         hardware,
         date: if m.t > 0.0 {
-            crate::engine::client::utc(m.t as i64)
+            crate::utc::at(m.t as i64)
         } else {
             now.date
         },

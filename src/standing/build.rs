@@ -3,8 +3,8 @@
 //! is built from docs/measurements/bench-OP.json).
 
 use super::format::{Fingerprint, Measured, Origin, Record, ShapeMeasured};
-use super::stale::{OpPrint, source_print};
-use crate::engine::protocol::{ShapeResult, Verdict};
+use super::stale::OpPrint;
+use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::suite::Problem;
 use crate::suite::roofline::{self, ShapeScore};
 use std::collections::BTreeMap;
@@ -32,7 +32,7 @@ impl Context {
             nvrtc: nvrtc.map(|s| s.to_string()),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             hardware: hardware.to_string(),
-            date: crate::engine::client::utc_now(),
+            date: crate::utc::now(),
         }
     }
 }
@@ -100,7 +100,7 @@ pub fn record(
         kernel,
         origin,
         fingerprint: Fingerprint {
-            source: source_print(source),
+            source: crate::fingerprint::of_source(source),
             reference: print.reference.clone(),
             shapes: print.shapes.clone(),
             gpu: ctx.gpu.clone(),
@@ -205,7 +205,7 @@ fn check_source(
     attested: &BTreeMap<String, String>,
 ) -> Result<(), String> {
     let field = |k: &str| doc.get(k).and_then(|v| v.as_str());
-    let code = crate::standing::code::code_sha256(source);
+    let code = crate::fingerprint::of_code(source);
     let claimed = field("code_sha256")
         .map(|c| (c, "its code_sha256"))
         .or_else(|| {
@@ -218,7 +218,7 @@ fn check_source(
             "the document measured other code than {kernel} has now ({by} {c}, the file's {code}): measure it again"
         )),
         (Some(_), _) => Ok(()),
-        (None, Some(t)) if t != crate::export::sha256(source) => Err(format!(
+        (None, Some(t)) if t != crate::fingerprint::of_source(source) => Err(format!(
             "the document measured another text of {kernel} (source_sha256 {t}) and says nothing of its code: measure it again, or say in docs/measurements/provenance.toml that only comments differ"
         )),
         _ => Ok(()),

@@ -3,13 +3,18 @@
 //! and the latest measurement. Reading checks the version, the suite and the hardware profile;
 //! anything else wrong is "corrupt". Unknown fields are ignored (a later build of the same
 //! format version may add some).
+//!
+//! Versions: 2 holds a record's source fingerprint as `fingerprint::of_source` (the plain
+//! sha256 of the kernel's text); 1 held the sha256 of the text followed by a NUL. A version-1
+//! file is converted when read (`upgrade`), and written back as version 2 by the next record.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The format version written by this build. A file with a higher version is refused.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version written by this build. A file with a higher version is refused; a lower
+/// one is converted (`upgrade`).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// A standing file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,9 +86,9 @@ impl Origin {
     }
 }
 
-/// The fingerprints of a measurement: sha256 (hex) of the kernel source, of the operator's
-/// reference (reference.cu, inputs.cu, tolerance) and shapes (ids and parameters), and the GPU
-/// model it ran on.
+/// The fingerprints of a measurement: the kernel source's (`fingerprint::of_source`), the
+/// operator's reference (reference.cu, inputs.cu, tolerance) and shapes (ids and parameters)
+/// (`fingerprint::of_parts`), and the GPU model it ran on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Fingerprint {
     pub source: String,
@@ -291,4 +296,25 @@ pub fn parse(
         )));
     }
     Ok(file)
+}
+
+/// Converts a file of an older format version to this one. Version 1 fingerprinted a source as
+/// the sha256 of its text followed by a NUL (`fingerprint::of_parts` of the text): a record
+/// whose fingerprint is its kernel's by that rule gets the kernel's fingerprint by this
+/// version's; any other record keeps its value, which matches its kernel under neither rule
+/// (stale before, stale after). `kernel` reads a record's kernel (None: it cannot be read).
+pub fn upgrade(file: &mut StandingFile, kernel: impl Fn(&str) -> Option<String>) {
+    if file.format >= FORMAT_VERSION {
+        return;
+    }
+    if file.format <= 1 {
+        for r in file.operators.values_mut() {
+            if let Some(text) = kernel(&r.kernel)
+                && crate::fingerprint::of_parts(&[&text]) == r.fingerprint.source
+            {
+                r.fingerprint.source = crate::fingerprint::of_source(&text);
+            }
+        }
+    }
+    file.format = FORMAT_VERSION;
 }

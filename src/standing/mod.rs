@@ -2,14 +2,15 @@
 //! — its kernel, where it came from and its latest full measurement — so that a new session, the
 //! TUI's first screen, `suite` and `bench --all` know where the suite stands.
 //!
-//! Layout: `format` (the file, its version and checks), `store` (paths, atomic writes, backups,
-//! recording), `stale` (fingerprints and staleness), `build` (records from measurements and from
-//! bench JSON), `shipped` (the H200 standing built into the binary). `Store` reads everything
+//! Layout: `format` (the file, its version and checks, older versions converted), `store`
+//! (paths, atomic writes, backups, recording), `stale` (an operator's fingerprints and
+//! staleness; the fingerprints themselves are `crate::fingerprint`'s), `build` (records from
+//! measurements and from bench JSON), `accept` (an accepted revision into a record), `shipped`
+//! (the H200 standing built into the binary). `Store` reads everything
 //! once; `Store::view` judges it for a hardware profile and GPU without reading anything.
 
 pub mod accept;
 pub mod build;
-pub mod code;
 pub mod format;
 pub mod shipped;
 pub mod stale;
@@ -349,8 +350,7 @@ impl Store {
         keys.sort();
         keys.dedup();
         for key in keys {
-            let path = store::file_for(&ws.dir, &key);
-            match store::load(&path, &suite.name, &key) {
+            match store::load(&ws.dir, &suite.source, &suite.name, &key) {
                 Ok(Some(f)) => {
                     s.files.insert(key, f);
                 }

@@ -108,7 +108,7 @@ pub fn from_bench_docs(
         // by its path: either is the suite's baseline (its code is checked all the same).
         let baseline_path = format!("problems/{op}/baseline.cu");
         let (source, kernel) = if named == format!("{op} baseline") || named == baseline_path {
-            let source = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")?.code;
+            let source = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")?.code;
             (source, format!("problems/{op}/baseline.cu"))
         } else if named.starts_with(super::store::TEMPLATES) {
             let source = super::store::template_source(named)?;

@@ -1,26 +1,12 @@
-//! Fingerprints and staleness. A record is stale — shown as such and counted 0 in S_agg — when
-//! what it measured is no longer what is there: the kernel source, the operator's reference or
-//! shapes, the GPU model, or the hardware profile of T_SOL.
+//! Staleness, and an operator's fingerprints as the suite defines it now (`OpPrint`, made with
+//! `crate::fingerprint`). A record is stale — shown as such and counted 0 in S_agg — when what it
+//! measured is no longer what is there: the kernel source, the operator's reference or shapes,
+//! the GPU model, or the hardware profile of T_SOL.
 
 use super::format::Record;
+use crate::fingerprint;
 use crate::suite::{Problem, Suite};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-
-/// sha256 of some parts (each followed by a NUL, so that parts cannot run into each other), hex.
-pub fn sha256_hex(parts: &[&str]) -> String {
-    let mut h = Sha256::new();
-    for p in parts {
-        h.update(p.as_bytes());
-        h.update([0u8]);
-    }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The fingerprint of a kernel source.
-pub fn source_print(source: &str) -> String {
-    sha256_hex(&[source])
-}
 
 /// The fingerprints of an operator as the suite defines it now.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,7 +20,7 @@ pub struct OpPrint {
 impl OpPrint {
     /// The fingerprints of an operator; a missing reference.cu counts as empty.
     pub fn of(suite: &Suite, p: &Problem) -> OpPrint {
-        let reference = crate::suite::kernels::suite_kernel(suite, p, "reference.cu")
+        let reference = crate::contract::kernels::suite_kernel(suite, p, "reference.cu")
             .map(|s| s.code)
             .unwrap_or_default();
         OpPrint::with_reference(p, &reference)
@@ -55,7 +41,7 @@ impl OpPrint {
             })
             .collect();
         OpPrint {
-            reference: sha256_hex(&[
+            reference: fingerprint::of_parts(&[
                 "reference.cu",
                 reference,
                 "inputs.cu",
@@ -63,7 +49,7 @@ impl OpPrint {
                 "tolerance",
                 &tolerance,
             ]),
-            shapes: sha256_hex(&[&serde_json::Value::Array(shapes).to_string()]),
+            shapes: fingerprint::of_parts(&[&serde_json::Value::Array(shapes).to_string()]),
         }
     }
 
@@ -206,7 +192,9 @@ pub fn staleness(r: &Record, now: &Now<'_>) -> Vec<Stale> {
     }
     match now.source {
         Err(why) => v.push(Stale::SourceMissing(why.to_string())),
-        Ok(text) if source_print(text) != r.fingerprint.source => v.push(Stale::SourceChanged),
+        Ok(text) if fingerprint::of_source(text) != r.fingerprint.source => {
+            v.push(Stale::SourceChanged)
+        }
         Ok(_) => {}
     }
     if let Some(gpu) = now.gpu

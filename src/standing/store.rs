@@ -5,7 +5,6 @@
 //! backup before a new one takes its place.
 
 use super::format::{self, BadFile, Record, StandingFile};
-use super::stale::source_print;
 use crate::suite::{SuiteSource, Workspace};
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
@@ -41,7 +40,10 @@ pub fn file_for(ws: &Path, hardware: &str) -> PathBuf {
 /// Where an incumbent's source is kept in the workspace (relative to it): content-addressed, so
 /// a new incumbent never overwrites a file an older record names.
 pub fn kernel_path(op: &str, source: &str) -> String {
-    format!("kernels/{op}/incumbent-{}.cu", &source_print(source)[..12])
+    format!(
+        "kernels/{op}/incumbent-{}.cu",
+        &crate::fingerprint::of_source(source)[..12]
+    )
 }
 
 /// Where the knowledge base's templates are named from: a record whose kernel starts so is read
@@ -54,7 +56,7 @@ pub fn template_source(rel: &str) -> Result<String, String> {
     let inner = rel
         .strip_prefix("knowledge/")
         .ok_or_else(|| format!("`{rel}` is not under knowledge/"))?;
-    crate::agent::knowledge::EMBEDDED_KNOWLEDGE
+    crate::suite::EMBEDDED_KNOWLEDGE
         .get_file(inner)
         .and_then(|f| f.contents_utf8())
         .map(str::to_string)
@@ -141,7 +143,7 @@ fn remove_old_leftovers(parent: &Path, name: &str) {
 /// Moves a file aside to `NAME.bad-YYYYMMDD-hhmmss` (a number added if that exists); returns the
 /// backup's path.
 pub fn backup(path: &Path) -> std::io::Result<PathBuf> {
-    let stamp: String = crate::engine::client::utc_now()
+    let stamp: String = crate::utc::now()
         .chars()
         .filter(|c| c.is_ascii_digit() || *c == ' ')
         .map(|c| if c == ' ' { '-' } else { c })
@@ -160,9 +162,16 @@ pub fn backup(path: &Path) -> std::io::Result<PathBuf> {
     Ok(to)
 }
 
-/// Reads a standing file: Ok(None) when there is none, Err when it cannot be used (reported
-/// with its path; the caller ignores it).
-pub fn load(path: &Path, suite: &str, hardware: &str) -> Result<Option<StandingFile>, BadFile> {
+/// Reads the workspace's standing file of a hardware profile, converted to this build's format
+/// (`format::upgrade`, which reads the kernels through `source`): Ok(None) when there is none,
+/// Err when it cannot be used (reported with its path; the caller ignores it).
+pub fn load(
+    ws: &Path,
+    source: &SuiteSource,
+    suite: &str,
+    hardware: &str,
+) -> Result<Option<StandingFile>, BadFile> {
+    let path = &file_for(ws, hardware);
     let text = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -177,7 +186,9 @@ pub fn load(path: &Path, suite: &str, hardware: &str) -> Result<Option<StandingF
         path: path.to_path_buf(),
         defect: format::Defect::Corrupt("not UTF-8 text".into()),
     })?;
-    format::parse(path, &text, suite, Some(&file_key(hardware))).map(Some)
+    let mut file = format::parse(path, &text, suite, Some(&file_key(hardware)))?;
+    format::upgrade(&mut file, |rel| read_kernel(ws, source, rel).ok());
+    Ok(Some(file))
 }
 
 /// A record to write, with the kernel source it names.
@@ -224,7 +235,7 @@ pub fn record(
         }
     }
     let key = file_key(hardware);
-    let (mut doc, backup) = match load(&file, suite, hardware) {
+    let (mut doc, backup) = match load(&ws.dir, &ws.suite_source(), suite, hardware) {
         Ok(Some(d)) => (d, None),
         Ok(None) => (StandingFile::new(suite, &key), None),
         Err(bad) => {

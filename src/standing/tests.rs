@@ -1,8 +1,8 @@
 //! The standing: its format, atomic writes, staleness, bad files and the shipped H200 standing.
 
 use super::*;
-use crate::engine::protocol::{ShapeResult, Verdict};
-use crate::engine::stats::TimingStats;
+use crate::contract::protocol::{ShapeResult, Verdict};
+use crate::contract::stats::TimingStats;
 use crate::suite::SuiteSource;
 use crate::testing::{suite, tempdir, ws};
 
@@ -191,8 +191,11 @@ fn corrupt_newer_and_foreign_files_are_named_and_refused() {
         parse(r#"{"suite":"atrex-bench"}"#).defect,
         Defect::Corrupt(_)
     ));
-    let e = parse(r#"{"format":2,"suite":"atrex-bench","hardware":"H200","operators":{}}"#);
-    assert_eq!(e.defect, Defect::Newer(2));
+    let newer = FORMAT_VERSION + 1;
+    let e = parse(&format!(
+        r#"{{"format":{newer},"suite":"atrex-bench","hardware":"H200","operators":{{}}}}"#
+    ));
+    assert_eq!(e.defect, Defect::Newer(newer));
     assert!(e.to_string().contains("newer"), "{e}");
     let e = parse(r#"{"format":1,"suite":"other-suite","hardware":"H200","operators":{}}"#);
     assert_eq!(e.defect, Defect::OtherSuite("other-suite".into()));
@@ -236,6 +239,67 @@ fn a_crash_mid_write_loses_nothing() {
     let s = Store::load(&w, suite());
     assert!(s.problems().is_empty(), "{:?}", s.problems());
     assert_eq!(s.own("H200").unwrap().operators["rms_norm"], u.record);
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// A standing written by format version 1 (a source fingerprinted with a NUL after its text)
+/// is converted when read: a record of its kernel's text stands, one of another text stays
+/// stale, and the next record writes version 2.
+#[test]
+fn a_version_1_standing_is_converted_when_read() {
+    let d = tempdir("v1");
+    let w = ws(&d);
+    let a = rms_record("// v1\n");
+    let mut b = rms_record("// other\n");
+    b.op = "silu_and_mul".into();
+    store::record(&w, "atrex-bench", "H200", &[a.clone(), b.clone()]).unwrap();
+    let path = store::file_for(&w.dir, "H200");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["format"] = 1.into();
+    v["operators"]["rms_norm"]["fingerprint"]["source"] =
+        crate::fingerprint::of_parts(&["// v1\n"]).into();
+    v["operators"]["silu_and_mul"]["fingerprint"]["source"] =
+        crate::fingerprint::of_parts(&["// not its text\n"]).into();
+    std::fs::write(&path, v.to_string()).unwrap();
+    let file = store::load(&w.dir, &w.suite_source(), "atrex-bench", "H200")
+        .unwrap()
+        .unwrap();
+    assert_eq!(file.format, FORMAT_VERSION);
+    assert_eq!(
+        file.operators["rms_norm"].fingerprint.source,
+        crate::fingerprint::of_source("// v1\n")
+    );
+    assert_eq!(
+        file.operators["silu_and_mul"].fingerprint.source,
+        crate::fingerprint::of_parts(&["// not its text\n"])
+    );
+    let view = Store::load(&w, suite()).view("H200", Some("NVIDIA H200"));
+    assert!(
+        !view.entries["rms_norm"]
+            .stale
+            .iter()
+            .any(|s| matches!(s, Stale::SourceChanged)),
+        "{:?}",
+        view.entries["rms_norm"].stale
+    );
+    assert!(
+        view.entries["silu_and_mul"]
+            .stale
+            .iter()
+            .any(|s| matches!(s, Stale::SourceChanged))
+    );
+    // The next record writes the whole file as version 2, the converted record kept.
+    let mut c = rms_record("// third\n");
+    c.op = "layer_norm".into();
+    store::record(&w, "atrex-bench", "H200", &[c]).unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(v["format"], FORMAT_VERSION);
+    assert_eq!(
+        v["operators"]["rms_norm"]["fingerprint"]["source"],
+        crate::fingerprint::of_source("// v1\n")
+    );
     std::fs::remove_dir_all(&d).ok();
 }
 
@@ -888,12 +952,12 @@ fn provenance_vouches_only_for_documents_that_need_it() {
         let source = store::template_source(kernel).unwrap();
         assert_ne!(
             doc["source_sha256"].as_str().unwrap(),
-            crate::export::sha256(&source),
+            crate::fingerprint::of_source(&source),
             "{name}: the text is the file's, no entry is needed"
         );
         assert_eq!(
             e["code_sha256"].as_str().unwrap(),
-            super::code::code_sha256(&source),
+            crate::fingerprint::of_code(&source),
             "{name}: {kernel}'s code is not the one vouched for"
         );
     }
@@ -924,7 +988,7 @@ fn a_document_of_other_code_is_refused() {
         };
         build::from_bench_json(p, &print, source, "k.cu", d, a, Some(&dated))
     };
-    let code = super::code::code_sha256(source);
+    let code = crate::fingerprint::of_code(source);
     // Its own code, with other comments: taken.
     assert!(
         rec(
@@ -952,7 +1016,7 @@ fn a_document_of_other_code_is_refused() {
             .contains("provenance.toml ab")
     );
     // Of this very text, or without any hash (the earliest documents): taken.
-    let same = doc(serde_json::json!({"source_sha256": crate::export::sha256(source)}));
+    let same = doc(serde_json::json!({"source_sha256": crate::fingerprint::of_source(source)}));
     assert!(rec(&same, &none).is_ok());
     assert!(rec(&doc(serde_json::json!({})), &none).is_ok());
 }

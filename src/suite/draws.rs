@@ -198,8 +198,8 @@ impl Pass {
 /// The code of an fp8 value that the format holds exactly (None otherwise; NaN codes skipped).
 pub fn fp8_code(dtype: &str, v: f64) -> Option<u8> {
     let dec: fn(u8) -> f64 = match dtype {
-        "fp8_e4m3" => crate::engine::compare::e4m3fn_to_f64,
-        "fp8_e4m3fnuz" => crate::engine::compare::e4m3fnuz_to_f64,
+        "fp8_e4m3" => super::dtype::e4m3fn_to_f64,
+        "fp8_e4m3fnuz" => super::dtype::e4m3fnuz_to_f64,
         _ => return None,
     };
     (0u8..=255).find(|c| {

@@ -186,3 +186,23 @@ pub fn calibrated_variants(base: &[HardwareProfile]) -> Vec<HardwareProfile> {
     }
     out
 }
+
+/// The hardware profile that matches a device, by name (H200, H100, H20, B200).
+pub fn profile_for_device<'a>(
+    profiles: &'a [HardwareProfile],
+    device_name: &str,
+) -> Option<&'a HardwareProfile> {
+    let n = device_name.to_uppercase();
+    let key = if n.contains("H200") {
+        "H200"
+    } else if n.contains("H100") {
+        "H100_SXM"
+    } else if n.contains("H20") {
+        "H20"
+    } else if n.contains("B200") {
+        "B200"
+    } else {
+        return None;
+    };
+    profiles.iter().find(|h| h.key == key)
+}

@@ -660,3 +660,10 @@ fn check_evaluates(p: &Problem) -> Result<(), LoadError> {
     }
     Ok(())
 }
+
+/// Commands report a suite that cannot be loaded as text at their edge.
+impl From<LoadError> for String {
+    fn from(e: LoadError) -> String {
+        e.to_string()
+    }
+}

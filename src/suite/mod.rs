@@ -1,15 +1,17 @@
 //! The operator suite: problems/*.toml loaded at run time, from the workspace or the copy
 //! embedded in the binary.
 //!
-//! Layout: `source` (where files come from, the workspace), `load` (problem.toml parsing, load
-//! errors), `problem` (the operator model, W and Q), `phase` (phase filters); the `Suite` itself
-//! is here.
+//! Layout: `source` (where files come from, the workspace; the embedded problems and knowledge
+//! base), `load` (problem.toml parsing, load errors), `problem` (the operator model, W and Q),
+//! `phase` (phase filters), `dtype` (element formats), `draws` (structured draws), `expr`,
+//! `hardware`, `roofline`, `import`; the `Suite` itself is here. A kernel of the suite as a
+//! job's source is `contract::kernels`'.
 
 mod draws;
+pub mod dtype;
 pub mod expr;
 pub mod hardware;
 pub mod import;
-pub mod kernels;
 mod load;
 mod phase;
 mod problem;
@@ -23,7 +25,7 @@ pub use phase::{Phase, PhaseFilter};
 pub use problem::{
     DTYPES, ParamDecl, Problem, Shape, SrcExpr, TensorSpec, Tolerance, WorkQ, dtype_size,
 };
-pub use source::{EMBEDDED_PROBLEMS, SuiteSource, Workspace};
+pub use source::{EMBEDDED_KNOWLEDGE, EMBEDDED_PROBLEMS, SuiteSource, Workspace};
 
 use hardware::HardwareProfile;
 use load::RawSuite;

@@ -1,11 +1,16 @@
 //! Where the suite's files come from: the workspace, its problems/ folder, or the copy embedded in
-//! the binary.
+//! the binary; and the knowledge base (knowledge/: notes, cards and kernel templates) embedded
+//! beside it, read by the agent's retrieval and by the standing's template kernels.
 
 use include_dir::{Dir, include_dir};
 use std::path::{Path, PathBuf};
 
 /// The built-in suite, embedded at build time.
 pub static EMBEDDED_PROBLEMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/problems");
+
+/// The knowledge base, embedded at build time (`agent::knowledge` reads it as documents,
+/// `standing::store::template_source` reads its kernel templates).
+pub static EMBEDDED_KNOWLEDGE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/knowledge");
 
 /// Where the suite's files come from.
 #[derive(Debug, Clone)]

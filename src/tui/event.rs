@@ -2,8 +2,8 @@
 //! agent task and the app tell each other (`AgentMsg`, `AgentCtl`), and the side effects
 //! `update` asks the runtime for (`Effect`).
 
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::{DeviceInfo, ShapeResult};
+use crate::contract::protocol::{DeviceInfo, ShapeResult};
+use crate::contract::runner::JobEvent;
 use crate::session::model::{Brief, LogLevel, Place};
 use crate::session::{Decision, SessionEvent};
 use crate::tui::highlight::Highlighter;
@@ -34,7 +34,7 @@ pub enum AppEvent {
     /// or why none is up.
     Hello(Result<HelloInfo, String>),
     /// The worker pool changed (workers up, busy, down; restarts; the queue).
-    Pool(crate::engine::pool::PoolStatus),
+    Pool(crate::pool::PoolStatus),
     /// An event of a measurement job.
     Job {
         mid: u64,

@@ -67,7 +67,7 @@ pub(super) fn suspend(terminal: &mut Term, input: &mut Option<EventStream>) -> R
 #[cfg(unix)]
 pub(super) fn stop_this_process() {
     // The workers' watchdogs do not count the time stopped against them.
-    crate::engine::client::note_suspend();
+    crate::pool::client::note_suspend();
     // SIGSTOP cannot be caught, and is delivered before `kill` returns: the process is stopped
     // here and goes on from here on SIGCONT.
     unsafe {

@@ -1,7 +1,7 @@
 //! Syntax highlighting (syntect + two-face, CUDA as C++) and the diff view (similar).
 
 use super::theme::Theme;
-use crate::engine::protocol::Diagnostic;
+use crate::contract::protocol::Diagnostic;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use similar::{ChangeTag, TextDiff};

@@ -22,9 +22,9 @@ use super::state::AppState;
 use super::update::update;
 use super::workbench::{Workbench, WorkerState};
 use super::{agent_link, handover, standing_writer, startup, view};
-use crate::engine::client::{JobEvent, Runner};
-use crate::engine::pool::Pool;
-use crate::engine::protocol::{Event, Job, JobKind, Mode, Source, Verdict};
+use crate::contract::protocol::{Event, Job, JobKind, Mode, Source, Verdict};
+use crate::contract::runner::{JobEvent, Runner};
+use crate::pool::Pool;
 use crate::session::SessionWriter;
 use crate::session::model::LogLevel;
 use crate::suite::{Suite, Workspace};
@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 pub fn run(ws: &Workspace, opts: startup::Options) -> Result<i32, String> {
     let t_start = Instant::now();
     let p = startup::prepare(ws, &opts)?;
-    let rt = crate::engine::runtime()?;
+    let rt = crate::pool::runtime()?;
     rt.block_on(main_loop(p, t_start))
 }
 
@@ -539,14 +539,14 @@ fn measure_job(
         .suite
         .problem(op)
         .ok_or_else(|| format!("{op} is not in the suite"))?;
-    let reference = crate::suite::kernels::suite_kernel(&work.suite, p, "reference.cu")?;
+    let reference = crate::contract::kernels::suite_kernel(&work.suite, p, "reference.cu")?;
     let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
     let cand = Source {
         name: format!("{op} v{rev}"),
         code: source,
         defines: Default::default(),
     };
-    crate::engine::build_job(
+    crate::contract::job::build_job(
         p,
         cand,
         Some(reference),
@@ -677,7 +677,8 @@ async fn run_profile(
         code: j.source,
         defines: Default::default(),
     };
-    let resources = crate::engine::outcome::compile_resources(&client, &p, &cand, j.shape).await?;
+    let resources =
+        crate::contract::outcome::compile_resources(&client, &p, &cand, j.shape).await?;
     tokio::task::spawn_blocking(move || {
         let opts = match j.ncu {
             Some(ncu) => crate::profile::NcuOptions {

@@ -18,8 +18,8 @@ use super::highlight::Highlighter;
 use super::state::AppState;
 use super::theme::{self, Theme};
 use crate::config::Settings;
-use crate::engine::pool::{Pool, PoolOptions};
-use crate::engine::workers::Choice;
+use crate::pool::config::Choice;
+use crate::pool::{Pool, PoolOptions};
 use crate::session::model::LogLevel;
 use crate::session::{Model, SessionEvent, SessionWriter};
 use crate::standing::Store;
@@ -54,10 +54,10 @@ pub struct Prepared {
 pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let cfg_path = opts.config.clone().or_else(Settings::default_path);
     let settings = Settings::load(cfg_path.as_deref())?;
-    let workers = crate::engine::workers::choose(
+    let workers = crate::pool::config::choose(
         settings.device,
         opts.workers.as_deref(),
-        &settings,
+        &settings.workers,
         cfg_path.as_deref(),
     )?;
     let truecolor = theme::detect_truecolor() && !settings.force_256_colours;

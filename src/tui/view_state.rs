@@ -102,7 +102,7 @@ pub(super) struct DiffKey {
     pub(super) op: Option<String>,
     pub(super) rev: Option<u32>,
     pub(super) base: Option<u32>,
-    pub(super) diags: Vec<crate::engine::protocol::Diagnostic>,
+    pub(super) diags: Vec<crate::contract::protocol::Diagnostic>,
     pub(super) full_source: bool,
     pub(super) mode: DiffMode,
     pub(super) highlighter: bool,

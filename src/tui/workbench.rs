@@ -17,7 +17,7 @@
 //!   the standing's record; a stale record and an unmeasured operator count 0.
 //! - Nothing here knows the screen: no selection, focus or scroll (`view_state`).
 
-use crate::engine::protocol::ShapeResult;
+use crate::contract::protocol::ShapeResult;
 use crate::session::model::{LogLevel, LogLine, MeasureStatus, Place, Revision};
 use crate::session::store::now;
 use crate::session::{Model, Record, Recorder, SessionEvent, Timeline};
@@ -178,7 +178,7 @@ pub struct Workbench {
     pub worker: WorkerState,
     pub restarts: u64,
     /// The workers and the queue, as the pool last said.
-    pub pool: crate::engine::pool::PoolStatus,
+    pub pool: crate::pool::PoolStatus,
     /// The measurements running, by measurement number.
     pub jobs: BTreeMap<u64, JobProgress>,
     /// The app's log (the session's own lines are the model's).

@@ -47,7 +47,7 @@ impl TunerProposer {
 
     /// The configuration of a source: the base whose code matches outside the plan, and its defines.
     fn point_of(&self, src: &str) -> Option<Point> {
-        let plan = crate::engine::plan::parse(src).ok()?;
+        let plan = crate::contract::plan::parse(src).ok()?;
         let strip = |s: &str| s.split("*/").skip(1).collect::<Vec<_>>().join("*/");
         for (i, b) in self.search.bases.iter().enumerate() {
             if strip(&b.source) != strip(src) {
@@ -83,7 +83,7 @@ impl Proposer for TunerProposer {
             };
             let base = &self.search.bases[p.base];
             let defines = base.defines(&p.values);
-            let source = match tuner::set_defines(&base.source, &defines) {
+            let source = match crate::contract::plan::rewrite::set_defines(&base.source, &defines) {
                 Ok(s) => s,
                 Err(_) if defines.is_empty() => base.source.clone(),
                 Err(e) => {

@@ -78,7 +78,7 @@ pub fn summarize(o: &Outcome, mode: Mode) -> MeasureSummary {
         })
         .collect();
     if m.verdict == "pass" && !o.shapes.is_empty() {
-        m.s_op = Some(crate::engine::outcome::s_op_of(&o.shapes));
+        m.s_op = Some(crate::contract::outcome::s_op_of(&o.shapes));
     }
     m.noise = timing_noise(&o.shapes);
     m
@@ -112,7 +112,7 @@ pub fn timed_s_op(shapes: &[ShapeResult]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::protocol::Diagnostic;
+    use crate::contract::protocol::Diagnostic;
 
     fn compiled(ok: bool, diagnostics: Vec<Diagnostic>) -> Outcome {
         Outcome {

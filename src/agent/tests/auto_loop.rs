@@ -29,7 +29,7 @@ async fn the_tuner_loop_in_auto_mode_climbs_to_the_optimum() {
         "{:?}",
         d.state.incumbent_s
     );
-    let p = crate::engine::plan::parse(&d.state.incumbent_source).unwrap();
+    let p = crate::contract::plan::parse(&d.state.incumbent_source).unwrap();
     assert_eq!(p.defines["BLOCK"].as_f64(), Some(512.0));
     assert_eq!(p.defines["VEC"].as_f64(), Some(4.0));
     // Every revision is a real revision with a [defines] change, by the tuner; no source twice.

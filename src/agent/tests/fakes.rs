@@ -7,7 +7,7 @@ use super::*;
 /// S as a function of the defines: optimum at BLOCK=512, VEC=4 (0.9); the fixture's start
 /// (128, 1) gives 0.6. `flat` makes every configuration equal (no improvement ever).
 fn landscape(src: &str, flat: bool) -> Option<f64> {
-    let p = crate::engine::plan::parse(src).ok()?;
+    let p = crate::contract::plan::parse(src).ok()?;
     if flat {
         return Some(0.5);
     }
@@ -74,11 +74,11 @@ fn result(shape: u32, s: f64, kind: JobKind, mode: Mode) -> ShapeResult {
     }
 }
 
-fn worker(e: Event) -> crate::engine::client::JobEvent {
-    crate::engine::client::JobEvent::Worker(e)
+fn worker(e: Event) -> crate::contract::runner::JobEvent {
+    crate::contract::runner::JobEvent::Worker(e)
 }
 
-fn done(verdict: Verdict, message: Option<&str>) -> crate::engine::client::JobEvent {
+fn done(verdict: Verdict, message: Option<&str>) -> crate::contract::runner::JobEvent {
     worker(Event::Done {
         id: 1,
         verdict,
@@ -145,7 +145,7 @@ impl Measurer for FakeMeasurer {
             diagnostics: if ok {
                 vec![]
             } else {
-                vec![crate::engine::protocol::Diagnostic {
+                vec![crate::contract::protocol::Diagnostic {
                     line: 12,
                     severity: "error".into(),
                     msg: "identifier \"broken\" is undefined".into(),
@@ -154,7 +154,7 @@ impl Measurer for FakeMeasurer {
             log: String::new(),
             resources: [(
                 "k".to_string(),
-                crate::engine::protocol::KernelResources {
+                crate::contract::protocol::KernelResources {
                     registers: 32,
                     static_smem: 0,
                     local_bytes: 0,
@@ -197,7 +197,7 @@ impl Measurer for FakeMeasurer {
         };
         let mut shapes: Vec<ShapeResult> = (0..3).map(|i| result(i, s, kind, mode)).collect();
         // A kernel that behaves during the check and cheats when timed: the harness catches
-        // its timed runs (see engine::worker::time_shape).
+        // its timed runs (see worker::time_shape).
         if kind == JobKind::Time && source.contains("// TIMED-CHEAT") {
             shapes[1].verdict = Verdict::Incorrect;
             shapes[1].s = None;

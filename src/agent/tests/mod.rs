@@ -22,9 +22,9 @@ use super::llm::{Delta, LlmClient};
 use super::tools::ToolSettings;
 use super::tuner::{Base, Search};
 use super::*;
-use crate::engine::outcome::Outcome;
-use crate::engine::protocol::{Event, JobKind, Mode, ShapeResult, Verdict};
-use crate::engine::stats::TimingStats;
+use crate::contract::outcome::Outcome;
+use crate::contract::protocol::{Event, JobKind, Mode, ShapeResult, Verdict};
+use crate::contract::stats::TimingStats;
 use crate::session::{Author, SessionEvent};
 use crate::suite::{Suite, SuiteSource};
 use fakes::{

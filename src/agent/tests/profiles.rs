@@ -9,7 +9,7 @@ fn a_recorded_profile_changes_the_context_and_retrieval() {
     let p = s.problem("rms_norm").unwrap().clone();
     let hw = s.hardware("H200").unwrap().clone();
     let docs = super::knowledge::docs();
-    let base = crate::suite::kernels::suite_kernel(&s, &p, "baseline.cu")
+    let base = crate::contract::kernels::suite_kernel(&s, &p, "baseline.cu")
         .unwrap()
         .code;
     let rec = |seq: u64, event: SessionEvent| Record {

@@ -17,7 +17,7 @@ fn restore_rebuilds_the_agents_memory_from_a_session() {
         });
     };
     let base =
-        crate::suite::kernels::suite_kernel(&s, s.problem("rms_norm").unwrap(), "baseline.cu")
+        crate::contract::kernels::suite_kernel(&s, s.problem("rms_norm").unwrap(), "baseline.cu")
             .unwrap()
             .code;
     for rev in 1..=4u32 {

@@ -3,7 +3,7 @@
 
 use super::ToolUse;
 use crate::agent::{CATEGORIES, normalize_category};
-use crate::engine::protocol::Mode;
+use crate::contract::protocol::Mode;
 use serde_json::{Map, Value};
 
 /// The kernel a tool works on.
@@ -280,7 +280,7 @@ impl Args<'_> {
         match (source, diff) {
             (Some(_), Some(_)) => Err("give `source` or `diff`, not both".into()),
             (Some(s), None) => {
-                if !s.contains(crate::engine::plan::PLAN_START) {
+                if !s.contains(crate::contract::plan::PLAN_START) {
                     return Err("`source` is not a complete kernel file: it has no `/* atrex:plan` launch plan (send the whole file, or a `diff` against the incumbent)".into());
                 }
                 Ok(Code::Source(s))

@@ -8,7 +8,7 @@ use crate::agent::driver::Measurer;
 use crate::agent::knowledge::{self, Doc};
 use crate::agent::patch;
 use crate::agent::reply::Change;
-use crate::engine::protocol::{JobKind, Mode};
+use crate::contract::protocol::{JobKind, Mode};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
 use std::time::Instant;

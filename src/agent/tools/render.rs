@@ -5,8 +5,8 @@
 use super::Executed;
 use crate::agent::ProfileNote;
 use crate::agent::context::bounded;
-use crate::engine::outcome::Outcome;
-use crate::engine::protocol::{Event, KernelResources, Mode, ShapeResult, Verdict};
+use crate::contract::outcome::Outcome;
+use crate::contract::protocol::{Event, KernelResources, Mode, ShapeResult, Verdict};
 use crate::suite::Problem;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -178,7 +178,7 @@ pub fn run(o: &Outcome, p: &Problem, mode: Mode, source: &str) -> Executed {
         return no_result(o, &format!("run ({mode_name})"), why);
     }
     let all_pass = o.shapes.iter().all(|r| r.verdict == Verdict::Pass);
-    let s_op = all_pass.then(|| crate::engine::outcome::s_op_of(&o.shapes));
+    let s_op = all_pass.then(|| crate::contract::outcome::s_op_of(&o.shapes));
     let _ = write!(
         s,
         "run ({mode_name}, {} shape{}): ",
@@ -299,8 +299,8 @@ pub fn profile(p: &crate::profile::Profile) -> Executed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::client::JobEvent;
-    use crate::engine::protocol::Diagnostic;
+    use crate::contract::protocol::Diagnostic;
+    use crate::contract::runner::JobEvent;
     use crate::session::fixtures::shape_result;
 
     fn problem() -> Problem {

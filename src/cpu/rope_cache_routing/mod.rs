@@ -148,7 +148,7 @@ mod tests {
                 let path = root.join(op.name).join(f);
                 let src = std::fs::read_to_string(&path)
                     .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                let plan = crate::engine::plan::parse(&src)
+                let plan = crate::contract::plan::parse(&src)
                     .unwrap_or_else(|e| panic!("{}: {:?}", path.display(), e));
                 let names: Vec<String> = buffers
                     .iter()

@@ -2,7 +2,7 @@
 //! operators, refusals with their reasons, and the verification catching a wrong step.
 
 use super::*;
-use crate::engine::plan;
+use crate::contract::plan;
 use crate::suite::expr::{Env, parse};
 use crate::suite::{Suite, SuiteSource};
 

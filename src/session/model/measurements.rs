@@ -3,7 +3,7 @@
 //! measurement (another `mid`) than the revision's current one are ignored.
 
 use super::{LogLevel, MeasureStatus, Measurement, Model, Results};
-use crate::engine::protocol::{Diagnostic, Verdict};
+use crate::contract::protocol::{Diagnostic, Verdict};
 use crate::session::event::SessionEvent;
 
 /// Lines of a kernel's output shown in the log per shape.

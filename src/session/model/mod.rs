@@ -32,7 +32,7 @@ pub use agent::tool_line;
 pub use results::{Brief, Place, Results};
 
 use super::event::{Author, DecidedBy, Decision, Record, SessionEvent};
-use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
+use crate::contract::protocol::{Diagnostic, ShapeResult, Verdict};
 use crate::suite::roofline;
 use crate::suite::{PhaseFilter, Suite};
 use std::collections::BTreeMap;
@@ -413,7 +413,7 @@ impl Model {
         for p in &suite.problems {
             let mut revisions = Vec::new();
             let mut incumbent = None;
-            if let Ok(src) = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu") {
+            if let Ok(src) = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu") {
                 revisions.push(Revision {
                     rev: 0,
                     parent: None,

@@ -5,7 +5,7 @@
 //! again when another is (`Model::shed_results`); filled or not, the figures are those of the
 //! same line of the file.
 
-use crate::engine::protocol::{ShapeResult, Verdict};
+use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::suite::roofline::{ShapeScore, s_op};
 use std::collections::BTreeMap;
 
@@ -131,13 +131,13 @@ impl Results {
     }
 
     /// S_op of the results: the median of S over the shapes, a shape that did not pass counting
-    /// 0 (`engine::outcome::s_op_of`).
+    /// 0 (`contract::outcome::s_op_of`).
     pub fn s_op(&self) -> f64 {
         self.s_op_where(|_| true)
     }
 
     /// S_op under the benchmark's rule: a shape counts only when it also passed the
-    /// benchmark-compatible level (`engine::outcome::s_op_bench_of`).
+    /// benchmark-compatible level (`contract::outcome::s_op_bench_of`).
     pub fn s_op_bench(&self) -> f64 {
         self.s_op_where(Slot::bench_ok)
     }

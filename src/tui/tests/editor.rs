@@ -1,8 +1,8 @@
 //! The built-in and the external editor: saved revisions, measured, with compile errors shown.
 
 use super::{fixture_state, last_event, screen, send, typed};
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::{Diagnostic, Event, Verdict};
+use crate::contract::protocol::{Diagnostic, Event, Verdict};
+use crate::contract::runner::JobEvent;
 use crate::session::fixtures::fixture_suite;
 use crate::session::{Author, Model, RevVerdict, SessionEvent};
 use crate::tui::event::{AppEvent, Effect, press, press_ctrl};

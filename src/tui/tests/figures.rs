@@ -5,8 +5,8 @@
 
 use super::standing::{first_sight, on_gpu};
 use super::{fixture_state, screen, send};
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::{Event, Verdict};
+use crate::contract::protocol::{Event, Verdict};
+use crate::contract::runner::JobEvent;
 use crate::session::fixtures::{demo_events, fixture_suite, records, revision};
 use crate::session::{Author, RevVerdict, SessionEvent};
 use crate::suite::PhaseFilter;

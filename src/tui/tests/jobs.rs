@@ -1,8 +1,8 @@
 //! Measurement jobs streamed into the state, and one recorder numbering every session writer.
 
 use super::{fixture_state, screen, send, typed};
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::{Event, Verdict};
+use crate::contract::protocol::{Event, Verdict};
+use crate::contract::runner::JobEvent;
 use crate::session::fixtures::{demo_events, records, revision, shape_result};
 use crate::session::{Author, Model, RevVerdict, SessionEvent};
 use crate::tui::event::{AppEvent, Effect, press, press_ctrl};

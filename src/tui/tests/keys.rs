@@ -1,7 +1,7 @@
 //! Keys on the main screen: accept, reject, steer, quit, navigation, phase filter, diff modes.
 
 use super::{fixture_state, last_event, screen, send, tuner_v3, typed};
-use crate::engine::protocol::Verdict;
+use crate::contract::protocol::Verdict;
 use crate::session::fixtures::revision;
 use crate::session::{Author, DecidedBy, Decision, SessionEvent};
 use crate::tui::event::{AppEvent, Effect, press, press_ctrl};

@@ -1,8 +1,8 @@
 //! TUI unit tests: the fixture state and the helpers every test file shares (render, send
 //! keys, the last recorded event); one submodule per concern.
 
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::{Event, Verdict};
+use crate::contract::protocol::{Event, Verdict};
+use crate::contract::runner::JobEvent;
 use crate::session::fixtures::{
     demo_events, fixture_suite, measured, records, revision, shape_result,
 };

@@ -3,7 +3,7 @@
 //! controls and news.
 
 use super::{fixture_state, screen, send};
-use crate::engine::pool::{PoolStatus, SeatState, WorkerStatus};
+use crate::pool::{PoolStatus, SeatState, WorkerStatus};
 use crate::session::SessionEvent;
 use crate::tui::event::{AgentCtl, AgentMsg, AppEvent, Effect, press};
 use crate::tui::state::AppState;

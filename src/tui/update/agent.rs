@@ -178,7 +178,7 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
         op,
         state: Box::new(st),
         sources,
-        seed: crate::engine::fresh_seeds(1)[0],
+        seed: crate::contract::job::fresh_seeds(1)[0],
     }]
 }
 

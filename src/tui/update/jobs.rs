@@ -1,8 +1,8 @@
 //! Measurement and profile jobs: starting them from the selection, and their events.
 
 use super::standing::standing_job_done;
-use crate::engine::client::JobEvent;
-use crate::engine::protocol::Event;
+use crate::contract::protocol::Event;
+use crate::contract::runner::JobEvent;
 use crate::session::model::LogLevel;
 use crate::session::{RevVerdict, SessionEvent};
 use crate::tui::event::{AgentCtl, Effect};

@@ -2,7 +2,7 @@
 //! happens here (recorded events go to the journal, which the runtime writes). One file per
 //! concern: keys, jobs (measure, profile, worker), the agent, replay, the editor, decisions.
 
-use crate::engine::protocol::Verdict;
+use crate::contract::protocol::Verdict;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
 use crossterm::event::KeyEventKind;
@@ -192,7 +192,8 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
                 sm_clock_mhz: d.sm_clock_mhz,
             };
             let prof =
-                crate::engine::profile_for_device(&state.work.suite.hardware, &d.name).cloned();
+                crate::suite::hardware::profile_for_device(&state.work.suite.hardware, &d.name)
+                    .cloned();
             if state.work.replay.is_none() {
                 if let Some(p) = prof {
                     state.work.hw = Some(p);

@@ -2,7 +2,7 @@
 //! operator's, U: every stale one's), recording what they give, and recording accepted revisions
 //! (one accepted on the standing's own measurement of its source leaves the record as it is).
 
-use crate::engine::protocol::Verdict;
+use crate::contract::protocol::Verdict;
 use crate::session::model::LogLevel;
 use crate::standing::accept::{Bench, update_for_revision};
 use crate::suite::PhaseFilter;

@@ -3,7 +3,7 @@
 //! shapes it shows, and the session, and with a pool of workers a line for the pool (per host
 //! up, busy, down; restarts; the queue).
 
-use crate::engine::pool::SeatState;
+use crate::pool::SeatState;
 use crate::suite::PhaseFilter;
 use crate::tui::state::AppState;
 use crate::tui::workbench::WorkerState;

@@ -7,7 +7,7 @@
 use super::profile::{draw_profile, profile_line};
 use super::roofline::draw_roofline;
 use super::{fmt_ms, pane_block, s_color, window};
-use crate::engine::protocol::{Diagnostic, ShapeResult, Verdict};
+use crate::contract::protocol::{Diagnostic, ShapeResult, Verdict};
 use crate::standing::ShapeMeasured;
 use crate::suite::roofline::Bottleneck;
 use crate::tui::state::AppState;

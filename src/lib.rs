@@ -1,6 +1,7 @@
 //! atrex-tui: a terminal workbench for GPU kernel engineering.
 
 pub mod agent;
+pub mod bench_doc;
 pub mod cli;
 pub mod config;
 pub mod cpu;

@@ -294,7 +294,7 @@ impl Facts {
     }
 
     /// An operator's T_SOL (ms) per shape on a profile of the suite (None: no such profile), as
-    /// `stale::shape_sols` computes it.
+    /// `roofline::shape_sols` computes it.
     fn sols(&self, hardware: &str, op: &str) -> Option<BTreeMap<u32, f64>> {
         let hw = self.profiles.iter().rev().find(|h| h.key == hardware)?;
         Some(

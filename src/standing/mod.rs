@@ -16,6 +16,8 @@ pub mod stale;
 pub mod store;
 
 #[cfg(test)]
+mod baselines_tests;
+#[cfg(test)]
 mod tests;
 
 pub use format::{

@@ -342,7 +342,16 @@ impl Store {
     /// Reads the workspace's standing files (a bad one is reported in `problems` and ignored),
     /// the shipped standing (when it is for this suite) and every kernel they name.
     pub fn load(ws: &Workspace, suite: &Suite) -> Store {
-        let mut s = Store::bare(&ws.dir, suite, shipped::load(&suite.name));
+        Store::load_over(ws, suite, shipped::load(&suite.name))
+    }
+
+    /// As `load`, over `shipped` in place of the standing built into the binary (a fixture's).
+    pub fn load_over(
+        ws: &Workspace,
+        suite: &Suite,
+        shipped: Result<Option<StandingFile>, String>,
+    ) -> Store {
+        let mut s = Store::bare(&ws.dir, suite, shipped);
         let mut keys: Vec<String> = suite
             .hardware
             .iter()

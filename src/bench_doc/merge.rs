@@ -15,8 +15,8 @@
 //! part's shapes); everything else is the first part's.
 
 use super::{BenchDoc, Part};
-use crate::engine::outcome::{s_op_bench_over, s_op_over};
-use crate::engine::protocol::{ShapeResult, Verdict};
+use crate::contract::outcome::{s_op_bench_over, s_op_over};
+use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::suite::Suite;
 use crate::suite::roofline::shape_sols;
 use serde_json::Value;

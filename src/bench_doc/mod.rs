@@ -10,14 +10,14 @@
 //!   lacks reads as None and is left out again, a field this build does not know is kept as
 //!   read (`BenchDoc::other`), and every committed document round-trips (tested).
 //! - Figures that were not finite are written null (JSON has no NaN) and read back as NaN, as
-//!   the shape results' own figures are (`engine::compare`).
+//!   the shape results' own figures are (`contract::compare`).
 //!
 //! It rests on the suite and the kernel contract (protocol, statistics, outcomes) only.
 
 pub mod merge;
 
-use crate::engine::outcome::KernelOutput;
-use crate::engine::protocol::{DeviceInfo, Event, Mode, ShapeResult, Verdict};
+use crate::contract::outcome::KernelOutput;
+use crate::contract::protocol::{DeviceInfo, Event, Mode, ShapeResult, Verdict};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -73,7 +73,7 @@ pub struct BenchDoc {
     /// before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workers: Option<Vec<String>>,
-    /// The pool's state at the end, as the pool reports it (`engine::pool::PoolStatus`);
+    /// The pool's state at the end, as the pool reports it (`pool::PoolStatus`);
     /// `Value::Null` in a joined document, None in documents written before it. Written,
     /// never read.
     #[serde(

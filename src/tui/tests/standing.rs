@@ -82,7 +82,7 @@ pub(super) fn fixture_standing(suite: &Suite) -> StandingFile {
         let (kernel, source) = if p.name == "unified_attention" {
             (FIXTURE_KERNEL.to_string(), FIXTURE_KERNEL_TEXT.to_string())
         } else {
-            let source = crate::suite::kernels::suite_kernel(suite, p, "baseline.cu")
+            let source = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")
                 .unwrap()
                 .code;
             (format!("problems/{}/baseline.cu", p.name), source)

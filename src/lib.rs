@@ -9,6 +9,7 @@
 //! for tests: in unit tests, and with the `cpu` feature, which `cargo test` turns on.
 
 pub mod agent;
+pub mod bench_doc;
 pub mod cli;
 pub(crate) mod config;
 pub mod contract;

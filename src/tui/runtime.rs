@@ -4,6 +4,8 @@
 //! reads of a session file). `update` asks; only this module does.
 //!
 //! Invariants:
+//! - Effects act on the workbench only (`execute` takes `&mut Workbench`): the view state is
+//!   `update`'s to change and `draw`'s to read; the loop itself reads the screen size drawn.
 //! - Nothing here blocks the input loop: jobs, profiles and agents run on tasks, file reads
 //!   and ncu on threads; their results come back as `AppEvent`s through `event::deliver`.
 //! - After each batch of events the journal's new records are appended to the session file
@@ -18,7 +20,7 @@
 use super::event::{AgentCtl, AgentMsg, AppEvent, Effect, SessionFile, Tx, deliver};
 use super::state::AppState;
 use super::update::update;
-use super::workbench::WorkerState;
+use super::workbench::{Workbench, WorkerState};
 use super::{agent_link, handover, standing_writer, startup, view};
 use crate::contract::protocol::{Event, Job, JobKind, Mode, Source, Verdict};
 use crate::contract::runner::{JobEvent, Runner};
@@ -77,22 +79,22 @@ struct Runtime {
 impl Runtime {
     /// Appends the records `update` added to the journal to the session file. A write error
     /// stops recording (the state keeps everything; the log says why).
-    fn persist(&mut self, state: &mut AppState) {
+    fn persist(&mut self, work: &mut Workbench) {
         let Some(w) = self.writer.as_mut() else {
-            self.written = state.work.journal.len();
+            self.written = work.journal.len();
             return;
         };
-        for rec in &state.work.journal[self.written.min(state.work.journal.len())..] {
+        for rec in &work.journal[self.written.min(work.journal.len())..] {
             if let Err(e) = w.write(rec) {
                 self.writer = None;
-                state.work.log(
+                work.log(
                     LogLevel::Error,
                     format!("session: cannot write ({e}); recording stopped"),
                 );
                 break;
             }
         }
-        self.written = state.work.journal.len();
+        self.written = work.journal.len();
     }
 }
 
@@ -121,7 +123,7 @@ async fn main_loop(p: startup::Prepared, t_start: Instant) -> Result<i32, String
         written: 0,
         standing: Default::default(),
     };
-    rtm.persist(&mut state);
+    rtm.persist(&mut state.work);
     // None while the editor or the shell has the terminal.
     let mut input = Some(EventStream::new());
     let result = event_loop(
@@ -231,12 +233,12 @@ async fn event_loop(
         }
         for ev in pending {
             for e in update(state, ev) {
-                match execute(rtm, state, e) {
+                match execute(rtm, &mut state.work, e) {
                     Hand::Keep => {}
                     Hand::Editor(path) => {
                         // $EDITOR: give the terminal away, keep handling events, record what
                         // the editor left, then take the terminal back.
-                        rtm.persist(state);
+                        rtm.persist(&mut state.work);
                         handover::release(terminal, input);
                         run_editor(rtm, state, rx, path).await;
                         if let Err(e) = handover::take_back(terminal, input) {
@@ -244,7 +246,7 @@ async fn event_loop(
                         }
                     }
                     Hand::Suspend => {
-                        rtm.persist(state);
+                        rtm.persist(&mut state.work);
                         if let Err(e) = handover::suspend(terminal, input) {
                             state.work.log(LogLevel::Error, e);
                         }
@@ -255,7 +257,7 @@ async fn event_loop(
                 }
             }
         }
-        rtm.persist(state);
+        rtm.persist(&mut state.work);
         if state.work.quit {
             return Ok(());
         }
@@ -290,7 +292,7 @@ async fn run_editor(
                 st = c.wait() => break match st { Ok(s) => s.to_string(), Err(e) => e.to_string() },
                 Some(ev) = rx.recv() => {
                     for e in update(state, ev) {
-                        match execute(rtm, state, e) {
+                        match execute(rtm, &mut state.work, e) {
                             Hand::Keep => {}
                             // A second editor cannot start while this one runs.
                             Hand::Editor(p) => state.work.log(
@@ -302,7 +304,7 @@ async fn run_editor(
                             Hand::Suspend => handover::stop_this_process(),
                         }
                     }
-                    rtm.persist(state);
+                    rtm.persist(&mut state.work);
                 }
             }
         },
@@ -319,9 +321,9 @@ async fn run_editor(
     );
     // A save's effects are measurements: none of them takes the terminal.
     for e in fx {
-        let _ = execute(rtm, state, e);
+        let _ = execute(rtm, &mut state.work, e);
     }
-    rtm.persist(state);
+    rtm.persist(&mut state.work);
 }
 
 /// What the event loop does with the terminal after an effect.
@@ -335,7 +337,7 @@ enum Hand {
 }
 
 /// Carries out one effect; says when the terminal must be handed over.
-fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
+fn execute(rtm: &mut Runtime, work: &mut Workbench, e: Effect) -> Hand {
     match e {
         Effect::StartAgent {
             op,
@@ -343,13 +345,11 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
             sources,
             seed,
         } => {
-            if let Err(e) = start_agent(rtm, state, op.clone(), *st, sources, seed) {
-                if let Some(a) = state.work.agents.get_mut(&op) {
+            if let Err(e) = start_agent(rtm, work, op.clone(), *st, sources, seed) {
+                if let Some(a) = work.agents.get_mut(&op) {
                     a.running = false;
                 }
-                state
-                    .work
-                    .log(LogLevel::Error, format!("agent on {op}: cannot start: {e}"));
+                work.log(LogLevel::Error, format!("agent on {op}: cannot start: {e}"));
             }
         }
         Effect::Agent(op, c) => {
@@ -366,7 +366,7 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
             mid,
             source,
             full,
-        } => submit_measure(rtm, state, &op, rev, mid, source, full),
+        } => submit_measure(rtm, work, &op, rev, mid, source, full),
         Effect::RecordStanding {
             ws,
             suite,
@@ -383,7 +383,7 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
             path,
             content,
         } => {
-            if external_edit(rtm, state, &path, &content) {
+            if external_edit(rtm, work, &path, &content) {
                 return Hand::Editor(path);
             }
         }
@@ -405,7 +405,7 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
                 index: rtm.device,
                 ncu,
             };
-            start_profile(rtm, state, job);
+            start_profile(rtm, work, job);
         }
         Effect::OpenReplay(f) => open_replay(rtm, f),
         Effect::ReadResults {
@@ -440,28 +440,26 @@ fn execute(rtm: &mut Runtime, state: &mut AppState, e: Effect) -> Hand {
 /// app as its sink (numbers from the session's recorder).
 fn start_agent(
     rtm: &mut Runtime,
-    state: &mut AppState,
+    work: &mut Workbench,
     op: String,
     st: crate::agent::AgentState,
     sources: Vec<(String, Option<f64>)>,
     seed: u64,
 ) -> Result<(), String> {
-    let cfg = state.work.agent_cfg.clone()?;
-    let problem = state
-        .work
+    let cfg = work.agent_cfg.clone()?;
+    let problem = work
         .suite
         .problem(&op)
         .ok_or_else(|| format!("unknown operator {op}"))?
         .clone();
-    let hw = state
-        .work
+    let hw = work
         .hw
         .clone()
         .ok_or("no hardware profile for T_SOL (set `hardware` in the settings)")?;
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let mut d = crate::agent::setup::build(
         crate::agent::setup::Setup {
-            suite: &state.work.suite,
+            suite: &work.suite,
             problem,
             hw,
             cfg: &cfg,
@@ -469,15 +467,15 @@ fn start_agent(
             sources,
             seed,
             mode: crate::agent::driver::DecisionMode::Human,
-            pool: rtm.pool.for_model(state.work.gpu_model()),
+            pool: rtm.pool.for_model(work.gpu_model()),
             device: rtm.device,
-            device_name: match &state.work.worker {
+            device_name: match &work.worker {
                 WorkerState::Ready { gpu, .. } => Some(gpu.clone()),
                 _ => None,
             },
         },
         agent_link::TuiGate::new(ctl_rx),
-        agent_link::TuiSink::new(rtm.tx.clone(), state.work.recorder.ids(), &op),
+        agent_link::TuiSink::new(rtm.tx.clone(), work.recorder.ids(), &op),
     )?;
     let tx = rtm.tx.clone();
     let name = op.clone();
@@ -496,14 +494,14 @@ fn start_agent(
 /// cannot be built ends like a lost one, through the event queue.
 fn submit_measure(
     rtm: &mut Runtime,
-    state: &AppState,
+    work: &Workbench,
     op: &str,
     rev: u32,
     mid: u64,
     source: String,
     full: bool,
 ) {
-    let job = match measure_job(state, op, rev, source, full) {
+    let job = match measure_job(work, op, rev, source, full) {
         Ok(job) => job,
         Err(message) => {
             let event = JobEvent::WorkerLost {
@@ -513,7 +511,7 @@ fn submit_measure(
             return deliver(&rtm.tx, AppEvent::Job { mid, event });
         }
     };
-    let (id, mut erx) = rtm.pool.for_model(state.work.gpu_model()).submit(job);
+    let (id, mut erx) = rtm.pool.for_model(work.gpu_model()).submit(job);
     rtm.jobs.insert(mid, id);
     let tx = rtm.tx.clone();
     tokio::spawn(async move {
@@ -531,18 +529,17 @@ fn submit_measure(
 
 /// The job that measures a revision on every shape, against the suite's reference.
 fn measure_job(
-    state: &AppState,
+    work: &Workbench,
     op: &str,
     rev: u32,
     source: String,
     full: bool,
 ) -> Result<Job, String> {
-    let p = state
-        .work
+    let p = work
         .suite
         .problem(op)
         .ok_or_else(|| format!("{op} is not in the suite"))?;
-    let reference = crate::contract::kernels::suite_kernel(&state.work.suite, p, "reference.cu")?;
+    let reference = crate::contract::kernels::suite_kernel(&work.suite, p, "reference.cu")?;
     let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
     let cand = Source {
         name: format!("{op} v{rev}"),
@@ -556,30 +553,26 @@ fn measure_job(
         &ids,
         JobKind::All,
         if full { Mode::Full } else { Mode::Quick },
-        state.work.hw.as_ref(),
+        work.hw.as_ref(),
     )
 }
 
 /// Writes the kernel to its file and watches it; false (the log says why) when it cannot be
 /// written, and no editor starts.
-fn external_edit(rtm: &mut Runtime, state: &mut AppState, path: &Path, content: &str) -> bool {
+fn external_edit(rtm: &mut Runtime, work: &mut Workbench, path: &Path, content: &str) -> bool {
     if let Some(d) = path.parent()
         && let Err(e) = std::fs::create_dir_all(d)
     {
-        state
-            .work
-            .log(LogLevel::Error, format!("{}: {e}", d.display()));
+        work.log(LogLevel::Error, format!("{}: {e}", d.display()));
         return false;
     }
     if let Err(e) = std::fs::write(path, content) {
-        state
-            .work
-            .log(LogLevel::Error, format!("{}: {e}", path.display()));
+        work.log(LogLevel::Error, format!("{}: {e}", path.display()));
         return false;
     }
     match watch(&rtm.tx, path) {
         Ok(w) => rtm.watchers.push(w),
-        Err(e) => state.work.log(
+        Err(e) => work.log(
             LogLevel::Warn,
             format!("cannot watch {}: {e}", path.display()),
         ),
@@ -655,10 +648,10 @@ struct ProfileJob {
 }
 
 /// Profiles a revision on a task of its own; the result comes back as `AppEvent::Profiled`.
-fn start_profile(rtm: &Runtime, state: &AppState, job: ProfileJob) {
+fn start_profile(rtm: &Runtime, work: &Workbench, job: ProfileJob) {
     let (suite, client, tx) = (
-        state.work.suite.clone(),
-        rtm.pool.for_model(state.work.gpu_model()),
+        work.suite.clone(),
+        rtm.pool.for_model(work.gpu_model()),
         rtm.tx.clone(),
     );
     tokio::spawn(async move {

@@ -44,8 +44,8 @@ fn log_text(s: &AppState) -> String {
 
 /// S_agg is shown under the strict level and under the benchmark's rule, each named, wherever
 /// the header has it: fp8_blockscale_fused_moe passes the strict level on every shape but the
-/// benchmark-compatible level on none, so the shipped standing's 0.309 is 0.300 under the
-/// benchmark's rule.
+/// benchmark-compatible level on none (in the fixture standing, as in the shipped one), so the
+/// fixture's 0.418 is 0.409 under the benchmark's rule.
 #[test]
 fn the_header_shows_s_agg_under_both_rules() {
     let d = tempdir("both-rules");
@@ -56,7 +56,7 @@ fn the_header_shows_s_agg_under_both_rules() {
             format!("{:.3}", all.strict),
             format!("{:.3}", all.benchmark)
         ),
-        ("0.309".to_string(), "0.300".to_string())
+        ("0.418".to_string(), "0.409".to_string())
     );
     assert_eq!(all.strict, s.work.s_agg(PhaseFilter::All));
     let w = s.work.suite.weights(PhaseFilter::All)["fp8_blockscale_fused_moe"];
@@ -69,17 +69,17 @@ fn the_header_shows_s_agg_under_both_rules() {
         .unwrap();
     assert!((all.strict - all.benchmark - w * fp8).abs() < 1e-12);
     for (w, h, want) in [
-        (80, 24, "S_agg 0.309 strict · 0.300 bench rule │"),
-        (120, 40, "S_agg 0.309 strict · 0.300 bench rule │"),
+        (80, 24, "S_agg 0.418 strict · 0.409 bench rule │"),
+        (120, 40, "S_agg 0.418 strict · 0.409 bench rule │"),
         (
             160,
             45,
-            "S_agg 0.309 strict · 0.300 bench rule · prefill 0.342/0.332 · decode 0.314/0.305 │",
+            "S_agg 0.418 strict · 0.409 bench rule · prefill 0.432/0.422 · decode 0.422/0.412 │",
         ),
         (
             200,
             50,
-            "S_agg 0.309 strict · 0.300 benchmark rule · prefill 0.342/0.332 · decode 0.314/0.305 │",
+            "S_agg 0.418 strict · 0.409 benchmark rule · prefill 0.432/0.422 · decode 0.422/0.412 │",
         ),
     ] {
         let out = screen(&s, w, h);
@@ -91,7 +91,7 @@ fn the_header_shows_s_agg_under_both_rules() {
     for w in [80, 120] {
         let out = screen(&s, w, 30);
         assert!(
-            out.contains("S_agg prefill 0.342 strict · 0.332 bench rule"),
+            out.contains("S_agg prefill 0.432 strict · 0.422 bench rule"),
             "{out}"
         );
     }
@@ -135,14 +135,14 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
     let shown = crate::tui::view::shown_figures(&s, "rms_norm");
     assert_eq!(shown.figures.len(), 56);
     assert!(shown.figures.values().all(|f| f.pass && f.t_ms.is_some()));
-    let note = "standing, measured 2026-12-03 on NVIDIA H200";
+    let note = "standing, measured 2026-01-15 on NVIDIA H200";
     assert_eq!(
         shown.standing,
-        Some(("standing S 0.272".to_string(), note.to_string()))
+        Some(("standing S 0.250".to_string(), note.to_string()))
     );
     let out = screen(&s, 120, 40);
     assert!(
-        out.contains("shapes · rms_norm v0 · standing S 0.272"),
+        out.contains("shapes · rms_norm v0 · standing S 0.250"),
         "{out}"
     );
     assert!(out.contains(note), "{out}");
@@ -154,11 +154,11 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
     select(&mut s, "unified_attention");
     let out = screen(&s, 240, 60);
     assert!(
-        out.contains("shapes · unified_attention v0 · standing S 0.430"),
+        out.contains("shapes · unified_attention v0 · standing S 0.500"),
         "{out}"
     );
     assert!(
-        out.contains("standing, measured 2026-12-03 on NVIDIA H200"),
+        out.contains("standing, measured 2026-01-15 on NVIDIA H200"),
         "{out}"
     );
     // At 200 the shapes pane has its narrowest (the operators' status in words beside the
@@ -169,11 +169,11 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
         "{out}"
     );
     assert!(
-        out.contains("standing, measured 2026-12-03 on H200"),
+        out.contains("standing, measured 2026-01-15 on H200"),
         "{out}"
     );
     assert!(
-        out.contains("unified_attention             36.1% 0.430  ○ shipped"),
+        out.contains("unified_attention             36.1% 0.500  ○ shipped"),
         "{out}"
     );
     insta::assert_snapshot!("standing_shapes_200x50", out);
@@ -183,7 +183,7 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
         "{small}"
     );
     assert!(
-        small.contains("standing, measured 2026-12-03 on H200"),
+        small.contains("standing, measured 2026-01-15 on H200"),
         "{small}"
     );
     insta::assert_snapshot!("standing_shapes_80x24", small);
@@ -230,7 +230,7 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     let out = screen(&s, 160, 45);
     let row = v0_row(&out);
     assert!(
-        row.contains("standing") && row.contains("S 0.430 std") && row.contains("incumbent"),
+        row.contains("standing") && row.contains("S 0.500 std") && row.contains("incumbent"),
         "{out}"
     );
     // y: already the incumbent, measured by the standing; nothing is recorded.
@@ -238,7 +238,7 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     let log = log_text(&s);
     assert!(
         log.contains(
-            "unified_attention v0 is already the incumbent (the standing measured it: S_op 0.430, full, 2026-12-03 on NVIDIA H200)"
+            "unified_attention v0 is already the incumbent (the standing measured it: S_op 0.500, full, 2026-01-15 on NVIDIA H200)"
         ),
         "{log}"
     );
@@ -257,7 +257,7 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     let out = screen(&s, 240, 60);
     let row = v0_row(&out);
     assert!(
-        row.contains("baseline") && row.contains("S 0.001 std") && row.contains("incumbent"),
+        row.contains("baseline") && row.contains("S 0.002 std") && row.contains("incumbent"),
         "{out}"
     );
     // A hand edit is named so; a revision of another source has no standing figure.
@@ -276,7 +276,7 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     assert_eq!(s.work.journal.len(), before);
     let log = log_text(&s);
     assert!(
-        log.contains("cannot accept unified_attention v0: the standing's measurement of it (S_op 0.430, full, 2026-12-03 on NVIDIA H200) is stale here (measured on NVIDIA H200, not NVIDIA H100 80GB HBM3"),
+        log.contains("cannot accept unified_attention v0: the standing's measurement of it (S_op 0.500, full, 2026-01-15 on NVIDIA H200) is stale here (measured on NVIDIA H200, not NVIDIA H100 80GB HBM3"),
         "{log}"
     );
     std::fs::remove_dir_all(&d).ok();

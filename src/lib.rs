@@ -9,7 +9,7 @@
 //! for tests: in unit tests, and with the `cpu` feature, which `cargo test` turns on.
 
 pub mod agent;
-pub mod bench_doc;
+pub(crate) mod bench_doc;
 pub mod cli;
 pub(crate) mod config;
 pub mod contract;
@@ -22,7 +22,7 @@ pub mod pool;
 pub(crate) mod profile;
 pub(crate) mod report;
 pub mod session;
-pub mod standing;
+pub(crate) mod standing;
 pub mod suite;
 pub(crate) mod tui;
 pub(crate) mod utc;

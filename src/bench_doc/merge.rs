@@ -210,5 +210,4 @@ fn show(v: Option<&Value>) -> String {
 }
 
 #[cfg(test)]
-#[path = "merge_tests.rs"]
 mod tests;

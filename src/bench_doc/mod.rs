@@ -164,6 +164,7 @@ const NOT_A_DOCUMENT: &str = "not a bench document (`bench OP --json`)";
 
 impl Run {
     /// The run of a bench or measure document; errors name the shape or field.
+    #[cfg(test)]
     pub fn from_value(v: Value) -> Result<Run, String> {
         let (rest, shapes) = split_shapes(v)?;
         let mut run: Run =

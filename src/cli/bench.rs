@@ -3,13 +3,13 @@
 use super::bench_against::Incumbent;
 use super::runtime;
 use crate::bench_doc::{BenchDoc, Run};
+use crate::contract::kernels::suite_kernel;
 use crate::contract::outcome::*;
-use crate::pool::{PoolOptions, PoolStatus};
 use crate::contract::protocol::*;
 use crate::pool::config::Choice;
+use crate::pool::{PoolOptions, PoolStatus};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
-use crate::contract::kernels::suite_kernel;
 use crate::suite::{Suite, Workspace};
 use std::path::Path;
 

@@ -3,9 +3,9 @@
 //! decide.
 
 use crate::bench_doc::Run;
+use crate::contract::protocol::*;
 use crate::contract::runner::Runner;
 use crate::pool::PoolOptions;
-use crate::contract::protocol::*;
 use crate::pool::config::Choice;
 use crate::session::{
     Author, DecidedBy, Decision, Model, SessionEvent, SessionLock, SessionWriter,
@@ -481,10 +481,7 @@ mod tests {
         let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(doc["s_op"], bench.s_op);
         assert_eq!(doc["shapes"].as_array().unwrap().len(), 25);
-        assert_eq!(
-            doc["code_sha256"],
-            crate::fingerprint::of_code(&source)
-        );
+        assert_eq!(doc["code_sha256"], crate::fingerprint::of_code(&source));
         assert_eq!(
             (
                 &doc["session"],

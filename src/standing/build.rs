@@ -4,11 +4,11 @@
 
 use super::format::{Fingerprint, Measured, Origin, Record, ShapeMeasured};
 use super::stale::OpPrint;
-use crate::bench_doc::Run;
 use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::suite::Problem;
 use crate::suite::roofline::{self, ShapeScore};
-use std::collections::BTreeMap;
+#[cfg(test)]
+use {crate::bench_doc::Run, std::collections::BTreeMap};
 
 /// Where and with what a measurement was made.
 #[derive(Debug, Clone, PartialEq)]
@@ -122,6 +122,7 @@ pub fn record(
 
 /// When, and by which version of atrex-tui, a document was measured, for a document written
 /// before `bench --json` and `measure --json` said so (docs/measurements/provenance.toml).
+#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Dated {
@@ -134,6 +135,7 @@ pub struct Dated {
 /// kernel `source`, kept at `kernel`. The document names the GPU, driver, NVRTC, hardware
 /// profile, date and version of the run that measured it; `dated` gives the date and version of
 /// a document written before it carried them (a document's own always win).
+#[cfg(test)]
 pub fn from_bench_doc(
     p: &Problem,
     print: &OpPrint,
@@ -193,6 +195,7 @@ pub fn from_bench_doc(
 /// document written before that field has its `source_sha256` be the file's text, or one that
 /// `attested` (source_sha256 -> code_sha256, docs/measurements/provenance.toml) vouches for, or
 /// neither hash (the earliest documents, taken as they are).
+#[cfg(test)]
 fn check_source(
     doc: &Run,
     source: &str,

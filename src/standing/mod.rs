@@ -17,14 +17,9 @@ pub mod stale;
 pub mod store;
 
 #[cfg(test)]
-mod baselines_tests;
-#[cfg(test)]
 mod tests;
 
-pub use format::{
-    BadFile, Defect, FORMAT_VERSION, Fingerprint, Measured, MeasuredOn, Origin, Record,
-    ShapeMeasured, StandingFile,
-};
+pub use format::{MeasuredOn, Origin, Record, ShapeMeasured, StandingFile};
 pub use stale::{OpPrint, Stale};
 pub use store::Update;
 
@@ -146,6 +141,7 @@ impl Standing {
     }
 
     /// S_op of every operator whose record stands.
+    #[cfg(test)]
     pub fn s_ops(&self) -> BTreeMap<String, f64> {
         self.entries
             .iter()
@@ -154,6 +150,7 @@ impl Standing {
     }
 
     /// S_agg over a phase view: stale and missing operators count 0.
+    #[cfg(test)]
     pub fn s_agg(&self, suite: &Suite, phase: PhaseFilter) -> f64 {
         roofline::s_agg(suite, phase, &self.s_ops())
     }
@@ -408,6 +405,7 @@ impl Store {
     }
 
     /// A store with nothing in it (no shipped standing either).
+    #[cfg(test)]
     pub fn empty(ws: &Path, suite: &Suite) -> Store {
         Store::bare(ws, suite, Ok(None))
     }
@@ -439,6 +437,7 @@ impl Store {
     }
 
     /// The workspace's own records of a hardware profile, if any.
+    #[cfg(test)]
     pub fn own(&self, hardware: &str) -> Option<&StandingFile> {
         self.files.get(&store::file_key(hardware))
     }

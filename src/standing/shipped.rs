@@ -10,13 +10,16 @@
 //! its document (a document written before `date` and `tool_version` is dated by
 //! docs/measurements/provenance.toml); the file's note summarises them.
 
-use super::build::{self, Dated};
 use super::format::{self, StandingFile};
-use super::stale::OpPrint;
-use crate::bench_doc::Run;
-use crate::suite::Suite;
-use std::collections::BTreeMap;
 use std::path::Path;
+#[cfg(test)]
+use {
+    super::build::{self, Dated},
+    super::stale::OpPrint,
+    crate::bench_doc::Run,
+    crate::suite::Suite,
+    std::collections::BTreeMap,
+};
 
 /// The shipped standing's text.
 pub const TEXT: &str = include_str!("../../docs/measurements/standing-H200.json");
@@ -26,9 +29,11 @@ pub const NAME: &str = "docs/measurements/standing-H200.json (built-in)";
 
 /// What the project vouches for of raw results that predate `code_sha256`
 /// (docs/measurements/provenance.toml).
+#[cfg(test)]
 pub const PROVENANCE: &str = include_str!("../../docs/measurements/provenance.toml");
 
 /// provenance.toml as written.
+#[cfg(test)]
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Provenance {
@@ -39,6 +44,7 @@ struct Provenance {
     dated: BTreeMap<String, Dated>,
 }
 
+#[cfg(test)]
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(
@@ -52,12 +58,14 @@ struct CommentsOnly {
     why: String,
 }
 
+#[cfg(test)]
 fn provenance(text: &str) -> Result<Provenance, String> {
     toml::from_str(text).map_err(|e| format!("docs/measurements/provenance.toml: {e}"))
 }
 
 /// provenance.toml's `[[comments_only]]` entries: the measured text's source_sha256 -> the
 /// code_sha256 of its code.
+#[cfg(test)]
 pub fn attested(text: &str) -> Result<BTreeMap<String, String>, String> {
     Ok(provenance(text)?
         .comments_only
@@ -68,6 +76,7 @@ pub fn attested(text: &str) -> Result<BTreeMap<String, String>, String> {
 
 /// provenance.toml's `[dated]` table: a document's file name -> when and by which version it
 /// was measured (for documents that do not say).
+#[cfg(test)]
 pub fn dated(text: &str) -> Result<BTreeMap<String, Dated>, String> {
     Ok(provenance(text)?.dated)
 }
@@ -86,6 +95,7 @@ pub fn load(suite: &str) -> Result<Option<StandingFile>, String> {
 /// --json` of its baseline.cu or of a template of the knowledge base, each with its file name
 /// in docs/measurements) on the suite as it is now. Every record is dated by its own document;
 /// the file's note says over which days, on which GPUs, drivers and versions they were made.
+#[cfg(test)]
 pub fn from_bench_docs(suite: &Suite, docs: &[(String, Run)]) -> Result<StandingFile, String> {
     let (_, first) = docs.first().ok_or("no bench documents")?;
     let hardware = first

@@ -152,6 +152,7 @@ pub struct Now<'a> {
 }
 
 /// Every shape's T_SOL (ms) on a profile, by operator.
+#[cfg(test)]
 pub fn sols(
     suite: &Suite,
     hw: &crate::suite::hardware::HardwareProfile,

@@ -4,7 +4,7 @@
 //! The shipped layer here is a fixture (`fixture_standing`: fixed figures on every operator's
 //! baseline, and unified_attention's incumbent a fixed file of the workspace), so that the
 //! screens do not change when the standing built into the binary does; that one is checked
-//! against docs/baselines.md in `standing::baselines_tests`.
+//! against docs/baselines.md in `standing::tests::baselines`.
 
 use super::*;
 use crate::standing::build::{self, Context};

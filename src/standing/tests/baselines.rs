@@ -3,7 +3,7 @@
 //! incumbent, its shapes and its S_op under the latest harness and under the benchmark's rule)
 //! are the shipped standing's, to the doc's printed rounding. A re-measured kernel updates both.
 
-use super::*;
+use crate::standing::*;
 use crate::testing::{suite, tempdir, ws};
 
 /// The section of docs/baselines.md that states the shipped standing's figures.

@@ -1,5 +1,7 @@
-//! The standing: its format, atomic writes, staleness, bad files and the shipped H200 standing.
+//! The standing: its format, atomic writes, staleness, bad files and the shipped H200 standing;
+//! `baselines`: the shipped standing against docs/baselines.md.
 
+use super::format::{Defect, FORMAT_VERSION};
 use super::*;
 use crate::bench_doc::Run;
 use crate::bench_doc::tests::gpu;
@@ -7,6 +9,8 @@ use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::contract::stats::TimingStats;
 use crate::suite::SuiteSource;
 use crate::testing::{suite, tempdir, ws};
+
+mod baselines;
 
 /// A passing rms_norm shape at S = `s`, against its T_SOL on the H200 (as a run reports it).
 fn result(shape: u32, s: f64) -> ShapeResult {

@@ -35,9 +35,19 @@ pub enum ConfigError {
     KeyFileNotPrivate { file: PathBuf, mode: u32 },
 }
 
-/// Commands and the TUI report errors as text at their edge.
-impl From<ConfigError> for String {
-    fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
+/// Commands and the TUI report errors as text at their edge: `String: From<E>` for each typed
+/// error named, so that `?` carries one into a function that returns its message.
+macro_rules! text_at_the_edge {
+    ($($t:ty),+ $(,)?) => {
+        $(
+            impl From<$t> for String {
+                fn from(e: $t) -> String {
+                    e.to_string()
+                }
+            }
+        )+
+    };
 }
+pub(crate) use text_at_the_edge;
+
+text_at_the_edge!(ConfigError);

@@ -78,7 +78,7 @@ impl Measurer for WorkerMeasurer {
                 };
                 collect(runner, job, self.progress).await
             }
-            Err(e) => Outcome::failed(e),
+            Err(e) => Outcome::failed(e.to_string()),
         }
     }
 

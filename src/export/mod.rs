@@ -40,8 +40,11 @@ pub enum ExportError {
     Binding { shape: u32, msg: String },
     #[error("{what} cannot be exported: {why}")]
     Unsupported { what: String, why: String },
+    /// The incumbent the standing names cannot be read.
     #[error("{0}")]
     Kernel(String),
+    #[error(transparent)]
+    Baseline(#[from] crate::contract::kernels::KernelError),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -212,8 +215,7 @@ pub fn incumbent(
             ))),
         };
     }
-    let b = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")
-        .map_err(ExportError::Kernel)?;
+    let b = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")?;
     Ok(Kernel {
         source: b.code,
         origin: format!(

@@ -78,10 +78,11 @@ pub fn read_kernel(ws: &Path, suite: &SuiteSource, rel: &str) -> Result<String, 
         return template_source(rel);
     }
     if let Some(inner) = rel.strip_prefix("problems/") {
-        return suite
-            .read_checked(inner)
-            .and_then(|t| t.ok_or_else(|| "missing".into()))
-            .map_err(|e| format!("{}: {e}", suite.display_path(inner)));
+        return match suite.read_checked(inner) {
+            Ok(Some(t)) => Ok(t),
+            Ok(None) => Err(format!("{}: missing", suite.display_path(inner))),
+            Err(e) => Err(format!("{}: {e}", suite.display_path(inner))),
+        };
     }
     std::fs::read_to_string(ws.join(rel)).map_err(|e| format!("{rel}: {e}"))
 }

@@ -25,7 +25,7 @@ pub use phase::{Phase, PhaseFilter};
 pub use problem::{
     DTYPES, ParamDecl, Problem, Shape, SrcExpr, TensorSpec, Tolerance, WorkQ, dtype_size,
 };
-pub use source::{EMBEDDED_KNOWLEDGE, EMBEDDED_PROBLEMS, SuiteSource, Workspace};
+pub use source::{EMBEDDED_KNOWLEDGE, EMBEDDED_PROBLEMS, ReadError, SuiteSource, Workspace};
 
 use hardware::HardwareProfile;
 use load::RawSuite;
@@ -55,7 +55,7 @@ impl Suite {
         };
         let text = source
             .read_checked("suite.toml")
-            .map_err(|m| bad(&file, None, m))?
+            .map_err(|e| bad(&file, None, e.to_string()))?
             .ok_or_else(|| bad(&file, None, "missing file".into()))?;
         let raw: RawSuite = toml::from_str(&text).map_err(|e| toml_error(&file, None, &text, e))?;
         let mut problems = Vec::new();
@@ -77,7 +77,7 @@ impl Suite {
             let pfile = source.display_path(&rel);
             let ptext = source
                 .read_checked(&rel)
-                .map_err(|m| bad(&pfile, Some(name.clone()), m))?
+                .map_err(|e| bad(&pfile, Some(name.clone()), e.to_string()))?
                 .ok_or_else(|| {
                     bad(
                         &pfile,
@@ -87,9 +87,13 @@ impl Suite {
                 })?;
             let mut p = parse_problem(&pfile, &name, &ptext)?;
             let grel = format!("{name}/inputs.cu");
-            p.generator = source
-                .read_checked(&grel)
-                .map_err(|m| bad(&source.display_path(&grel), Some(name.clone()), m))?;
+            p.generator = source.read_checked(&grel).map_err(|e| {
+                bad(
+                    &source.display_path(&grel),
+                    Some(name.clone()),
+                    e.to_string(),
+                )
+            })?;
             if let Some(other) = seen_ids.insert(p.id.clone(), name.clone()) {
                 return Err(LoadError {
                     file: pfile,

@@ -825,7 +825,7 @@ fn build_measure_job(
         code: source,
         defines: Default::default(),
     };
-    crate::contract::job::build_job(
+    Ok(crate::contract::job::build_job(
         p,
         cand,
         Some(reference),
@@ -833,7 +833,7 @@ fn build_measure_job(
         JobKind::All,
         if full { Mode::Full } else { Mode::Quick },
         state.hw.as_ref(),
-    )
+    )?)
 }
 
 /// Watches one file; every debounced change sends its content.

@@ -69,7 +69,7 @@ impl Compiler {
         if let Err(r) = crate::contract::includes::check(src, &allowed) {
             return Ok(Compiled {
                 cubin: Vec::new(),
-                log: format!("{file}({}): error: {}\n", r.line, r.msg),
+                log: format!("{file}({}): error: {r}\n", r.line),
                 ok: false,
                 cached: false,
                 failure: None,

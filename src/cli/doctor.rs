@@ -256,8 +256,8 @@ pub fn run(
                 "problems": cfg.problems,
             },
             "suite": match &suite { Ok(s) => json!({"source": s.source.describe(), "operators": s.problems.len(), "shapes": s.shape_count()}), Err(e) => json!({"error": e.to_string()}) },
-            "gpu": match &probe { Ok(p) => serde_json::to_value(p).unwrap_or_default(), Err(e) => json!({"error": e}) },
-            "nvrtc": match &nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e}) },
+            "gpu": match &probe { Ok(p) => serde_json::to_value(p).unwrap_or_default(), Err(e) => json!({"error": e.to_string()}) },
+            "nvrtc": match &nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e.to_string()}) },
             "compiler_confinement": match &confinement {
                 Ok(c) => json!({"active": c.active(), "confinement": c, "text": c.describe()}),
                 Err(e) => json!({"active": false, "error": e}),

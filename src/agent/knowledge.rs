@@ -237,14 +237,38 @@ pub fn family_of(op: &str) -> &'static str {
     }
 }
 
-fn parse_md(path: &str, text: &str) -> Result<Doc, String> {
+/// A document of the knowledge base that cannot be read; each names the document's path.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DocError {
+    #[error("{path}: no `+++` front matter")]
+    NoFrontMatter { path: String },
+    #[error("{path}: front matter not closed")]
+    FrontMatterOpen { path: String },
+    #[error("{path}: no `/* atrex:template` comment")]
+    NoTemplateComment { path: String },
+    #[error("{path}: template comment not closed")]
+    TemplateCommentOpen { path: String },
+    /// Its front matter (TOML: a syntax error, an unknown or mistyped key).
+    #[error("{path}: {source}")]
+    Meta {
+        path: String,
+        source: toml::de::Error,
+    },
+}
+
+fn meta_error(path: &str) -> impl FnOnce(toml::de::Error) -> DocError {
+    let path = path.to_string();
+    move |source| DocError::Meta { path, source }
+}
+
+fn parse_md(path: &str, text: &str) -> Result<Doc, DocError> {
     let rest = text
         .strip_prefix("+++\n")
-        .ok_or_else(|| format!("{path}: no `+++` front matter"))?;
+        .ok_or_else(|| DocError::NoFrontMatter { path: path.into() })?;
     let end = rest
         .find("\n+++")
-        .ok_or_else(|| format!("{path}: front matter not closed"))?;
-    let meta: Meta = toml::from_str(&rest[..end]).map_err(|e| format!("{path}: {e}"))?;
+        .ok_or_else(|| DocError::FrontMatterOpen { path: path.into() })?;
+    let meta: Meta = toml::from_str(&rest[..end]).map_err(meta_error(path))?;
     let body = rest[end + 4..].trim_start_matches('\n').to_string();
     Ok(Doc {
         path: path.to_string(),
@@ -253,16 +277,15 @@ fn parse_md(path: &str, text: &str) -> Result<Doc, String> {
     })
 }
 
-fn parse_cu(path: &str, text: &str) -> Result<Doc, String> {
+fn parse_cu(path: &str, text: &str) -> Result<Doc, DocError> {
     const START: &str = "/* atrex:template";
     let s = text
         .find(START)
-        .ok_or_else(|| format!("{path}: no `{START}` comment"))?;
+        .ok_or_else(|| DocError::NoTemplateComment { path: path.into() })?;
     let e = text[s..]
         .find("*/")
-        .ok_or_else(|| format!("{path}: template comment not closed"))?;
-    let mut meta: Meta =
-        toml::from_str(&text[s + START.len()..s + e]).map_err(|e| format!("{path}: {e}"))?;
+        .ok_or_else(|| DocError::TemplateCommentOpen { path: path.into() })?;
+    let mut meta: Meta = toml::from_str(&text[s + START.len()..s + e]).map_err(meta_error(path))?;
     if meta.kind.is_empty() {
         meta.kind = "template".into();
     }
@@ -273,7 +296,7 @@ fn parse_cu(path: &str, text: &str) -> Result<Doc, String> {
     })
 }
 
-fn walk(dir: &Dir<'static>, out: &mut Vec<Result<Doc, String>>) {
+fn walk(dir: &Dir<'static>, out: &mut Vec<Result<Doc, DocError>>) {
     for f in dir.files() {
         let path = f.path().to_string_lossy().to_string();
         let Some(text) = f.contents_utf8() else {
@@ -291,7 +314,7 @@ fn walk(dir: &Dir<'static>, out: &mut Vec<Result<Doc, String>>) {
 }
 
 /// Every document of the embedded knowledge base (errors for malformed ones).
-pub fn load_all() -> Vec<Result<Doc, String>> {
+pub fn load_all() -> Vec<Result<Doc, DocError>> {
     let mut out = Vec::new();
     walk(&EMBEDDED_KNOWLEDGE, &mut out);
     out

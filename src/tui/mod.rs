@@ -145,7 +145,7 @@ pub fn prepare(ws: &Workspace, opts: &Options) -> Result<Prepared, String> {
     let mut st = AppState::new(suite.clone(), model, th, hw, kernels);
     attach_standing(&mut st, store, ws);
     // The agent's settings: an error here only disables the agent (the log says why).
-    st.agent_cfg = crate::agent::config::resolve(&settings.agent, None);
+    st.agent_cfg = crate::agent::config::resolve(&settings.agent, None).map_err(String::from);
     if let Err(e) = &st.agent_cfg {
         st.log(LogLevel::Warn, format!("agent: unavailable: {e}"));
     }
@@ -418,7 +418,11 @@ fn find_ncu_in_background(tx: &Tx) {
     std::thread::spawn(move || {
         deliver(
             &tx,
-            AppEvent::NcuFound(crate::profile::NcuOptions::find().map(|o| o.ncu)),
+            AppEvent::NcuFound(
+                crate::profile::NcuOptions::find()
+                    .map(|o| o.ncu)
+                    .map_err(String::from),
+            ),
         );
     });
 }
@@ -805,6 +809,7 @@ async fn run_profile(
     })
     .await
     .map_err(|e| format!("the profiler task failed: {e}"))?
+    .map_err(String::from)
 }
 
 fn build_measure_job(

@@ -373,7 +373,8 @@ impl AppState {
             quit: false,
             exit_status: 0,
             agents: BTreeMap::new(),
-            agent_cfg: crate::agent::config::resolve(&Default::default(), None),
+            agent_cfg: crate::agent::config::resolve(&Default::default(), None)
+                .map_err(String::from),
             standing,
         };
         s.compute_shape_info();

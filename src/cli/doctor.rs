@@ -146,8 +146,10 @@ pub fn nvrtc_status() -> Result<String, String> {
 
 /// How compiles on this machine are confined: a compiler process started to confine itself as
 /// for a compile, and asked.
-pub fn compiler_confinement() -> Result<crate::worker::compile_child::confine::Confinement, String>
-{
+pub fn compiler_confinement() -> Result<
+    crate::worker::compile_child::confine::Confinement,
+    crate::worker::compile_child::ChildError,
+> {
     use crate::worker::compile_child;
     compile_child::probe(&compile_child::child_exe())
 }
@@ -260,7 +262,7 @@ pub fn run(
             "nvrtc": match &nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e.to_string()}) },
             "compiler_confinement": match &confinement {
                 Ok(c) => json!({"active": c.active(), "confinement": c, "text": c.describe()}),
-                Err(e) => json!({"active": false, "error": e}),
+                Err(e) => json!({"active": false, "error": e.to_string()}),
             },
             "ncu": ncu.as_ref().map(|p| p.display().to_string()),
             "llm": cfg.llm,

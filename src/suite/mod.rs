@@ -18,7 +18,7 @@ mod problem;
 pub mod roofline;
 mod source;
 
-pub use draws::{DrawSpec, PASS_KINDS, Pass, fp8_code};
+pub use draws::{DrawSpec, Inapplicable, PASS_KINDS, Pass, PassError, fp8_code};
 pub(crate) use load::toml_error;
 pub use load::{LoadError, line_of, parse_problem};
 pub use phase::{Phase, PhaseFilter};

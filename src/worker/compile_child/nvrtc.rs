@@ -1,18 +1,31 @@
 //! NVRTC inside the child: loaded (with its builtins library, which NVRTC would otherwise open
 //! lazily) before confinement, then one compile straight to CUBIN.
 
+use cudarc::nvrtc::result::NvrtcError as Status;
 use std::ffi::CString;
 use std::path::PathBuf;
 
+/// Why NVRTC could not compile at all (a compile error is a log, not this).
+#[derive(Debug, thiserror::Error)]
+pub enum NvrtcError {
+    #[error(
+        "libnvrtc not found: install the CUDA toolkit (or set CUDA_HOME to it), or NVIDIA's Python wheels: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime"
+    )]
+    Missing,
+    #[error("the source contains a NUL byte")]
+    NulByte,
+    #[error("bad file name {0:?}")]
+    FileName(String),
+    /// The NVRTC call that failed, and its status.
+    #[error("{call}: {status:?}")]
+    Call { call: &'static str, status: Status },
+}
+
 /// Loads NVRTC and its builtins; the folders their files live in (which the confinement keeps
 /// readable). Err: NVRTC is not on the loader path.
-pub fn load() -> Result<Vec<PathBuf>, String> {
+pub fn load() -> Result<Vec<PathBuf>, NvrtcError> {
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(
-            "libnvrtc not found: install the CUDA toolkit (or set CUDA_HOME to it), or NVIDIA's \
-             Python wheels: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime"
-                .into(),
-        );
+        return Err(NvrtcError::Missing);
     }
     // Keeps the library loaded for the compile (cudarc holds it once first used).
     let (mut a, mut b) = (0, 0);
@@ -61,12 +74,12 @@ pub struct Compiled {
 }
 
 /// NVRTC straight to CUBIN.
-pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, String> {
+pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, NvrtcError> {
     use cudarc::nvrtc::{result as nr, sys as ns};
-    let csrc = CString::new(src).map_err(|_| "the source contains a NUL byte".to_string())?;
-    let cname = CString::new(file).map_err(|_| format!("bad file name {file:?}"))?;
-    let prog = nr::create_program(&csrc, Some(&cname))
-        .map_err(|e| format!("nvrtcCreateProgram: {e:?}"))?;
+    let call = |call| move |status| NvrtcError::Call { call, status };
+    let csrc = CString::new(src).map_err(|_| NvrtcError::NulByte)?;
+    let cname = CString::new(file).map_err(|_| NvrtcError::FileName(file.to_string()))?;
+    let prog = nr::create_program(&csrc, Some(&cname)).map_err(call("nvrtcCreateProgram"))?;
     let compiled = unsafe { nr::compile_program(prog, opts) };
     let log = unsafe { nr::get_program_log(prog) }
         .map(|v| {
@@ -92,11 +105,11 @@ pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, Strin
         unsafe {
             ns::nvrtcGetCUBINSize(prog, &mut size)
                 .result()
-                .map_err(|e| format!("nvrtcGetCUBINSize: {e:?}"))?;
+                .map_err(call("nvrtcGetCUBINSize"))?;
             out.cubin = vec![0u8; size];
             ns::nvrtcGetCUBIN(prog, out.cubin.as_mut_ptr() as *mut _)
                 .result()
-                .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))?;
+                .map_err(call("nvrtcGetCUBIN"))?;
         }
     }
     unsafe {

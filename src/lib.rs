@@ -4,6 +4,7 @@
 //! of its own layer or below, which `tests/layers.rs` checks.
 
 pub mod agent;
+pub mod bench_doc;
 pub mod cli;
 pub mod config;
 pub mod contract;

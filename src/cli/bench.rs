@@ -2,15 +2,15 @@
 
 use super::bench_against::Incumbent;
 use super::runtime;
-use crate::contract::kernels::suite_kernel;
+use crate::bench_doc::{BenchDoc, Run};
 use crate::contract::outcome::*;
+use crate::pool::{PoolOptions, PoolStatus};
 use crate::contract::protocol::*;
 use crate::pool::config::Choice;
-use crate::pool::{PoolOptions, PoolStatus};
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
+use crate::contract::kernels::suite_kernel;
 use crate::suite::{Suite, Workspace};
-use serde_json::json;
 use std::path::Path;
 
 #[allow(clippy::too_many_arguments)]
@@ -108,7 +108,7 @@ pub fn run(
             0
         };
         if as_json {
-            print_json(&report, &o, &date, wall_s, &started.pool.status())?;
+            print_json(&report, &o, &date, wall_s, &started.pool.status());
         } else {
             print_table(&report, &o);
         }
@@ -185,52 +185,45 @@ struct Report<'a> {
     incumbent: Option<&'a Incumbent>,
 }
 
-/// Prints the outcome as one pretty JSON document on stdout.
+/// Prints the outcome as one pretty JSON document on stdout (docs/bench-json.md).
 /// `date`: when the run started (UTC).
-fn print_json(
-    r: &Report<'_>,
-    o: &Outcome,
-    date: &str,
-    wall_s: f64,
-    pool: &PoolStatus,
-) -> Result<(), String> {
-    let s_op = s_op_over(&o.shapes, r.ids);
-    let s_op_bench = s_op_bench_over(&o.shapes, r.ids);
-    let doc = json!({
-        "operator": r.p.name,
-        "kernel": r.candidate.name,
-        // The source as compiled, with the defines it ran with: what `bench --merge` matches.
-        "source_sha256": crate::fingerprint::of_source(&r.candidate.code),
-        // Its code without the comments: what the shipped standing matches a file against.
-        "code_sha256": crate::fingerprint::of_code(&r.candidate.code),
-        "defines": r.candidate.defines,
-        "gpu": r.dev,
-        "workers": r.workers,
-        "pool": pool,
-        "driver": r.driver,
-        "nvrtc": r.nvrtc,
-        "hardware": r.hw.key,
-        "mode": if r.quick { "quick" } else { "full" },
-        // When and by which version: what a standing record built from this document says.
-        "date": date,
-        "tool_version": env!("CARGO_PKG_VERSION"),
-        "verdict": o.verdict.as_ref().map(|v| v.name()),
-        "message": o.message,
-        "compile": o.compiled,
+fn print_json(r: &Report<'_>, o: &Outcome, date: &str, wall_s: f64, pool: &PoolStatus) {
+    let doc = BenchDoc {
+        run: Run {
+            operator: r.p.name.clone(),
+            kernel: r.candidate.name.clone(),
+            // The source as compiled, with the defines it ran with: what `bench --merge` matches.
+            source_sha256: Some(crate::fingerprint::of_source(&r.candidate.code)),
+            // Its code without the comments: what the shipped standing matches a file against.
+            code_sha256: Some(crate::fingerprint::of_code(&r.candidate.code)),
+            gpu: r.dev.clone(),
+            driver: r.driver.to_string(),
+            nvrtc: r.nvrtc.clone(),
+            hardware: Some(r.hw.key.clone()),
+            mode: if r.quick { Mode::Quick } else { Mode::Full },
+            // When and by which version: what a standing record built from this document says.
+            date: Some(date.to_string()),
+            tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            shapes: o.shapes.clone(),
+        },
+        defines: Some(r.candidate.defines.clone()),
+        workers: Some(r.workers.to_vec()),
+        pool: Some(serde_json::to_value(pool).expect("the pool's state is plain data")),
+        verdict: o.verdict.clone(),
+        message: o.message.clone(),
+        compile: o.compiled.clone(),
         // The shapes the run was asked for: one without a result counts 0 in S_op.
-        "shapes_asked": r.ids,
-        "shapes": o.shapes,
-        "output": o.output,
-        "s_op": s_op,
-        "s_op_benchmark": s_op_bench,
-        "incumbent": r.incumbent.map(|i| i.to_json(r.ids)),
-        "wall_s": wall_s,
-    });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-    );
-    Ok(())
+        shapes_asked: Some(r.ids.to_vec()),
+        output: Some(o.output.clone()),
+        s_op: s_op_over(&o.shapes, r.ids),
+        s_op_benchmark: Some(s_op_bench_over(&o.shapes, r.ids)),
+        incumbent: Some(r.incumbent.map(|i| i.to_doc(r.ids))),
+        wall_s: Some(wall_s),
+        sol_checked: None,
+        parts: None,
+        other: Default::default(),
+    };
+    println!("{}", doc.to_json_pretty());
 }
 
 /// Prints the outcome as a header line, a per-shape table and the S_op summary.

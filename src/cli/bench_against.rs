@@ -6,10 +6,10 @@
 //! says nothing about this run). The incumbent's S_op is taken over the shapes of the run, a
 //! shape it failed or lacks counting 0, like the run's own.
 
+use crate::bench_doc::IncumbentOn;
 use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::standing::Entry;
 use crate::suite::roofline::{self, ShapeScore};
-use serde_json::json;
 use std::collections::BTreeMap;
 
 /// The standing's incumbent of one operator, as measured.
@@ -94,14 +94,14 @@ impl Incumbent {
     }
 
     /// The `incumbent` member of `bench --json`.
-    pub fn to_json(&self, ids: &[u32]) -> serde_json::Value {
-        json!({
-            "kernel": self.kernel,
-            "layer": self.layer,
-            "mode": self.mode,
-            "date": self.day,
-            "s_op": self.s_op_on(ids),
-        })
+    pub fn to_doc(&self, ids: &[u32]) -> IncumbentOn {
+        IncumbentOn {
+            kernel: self.kernel.clone(),
+            layer: self.layer.to_string(),
+            mode: self.mode.clone(),
+            date: self.day.clone(),
+            s_op: self.s_op_on(ids),
+        }
     }
 }
 
@@ -167,8 +167,12 @@ mod tests {
             "{line}"
         );
         assert!(line.ends_with("on these 1 shapes (2.00x)"), "{line}");
-        let j = inc.to_json(&[14]);
+        let j = serde_json::to_value(inc.to_doc(&[14])).unwrap();
         assert_eq!(j["kernel"], "knowledge/templates/fused_moe_wgmma.cu");
+        assert_eq!(
+            (&j["layer"], &j["date"]),
+            (&"shipped".into(), &"2026-12-03".into())
+        );
         assert!((j["s_op"].as_f64().unwrap() - theirs).abs() < 1e-12);
     }
 

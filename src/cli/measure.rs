@@ -2,9 +2,10 @@
 //! revision in a session, measure it (and the baseline first, if the session has none), and
 //! decide.
 
-use crate::contract::protocol::*;
+use crate::bench_doc::Run;
 use crate::contract::runner::Runner;
 use crate::pool::PoolOptions;
+use crate::contract::protocol::*;
 use crate::pool::config::Choice;
 use crate::session::{
     Author, DecidedBy, Decision, Model, SessionEvent, SessionLock, SessionWriter,
@@ -12,7 +13,6 @@ use crate::session::{
 use crate::suite::Problem;
 use crate::suite::hardware::HardwareProfile;
 use crate::suite::{Suite, Workspace};
-use serde_json::json;
 use std::path::{Path, PathBuf};
 
 /// What to do after measuring.
@@ -348,43 +348,69 @@ fn keep(
     w.map(|w| PathBuf::from(crate::standing::accept::session_label(&ws.dir, &w.file)))
 }
 
+/// What `measure --json` prints: the session's view of the measurement (revision, decision,
+/// standing) beside the run's fields of a bench document (machine, mode, each shape's result;
+/// docs/bench-json.md), so that docs/measurements takes either.
+#[derive(serde::Serialize)]
+struct MeasureDoc {
+    session: String,
+    #[serde(flatten)]
+    run: Run,
+    rev: u32,
+    parent: Option<u32>,
+    /// The revision's verdict as the app shows it (`S 0.339`, `incorrect`, …).
+    verdict: String,
+    s_op: Option<f64>,
+    incumbent_s_op_before: Option<f64>,
+    decision: Option<Decision>,
+    standing: Option<Kept>,
+}
+
+/// What recording an accepted revision in the standing gave.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Kept {
+    /// The standing file written.
+    File(String),
+    /// Why it was not.
+    Error(String),
+}
+
 /// Prints the result as one pretty JSON document.
 fn print_json(r: &MeasureResult<'_>) -> Result<(), String> {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&json_doc(r)).map_err(|e| e.to_string())?
-    );
+    println!("{}", crate::bench_doc::to_json_pretty(&json_doc(r))?);
     Ok(())
 }
 
-/// The result as a JSON document: the session's view (revision, decision, standing) and the
-/// fields of a `bench --json` document (machine, mode, each shape's result).
-fn json_doc(r: &MeasureResult<'_>) -> serde_json::Value {
-    json!({
-        "session": r.path.display().to_string(),
-        "operator": r.p.name,
-        "kernel": r.kernel.display().to_string(),
-        "source_sha256": crate::fingerprint::of_source(r.source),
-        "code_sha256": crate::fingerprint::of_code(r.source),
-        "gpu": r.run.dev,
-        "driver": r.run.driver,
-        "nvrtc": r.run.nvrtc,
-        "hardware": r.run.hardware,
-        "mode": r.run.mode,
-        "date": r.run.date,
-        "tool_version": env!("CARGO_PKG_VERSION"),
-        "shapes": r.run.shapes,
-        "rev": r.rev,
-        "parent": r.incumbent,
-        "verdict": r.verdict,
-        "s_op": r.s,
-        "incumbent_s_op_before": r.incumbent_s,
-        "decision": r.decision.map(|d| d.0),
-        "standing": r.standing.map(|s| match s {
-            Ok(f) => json!({"file": f.display().to_string()}),
-            Err(e) => json!({"error": e}),
+/// The result as a JSON document.
+fn json_doc(r: &MeasureResult<'_>) -> MeasureDoc {
+    MeasureDoc {
+        session: r.path.display().to_string(),
+        run: Run {
+            operator: r.p.name.clone(),
+            kernel: r.kernel.display().to_string(),
+            source_sha256: Some(crate::fingerprint::of_source(r.source)),
+            code_sha256: Some(crate::fingerprint::of_code(r.source)),
+            gpu: r.run.dev.clone(),
+            driver: r.run.driver.to_string(),
+            nvrtc: r.run.nvrtc.map(str::to_string),
+            hardware: r.run.hardware.map(str::to_string),
+            mode: r.run.mode,
+            date: Some(r.run.date.clone()),
+            tool_version: Some(env!("CARGO_PKG_VERSION").to_string()),
+            shapes: r.run.shapes.iter().map(|s| (*s).clone()).collect(),
+        },
+        rev: r.rev,
+        parent: r.incumbent,
+        verdict: r.verdict.to_string(),
+        s_op: r.s,
+        incumbent_s_op_before: r.incumbent_s,
+        decision: r.decision.map(|d| d.0),
+        standing: r.standing.map(|s| match s {
+            Ok(f) => Kept::File(f.display().to_string()),
+            Err(e) => Kept::Error(e.clone()),
         }),
-    })
+    }
 }
 
 /// Prints the result as one line of text.
@@ -415,7 +441,8 @@ mod tests {
 
     /// A `measure --json` document gives the same standing record as the `bench --json`
     /// document of the same run: here the unified_attention template's full run on the H200
-    /// (docs/measurements), its shapes and machine put through the measure document.
+    /// (docs/measurements), its shapes and machine put through the measure document, printed
+    /// and read back as docs/measurements would read it.
     #[test]
     fn the_json_is_a_bench_document_too() {
         let suite = crate::testing::suite();
@@ -424,10 +451,8 @@ mod tests {
             env!("CARGO_MANIFEST_DIR"),
             "/docs/measurements/bench-best-unified_attention.json"
         );
-        let bench: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let dev: DeviceInfo = serde_json::from_value(bench["gpu"].clone()).unwrap();
-        let shapes: Vec<ShapeResult> = serde_json::from_value(bench["shapes"].clone()).unwrap();
+        let bench =
+            crate::bench_doc::BenchDoc::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
         let kernel = "knowledge/templates/unified_attention_wgmma.cu";
         let source = store::template_source(kernel).unwrap();
         let r = MeasureResult {
@@ -438,27 +463,62 @@ mod tests {
             rev: 3,
             incumbent: Some(2),
             verdict: "S 0.339",
-            s: bench["s_op"].as_f64(),
+            s: Some(bench.s_op),
             incumbent_s: Some(0.244),
-            decision: None,
-            standing: None,
+            decision: Some((Decision::Accepted, DecidedBy::Auto)),
+            standing: Some(&Ok(PathBuf::from("standing/H200.json"))),
             run: RunInfo {
-                dev: &dev,
-                driver: bench["driver"].as_str().unwrap(),
-                nvrtc: bench["nvrtc"].as_str(),
-                hardware: bench["hardware"].as_str(),
+                dev: &bench.run.gpu,
+                driver: &bench.run.driver,
+                nvrtc: bench.run.nvrtc.as_deref(),
+                hardware: bench.run.hardware.as_deref(),
                 mode: Mode::Full,
-                shapes: shapes.iter().collect(),
-                date: bench["date"].as_str().unwrap().into(),
+                shapes: bench.run.shapes.iter().collect(),
+                date: bench.run.date.clone().unwrap(),
             },
         };
-        let doc = json_doc(&r);
-        assert_eq!(doc["s_op"], bench["s_op"]);
+        let text = crate::bench_doc::to_json_pretty(&json_doc(&r)).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["s_op"], bench.s_op);
         assert_eq!(doc["shapes"].as_array().unwrap().len(), 25);
-        assert_eq!(doc["code_sha256"], crate::fingerprint::of_code(&source));
+        assert_eq!(
+            doc["code_sha256"],
+            crate::fingerprint::of_code(&source)
+        );
+        assert_eq!(
+            (
+                &doc["session"],
+                &doc["rev"],
+                &doc["parent"],
+                &doc["verdict"]
+            ),
+            (
+                &"sessions/unified-attention-wgmma.jsonl".into(),
+                &3.into(),
+                &2.into(),
+                &"S 0.339".into()
+            )
+        );
+        assert_eq!(doc["decision"], "accepted");
+        assert_eq!(
+            doc["standing"],
+            serde_json::json!({"file": "standing/H200.json"})
+        );
+        assert_eq!(doc["incumbent_s_op_before"], 0.244);
+        // Only the run's fields and the session's: nothing of a bench document's own.
+        for absent in [
+            "defines",
+            "workers",
+            "pool",
+            "wall_s",
+            "shapes_asked",
+            "incumbent",
+        ] {
+            assert!(doc.get(absent).is_none(), "{absent}");
+        }
         let print = OpPrint::of(suite, p);
-        let record = |d: &serde_json::Value| {
-            build::from_bench_json(
+        let record = |d: &crate::bench_doc::Run| {
+            build::from_bench_doc(
                 p,
                 &print,
                 &source,
@@ -466,14 +526,15 @@ mod tests {
                 d,
                 &Default::default(),
                 Some(&build::Dated {
-                    date: bench["date"].as_str().unwrap().into(),
-                    tool_version: env!("CARGO_PKG_VERSION").into(),
+                    date: "2020-01-01".into(),
+                    tool_version: "0.0.0".into(),
                 }),
             )
             .unwrap()
         };
-        assert_eq!(doc["date"], bench["date"]);
+        assert_eq!(doc["date"], bench.run.date.clone().unwrap());
         assert_eq!(doc["tool_version"], env!("CARGO_PKG_VERSION"));
-        assert_eq!(record(&doc), record(&bench));
+        let measured = crate::bench_doc::Run::from_value(doc).unwrap();
+        assert_eq!(record(&measured), record(&bench.run));
     }
 }

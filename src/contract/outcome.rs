@@ -21,7 +21,7 @@ pub struct Outcome {
 }
 
 /// Text a job's kernels printed (device `printf`), as the worker captured it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct KernelOutput {
     pub shape: Option<u32>,
     pub text: String,

@@ -5,11 +5,12 @@
 //!
 //! Invariant: this path only ever succeeds with the record the generic path would read. A line
 //! of another form or kind, of a newer format version, or one this path cannot read, is left to
-//! the generic path, so every error message stays the generic path's. The mirrors below follow
-//! the variants of `SessionEvent` field for field (a test compares both paths on every line of
-//! the recorded sessions).
+//! the generic path, so every error message stays the generic path's. A revision is read as
+//! its `SessionEvent` directly; a shape result (the bulk of a session, and read apart from its
+//! envelope by the lazy timeline) through `ShapeLine`, which mirrors its variant field for field
+//! (a test compares both paths on every line of the recorded sessions).
 
-use super::event::{Author, FORMAT_VERSION, Record, SessionEvent};
+use super::event::{FORMAT_VERSION, Record, SessionEvent};
 use crate::contract::protocol::ShapeResult;
 use serde::Deserialize;
 
@@ -29,31 +30,6 @@ pub struct ShapeLine {
     pub rev: u32,
     pub mid: u64,
     pub result: ShapeResult,
-}
-
-/// A `revision` line's fields (`SessionEvent::Revision`).
-#[derive(Deserialize)]
-struct RevisionLine {
-    op: String,
-    rev: u32,
-    #[serde(default)]
-    parent: Option<u32>,
-    author: Author,
-    #[serde(default)]
-    rationale: String,
-    source: String,
-    #[serde(default)]
-    via: Option<String>,
-    #[serde(default)]
-    request_id: Option<String>,
-    #[serde(default)]
-    tokens_in: Option<u64>,
-    #[serde(default)]
-    tokens_out: Option<u64>,
-    #[serde(default)]
-    category: Option<String>,
-    #[serde(default)]
-    knowledge: Vec<String>,
 }
 
 /// A JSON unsigned integer at the start of `s` (no sign, no leading zero) and what follows it.
@@ -113,23 +89,12 @@ pub fn record(line: &str) -> Option<Record> {
                 result: l.result,
             }
         }
-        "revision" => {
-            let l: RevisionLine = serde_json::from_str(line).ok()?;
-            SessionEvent::Revision {
-                op: l.op,
-                rev: l.rev,
-                parent: l.parent,
-                author: l.author,
-                rationale: l.rationale,
-                source: l.source,
-                via: l.via,
-                request_id: l.request_id,
-                tokens_in: l.tokens_in,
-                tokens_out: l.tokens_out,
-                category: l.category,
-                knowledge: l.knowledge,
-            }
-        }
+        // The event itself, straight from the text: the variant's own fields (the envelope's
+        // are not among them, and are ignored), the source copied once.
+        "revision" => match serde_json::from_str(line).ok()? {
+            e @ SessionEvent::Revision { .. } => e,
+            _ => return None,
+        },
         _ => return None,
     };
     Some(Record {

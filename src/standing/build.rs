@@ -1,9 +1,10 @@
 //! Records built from measurements: from a measurement's per-shape results (a session's
-//! revision, `bench --all`), and from a `bench OP --full --json` document (the shipped standing
-//! is built from docs/measurements/bench-OP.json).
+//! revision, `bench --all`), and from a `bench OP --full --json` document's run (`bench_doc`;
+//! the shipped standing is built from docs/measurements/bench-OP.json).
 
 use super::format::{Fingerprint, Measured, Origin, Record, ShapeMeasured};
 use super::stale::OpPrint;
+use crate::bench_doc::Run;
 use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::suite::Problem;
 use crate::suite::roofline::{self, ShapeScore};
@@ -129,39 +130,26 @@ pub struct Dated {
     pub tool_version: String,
 }
 
-/// A record from a `bench OP --full --json` document of the kernel `source`, kept at `kernel`.
-/// The document names the GPU, driver, NVRTC, hardware profile, date and version of the run that
-/// measured it; `dated` gives the date and version of a document written before it carried them
-/// (a document's own always win).
-pub fn from_bench_json(
+/// A record from the run of a `bench OP --full --json` (or `measure --json`) document of the
+/// kernel `source`, kept at `kernel`. The document names the GPU, driver, NVRTC, hardware
+/// profile, date and version of the run that measured it; `dated` gives the date and version of
+/// a document written before it carried them (a document's own always win).
+pub fn from_bench_doc(
     p: &Problem,
     print: &OpPrint,
     source: &str,
     kernel: &str,
-    doc: &serde_json::Value,
+    doc: &Run,
     attested: &BTreeMap<String, String>,
     dated: Option<&Dated>,
 ) -> Result<Record, String> {
-    let s = |k: &str| doc.get(k).and_then(|v| v.as_str()).map(|s| s.to_string());
-    if s("operator").as_deref() != Some(p.name.as_str()) {
+    if doc.operator != p.name {
         return Err(format!(
             "a bench document of `{}`, not {}",
-            s("operator").unwrap_or_default(),
-            p.name
+            doc.operator, p.name
         ));
     }
     check_source(doc, source, kernel, attested)?;
-    let results: Vec<ShapeResult> = serde_json::from_value(
-        doc.get("shapes")
-            .cloned()
-            .ok_or("a bench document without shapes")?,
-    )
-    .map_err(|e| format!("shapes: {e}"))?;
-    let gpu = doc
-        .get("gpu")
-        .and_then(|g| g.get("name"))
-        .and_then(|n| n.as_str())
-        .ok_or("a bench document without its GPU")?;
     let undated = || {
         "a bench document that says neither when it was measured nor by which atrex-tui \
          (written before `date` and `tool_version`): measure it again, or date it in \
@@ -169,14 +157,21 @@ pub fn from_bench_json(
             .to_string()
     };
     let ctx = Context {
-        gpu: gpu.to_string(),
-        driver: s("driver").ok_or("a bench document without the driver")?,
-        nvrtc: s("nvrtc"),
-        tool_version: s("tool_version")
+        gpu: doc.gpu.name.clone(),
+        driver: doc.driver.clone(),
+        nvrtc: doc.nvrtc.clone(),
+        tool_version: doc
+            .tool_version
+            .clone()
             .or_else(|| dated.map(|d| d.tool_version.clone()))
             .ok_or_else(undated)?,
-        hardware: s("hardware").ok_or("a bench document without its hardware profile")?,
-        date: s("date")
+        hardware: doc
+            .hardware
+            .clone()
+            .ok_or("a bench document without its hardware profile")?,
+        date: doc
+            .date
+            .clone()
             .or_else(|| dated.map(|d| d.date.clone()))
             .ok_or_else(undated)?,
     };
@@ -188,8 +183,8 @@ pub fn from_bench_json(
         Origin::File {
             path: kernel.to_string(),
         },
-        s("mode").as_deref().unwrap_or("full"),
-        &results,
+        doc.mode_name(),
+        &doc.shapes,
         &ctx,
     ))
 }
@@ -199,21 +194,22 @@ pub fn from_bench_json(
 /// `attested` (source_sha256 -> code_sha256, docs/measurements/provenance.toml) vouches for, or
 /// neither hash (the earliest documents, taken as they are).
 fn check_source(
-    doc: &serde_json::Value,
+    doc: &Run,
     source: &str,
     kernel: &str,
     attested: &BTreeMap<String, String>,
 ) -> Result<(), String> {
-    let field = |k: &str| doc.get(k).and_then(|v| v.as_str());
     let code = crate::fingerprint::of_code(source);
-    let claimed = field("code_sha256")
+    let text = doc.source_sha256.as_deref();
+    let claimed = doc
+        .code_sha256
+        .as_deref()
         .map(|c| (c, "its code_sha256"))
         .or_else(|| {
-            field("source_sha256")
-                .and_then(|t| attested.get(t))
+            text.and_then(|t| attested.get(t))
                 .map(|c| (c.as_str(), "provenance.toml"))
         });
-    match (claimed, field("source_sha256")) {
+    match (claimed, text) {
         (Some((c, by)), _) if c != code => Err(format!(
             "the document measured other code than {kernel} has now ({by} {c}, the file's {code}): measure it again"
         )),

@@ -17,6 +17,8 @@ pub mod stale;
 pub mod store;
 
 #[cfg(test)]
+mod baselines_tests;
+#[cfg(test)]
 mod tests;
 
 pub use format::{
@@ -295,7 +297,7 @@ impl Facts {
     }
 
     /// An operator's T_SOL (ms) per shape on a profile of the suite (None: no such profile), as
-    /// `stale::shape_sols` computes it.
+    /// `roofline::shape_sols` computes it.
     fn sols(&self, hardware: &str, op: &str) -> Option<BTreeMap<u32, f64>> {
         let hw = self.profiles.iter().rev().find(|h| h.key == hardware)?;
         Some(
@@ -341,7 +343,16 @@ impl Store {
     /// Reads the workspace's standing files (a bad one is reported in `problems` and ignored),
     /// the shipped standing (when it is for this suite) and every kernel they name.
     pub fn load(ws: &Workspace, suite: &Suite) -> Store {
-        let mut s = Store::bare(&ws.dir, suite, shipped::load(&suite.name));
+        Store::load_over(ws, suite, shipped::load(&suite.name))
+    }
+
+    /// As `load`, over `shipped` in place of the standing built into the binary (a fixture's).
+    pub fn load_over(
+        ws: &Workspace,
+        suite: &Suite,
+        shipped: Result<Option<StandingFile>, String>,
+    ) -> Store {
+        let mut s = Store::bare(&ws.dir, suite, shipped);
         let mut keys: Vec<String> = suite
             .hardware
             .iter()

@@ -13,6 +13,7 @@
 use super::build::{self, Dated};
 use super::format::{self, StandingFile};
 use super::stale::OpPrint;
+use crate::bench_doc::Run;
 use crate::suite::Suite;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -82,28 +83,21 @@ pub fn load(suite: &str) -> Result<Option<StandingFile>, String> {
 /// --json` of its baseline.cu or of a template of the knowledge base, each with its file name
 /// in docs/measurements) on the suite as it is now. Every record is dated by its own document;
 /// the file's note says over which days, on which GPUs, drivers and versions they were made.
-pub fn from_bench_docs(
-    suite: &Suite,
-    docs: &[(String, serde_json::Value)],
-) -> Result<StandingFile, String> {
+pub fn from_bench_docs(suite: &Suite, docs: &[(String, Run)]) -> Result<StandingFile, String> {
     let (_, first) = docs.first().ok_or("no bench documents")?;
     let hardware = first
-        .get("hardware")
-        .and_then(|h| h.as_str())
-        .ok_or("a bench document without its hardware profile")?
-        .to_string();
+        .hardware
+        .clone()
+        .ok_or("a bench document without its hardware profile")?;
     let attested = attested(PROVENANCE)?;
     let dated = dated(PROVENANCE)?;
     let mut f = StandingFile::new(&suite.name, &hardware);
     for (name, doc) in docs {
-        let op = doc
-            .get("operator")
-            .and_then(|o| o.as_str())
-            .ok_or("a bench document without its operator")?;
+        let op = doc.operator.as_str();
         let p = suite
             .problem(op)
             .ok_or_else(|| format!("`{op}` is not in the suite"))?;
-        let named = doc.get("kernel").and_then(|k| k.as_str()).unwrap_or("");
+        let named = doc.kernel.as_str();
         // `bench OP` names the baseline "OP baseline"; `bench OP --kernel problems/OP/baseline.cu`
         // by its path: either is the suite's baseline (its code is checked all the same).
         let baseline_path = format!("problems/{op}/baseline.cu");
@@ -118,7 +112,7 @@ pub fn from_bench_docs(
                 "{op}: the document is of `{named}`, neither its baseline.cu nor a template"
             ));
         };
-        let r = build::from_bench_json(
+        let r = build::from_bench_doc(
             p,
             &OpPrint::of(suite, p),
             &source,

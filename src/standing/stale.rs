@@ -159,20 +159,7 @@ pub fn sols(
     suite
         .problems
         .iter()
-        .map(|p| (p.name.clone(), shape_sols(p, hw)))
-        .collect()
-}
-
-/// An operator's T_SOL (ms) per shape on a profile (a shape whose work cannot be computed is
-/// left out).
-pub fn shape_sols(p: &Problem, hw: &crate::suite::hardware::HardwareProfile) -> BTreeMap<u32, f64> {
-    p.shapes
-        .iter()
-        .filter_map(|s| {
-            let w = p.work(s).ok()?;
-            let sol = crate::suite::roofline::sol(&w, hw).ok()?;
-            Some((s.id, sol.sol_ms()))
-        })
+        .map(|p| (p.name.clone(), crate::suite::roofline::shape_sols(p, hw)))
         .collect()
 }
 

@@ -1,6 +1,8 @@
 //! The standing: its format, atomic writes, staleness, bad files and the shipped H200 standing.
 
 use super::*;
+use crate::bench_doc::Run;
+use crate::bench_doc::tests::gpu;
 use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::contract::stats::TimingStats;
 use crate::suite::SuiteSource;
@@ -191,8 +193,11 @@ fn corrupt_newer_and_foreign_files_are_named_and_refused() {
         parse(r#"{"suite":"atrex-bench"}"#).defect,
         Defect::Corrupt(_)
     ));
-    let e = parse(r#"{"format":2,"suite":"atrex-bench","hardware":"H200","operators":{}}"#);
-    assert_eq!(e.defect, Defect::Newer(2));
+    let newer = FORMAT_VERSION + 1;
+    let e = parse(&format!(
+        r#"{{"format":{newer},"suite":"atrex-bench","hardware":"H200","operators":{{}}}}"#
+    ));
+    assert_eq!(e.defect, Defect::Newer(newer));
     assert!(e.to_string().contains("newer"), "{e}");
     let e = parse(r#"{"format":1,"suite":"other-suite","hardware":"H200","operators":{}}"#);
     assert_eq!(e.defect, Defect::OtherSuite("other-suite".into()));
@@ -570,7 +575,7 @@ fn measurements() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/measurements")
 }
 
-fn bench_docs() -> Vec<(String, serde_json::Value)> {
+fn bench_docs() -> Vec<(String, crate::bench_doc::Run)> {
     let dir = measurements();
     let mut docs = Vec::new();
     for p in &suite().problems {
@@ -583,7 +588,9 @@ fn bench_docs() -> Vec<(String, serde_json::Value)> {
         };
         let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
         let name = f.file_name().unwrap().to_string_lossy().into_owned();
-        docs.push((name, serde_json::from_str(&text).unwrap()));
+        let v = serde_json::from_str(&text).unwrap();
+        let run = crate::bench_doc::Run::from_value(v).unwrap_or_else(|e| panic!("{name}: {e}"));
+        docs.push((name, run));
     }
     docs
 }
@@ -648,23 +655,26 @@ fn a_records_date_comes_from_its_document() {
     let print = OpPrint::of(suite(), p);
     let source = "__global__ void k() {}\n";
     let mut doc = serde_json::json!({
-        "operator": "rms_norm", "gpu": {"name": "NVIDIA H100 80GB HBM3"}, "driver": "13.1",
-        "hardware": "H100_SXM", "mode": "full", "shapes": [],
+        "operator": "rms_norm", "kernel": "k.cu", "gpu": gpu("NVIDIA H100 80GB HBM3"),
+        "driver": "13.1", "hardware": "H100_SXM", "mode": "full", "shapes": [],
     });
+    let run = |d: &serde_json::Value| Run::from_value(d.clone()).unwrap();
     let none = Default::default();
     let older = build::Dated {
         date: "2026-11-30".into(),
         tool_version: "0.1.0".into(),
     };
-    let e = build::from_bench_json(p, &print, source, "k.cu", &doc, &none, None).unwrap_err();
+    let e = build::from_bench_doc(p, &print, source, "k.cu", &run(&doc), &none, None).unwrap_err();
     assert!(e.contains("provenance.toml"), "{e}");
-    let r = build::from_bench_json(p, &print, source, "k.cu", &doc, &none, Some(&older)).unwrap();
+    let r =
+        build::from_bench_doc(p, &print, source, "k.cu", &run(&doc), &none, Some(&older)).unwrap();
     assert_eq!(r.measurement.date, "2026-11-30");
     assert_eq!(r.measurement.tool_version, "0.1.0");
     assert_eq!(r.fingerprint.gpu, "NVIDIA H100 80GB HBM3");
     doc["date"] = "2027-01-05 10:11:12".into();
     doc["tool_version"] = "0.2.0".into();
-    let r = build::from_bench_json(p, &print, source, "k.cu", &doc, &none, Some(&older)).unwrap();
+    let r =
+        build::from_bench_doc(p, &print, source, "k.cu", &run(&doc), &none, Some(&older)).unwrap();
     assert_eq!(r.measurement.date, "2027-01-05 10:11:12");
     assert_eq!(r.measurement.tool_version, "0.2.0");
     assert_eq!(r.measurement.driver, "13.1");
@@ -969,8 +979,8 @@ fn a_document_of_other_code_is_refused() {
     let source = "__global__ void k() {}\n";
     let doc = |extra: serde_json::Value| {
         let mut d = serde_json::json!({
-            "operator": "rms_norm", "gpu": {"name": "NVIDIA H200"}, "driver": "13.0",
-            "hardware": "H200", "mode": "full", "shapes": [],
+            "operator": "rms_norm", "kernel": "k.cu", "gpu": gpu("NVIDIA H200"),
+            "driver": "13.0", "hardware": "H200", "mode": "full", "shapes": [],
         });
         d.as_object_mut()
             .unwrap()
@@ -983,7 +993,8 @@ fn a_document_of_other_code_is_refused() {
             date: "2026-12-02".into(),
             tool_version: "0.1.0".into(),
         };
-        build::from_bench_json(p, &print, source, "k.cu", d, a, Some(&dated))
+        let d = Run::from_value(d.clone()).unwrap();
+        build::from_bench_doc(p, &print, source, "k.cu", &d, a, Some(&dated))
     };
     let code = crate::fingerprint::of_code(source);
     // Its own code, with other comments: taken.

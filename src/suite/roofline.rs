@@ -1,7 +1,7 @@
 //! Speed-of-light times, bottlenecks and scores.
 
 use crate::suite::hardware::HardwareProfile;
-use crate::suite::{PhaseFilter, Suite, WorkQ};
+use crate::suite::{PhaseFilter, Problem, Suite, WorkQ};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -79,6 +79,19 @@ pub fn sol(w: &WorkQ, hw: &HardwareProfile) -> Result<Sol, NoPeak> {
         sol_s,
         bottleneck,
     })
+}
+
+/// An operator's T_SOL (ms) per shape on a profile (a shape whose work cannot be computed is
+/// left out).
+pub fn shape_sols(p: &Problem, hw: &HardwareProfile) -> BTreeMap<u32, f64> {
+    p.shapes
+        .iter()
+        .filter_map(|s| {
+            let w = p.work(s).ok()?;
+            let sol = sol(&w, hw).ok()?;
+            Some((s.id, sol.sol_ms()))
+        })
+        .collect()
 }
 
 /// S = T_SOL / T_measured. Never capped: S > 1 is an inconsistency the caller reports.

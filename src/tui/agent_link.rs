@@ -3,8 +3,7 @@
 //! come from the recorder's shared `Ids`), and its gate takes the engineer's decisions, steering,
 //! stop and dropout from the app.
 
-use super::app::{AgentCtl, AgentMsg, AppEvent};
-use super::{Tx, deliver};
+use super::event::{AgentCtl, AgentMsg, AppEvent, Tx, deliver};
 use crate::session::{Ids, SessionEvent};
 use std::sync::Arc;
 use tokio::sync::mpsc;

@@ -1,5 +1,6 @@
-//! What happens to the app (`AppEvent`), what the agent task and the app tell each other
-//! (`AgentMsg`, `AgentCtl`), and the side effects `update` asks the runtime for (`Effect`).
+//! What happens to the app (`AppEvent`) and how it reaches the app (`Tx`, `deliver`), what the
+//! agent task and the app tell each other (`AgentMsg`, `AgentCtl`), and the side effects
+//! `update` asks the runtime for (`Effect`).
 
 use crate::contract::protocol::{DeviceInfo, ShapeResult};
 use crate::contract::runner::JobEvent;
@@ -10,6 +11,19 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The application event sender: cheap to clone, one per producer.
+pub type Tx = mpsc::UnboundedSender<AppEvent>;
+
+/// Sends an event to the app. The receiver goes away only when the app has quit, so a failed
+/// send has no one left to tell: every producer (tasks, watcher and loader threads, the agent)
+/// sends through here.
+pub fn deliver(tx: &Tx, ev: AppEvent) {
+    if tx.send(ev).is_err() {
+        // The app quit; the event is moot.
+    }
+}
 
 /// Everything that can happen to the app.
 #[derive(Debug)]

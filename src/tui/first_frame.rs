@@ -5,7 +5,8 @@
 //! frame's text. Used to measure the first minute's speed on
 //! machines without a GPU; no worker is started and the terminal is never touched.
 
-use super::{Options, prepare, view};
+use super::startup::{Options, prepare};
+use super::view;
 use crate::suite::Workspace;
 use ratatui::{Terminal, backend::TestBackend};
 use std::time::Instant;

@@ -9,7 +9,8 @@
 //! scope before one that always applies. Tests list every such override, so none is an
 //! accident.
 
-use super::app::{AppState, Modal, PaneId};
+use super::state::AppState;
+use super::view_state::{Modal, PaneId};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// What a key does in the main view (or the editor).
@@ -102,11 +103,11 @@ impl Ctx {
     /// The main view as the state is now.
     pub fn of(s: &AppState) -> Ctx {
         Ctx {
-            replaying: s.replay.is_some(),
-            picked: s.replay.as_ref().is_some_and(|r| r.back.is_some()),
-            searching: s.search.is_some(),
+            replaying: s.work.replay.is_some(),
+            picked: s.work.replay.as_ref().is_some_and(|r| r.back.is_some()),
+            searching: s.view.search.is_some(),
             editor: false,
-            focus: s.focus,
+            focus: s.view.focus,
         }
     }
 
@@ -144,6 +145,19 @@ const fn ctrl(c: char) -> Chord {
 const fn code(code: KeyCode) -> Chord {
     Chord { code, ctrl: false }
 }
+/// The keys that are not characters.
+const TAB: Chord = code(KeyCode::Tab);
+const BACKTAB: Chord = code(KeyCode::BackTab);
+const LEFT: Chord = code(KeyCode::Left);
+const RIGHT: Chord = code(KeyCode::Right);
+const UP: Chord = code(KeyCode::Up);
+const DOWN: Chord = code(KeyCode::Down);
+const HOME: Chord = code(KeyCode::Home);
+const END: Chord = code(KeyCode::End);
+const PGUP: Chord = code(KeyCode::PageUp);
+const PGDN: Chord = code(KeyCode::PageDown);
+const ENTER: Chord = code(KeyCode::Enter);
+const ESC: Chord = code(KeyCode::Esc);
 
 /// Where a key-bar hint shows: in one pane, or in every pane.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,9 +175,20 @@ pub struct Hint {
     pub what: &'static str,
 }
 
-const fn hint(at: Where, slot: u8, key: &'static str, what: &'static str) -> Hint {
+/// A hint in one pane's key bar.
+const fn at(pane: PaneId, slot: u8, key: &'static str, what: &'static str) -> Hint {
     Hint {
-        at,
+        at: Where::Pane(pane),
+        slot,
+        key,
+        what,
+    }
+}
+
+/// A hint in every pane's key bar.
+const fn everywhere(slot: u8, key: &'static str, what: &'static str) -> Hint {
+    Hint {
+        at: Where::Everywhere,
         slot,
         key,
         what,
@@ -183,398 +208,154 @@ pub struct Binding {
     pub hints: &'static [Hint],
 }
 
+/// A binding of the main view, live or in replay, in every pane.
+const fn bind(
+    section: &'static str,
+    keys: &'static str,
+    help: &'static str,
+    chords: &'static [(Chord, Action)],
+    hints: &'static [Hint],
+) -> Binding {
+    Binding {
+        section,
+        keys,
+        help,
+        scope: Scope::Always,
+        panes: &[],
+        chords,
+        hints,
+    }
+}
+
+impl Binding {
+    /// The binding in `scope` only.
+    const fn only(self, scope: Scope) -> Binding {
+        Binding { scope, ..self }
+    }
+
+    /// The binding in these panes only.
+    const fn in_panes(self, panes: &'static [PaneId]) -> Binding {
+        Binding { panes, ..self }
+    }
+}
+
 use Action as A;
 use PaneId::{Diff, Gauges, Log, Operators, Revisions};
 use Where::{Everywhere, Pane};
 
-/// Every pane.
-const ALL: &[PaneId] = &[];
 /// The panes `/` searches.
 const SEARCHED: &[PaneId] = &[Operators, Diff, Log];
 
-/// Every key, in the help's order.
+/// Every key, in the help's order: one `bind` per binding (its section, the keys as the help
+/// names them, the help, the chords and what each does, the key-bar hints), narrowed by `only`
+/// (a scope) and `in_panes`. Laid out by hand, as a table.
+#[rustfmt::skip]
 pub static BINDINGS: &[Binding] = &[
-    Binding {
-        section: "move",
-        keys: "Tab / l",
-        help: "next pane",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[
-            (code(KeyCode::Tab), A::NextPane),
-            (k('l'), A::NextPane),
-            (code(KeyCode::Right), A::NextPane),
-        ],
-        hints: &[hint(Everywhere, 90, "Tab", "pane")],
-    },
-    Binding {
-        section: "move",
-        keys: "Shift-Tab / h",
-        help: "previous pane",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[
-            (code(KeyCode::BackTab), A::PrevPane),
-            (k('h'), A::PrevPane),
-            (code(KeyCode::Left), A::PrevPane),
-        ],
-        hints: &[],
-    },
-    Binding {
-        section: "move",
-        keys: "j / k, ↓ / ↑",
-        help: "next / previous item (or scroll)",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[
-            (k('j'), A::Down),
-            (code(KeyCode::Down), A::Down),
-            (k('k'), A::Up),
-            (code(KeyCode::Up), A::Up),
-        ],
-        hints: &[
-            hint(Pane(Operators), 0, "j/k", "operator"),
-            hint(Pane(Revisions), 0, "j/k", "revision"),
-            hint(Pane(Diff), 0, "j/k", "scroll"),
-            hint(Pane(Gauges), 0, "j/k", "shape"),
-            hint(Pane(Log), 0, "j/k", "scroll"),
-        ],
-    },
-    Binding {
-        section: "move",
-        keys: "g / G",
-        help: "first / last item",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[
-            (k('g'), A::First),
-            (code(KeyCode::Home), A::First),
-            (k('G'), A::Last),
-            (code(KeyCode::End), A::Last),
-        ],
-        hints: &[
-            hint(Pane(Operators), 1, "g/G", "first/last"),
-            hint(Pane(Log), 1, "g/G", "top/follow"),
-        ],
-    },
-    Binding {
-        section: "move",
-        keys: "Ctrl-D / Ctrl-U, PgDn / PgUp",
-        help: "ten items down / up",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[
-            (ctrl('d'), A::PageDown),
-            (code(KeyCode::PageDown), A::PageDown),
-            (ctrl('u'), A::PageUp),
-            (code(KeyCode::PageUp), A::PageUp),
-        ],
-        hints: &[],
-    },
-    Binding {
-        section: "move",
-        keys: "H / L, 0",
-        help: "the code pane: scroll sideways half a pane / back to column 0 (› marks a cut line)",
-        scope: Scope::Always,
-        panes: &[Diff],
-        chords: &[
-            (k('H'), A::ScrollLeft),
-            (k('L'), A::ScrollRight),
-            (k('0'), A::ColumnZero),
-        ],
-        hints: &[hint(Pane(Diff), 1, "H/L/0", "sideways")],
-    },
-    Binding {
-        section: "move",
-        keys: "Enter",
-        help: "on an operator: its revisions; on a revision: its code",
-        scope: Scope::Always,
-        panes: &[Operators, Revisions],
-        chords: &[(code(KeyCode::Enter), A::Open)],
-        hints: &[
-            hint(Pane(Operators), 60, "Enter", "revisions"),
-            hint(Pane(Revisions), 60, "Enter", "code"),
-        ],
-    },
-    Binding {
-        section: "search",
-        keys: "/",
-        help: "search the operators' names, the code or the log (the focused pane) as you type; Enter keeps the search, Esc cancels it",
-        scope: Scope::Always,
-        panes: SEARCHED,
-        chords: &[(k('/'), A::Search)],
-        hints: &[
-            hint(Pane(Operators), 4, "/", "find"),
-            hint(Pane(Diff), 3, "/", "search"),
-            hint(Pane(Log), 2, "/", "search"),
-        ],
-    },
-    Binding {
-        section: "search",
-        keys: "n / N",
-        help: "next / previous match (in the log: older / newer) while a search is set",
-        scope: Scope::Searching,
-        panes: SEARCHED,
-        chords: &[(k('n'), A::SearchNext), (k('N'), A::SearchPrev)],
-        hints: &[
-            hint(Pane(Operators), 5, "n/N", "match"),
-            hint(Pane(Diff), 4, "n/N", "match"),
-            hint(Pane(Log), 3, "n/N", "match"),
-        ],
-    },
-    Binding {
-        section: "search",
-        keys: "Esc",
-        help: "clear the search",
-        scope: Scope::Searching,
-        panes: ALL,
-        chords: &[(code(KeyCode::Esc), A::ClearSearch)],
-        hints: &[hint(Everywhere, 49, "Esc", "clear search")],
-    },
-    Binding {
-        section: "view",
-        keys: "P",
-        help: "phase filter: all → prefill → decode",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('P'), A::Phase)],
-        hints: &[hint(Pane(Operators), 2, "P", "phase")],
-    },
-    Binding {
-        section: "view",
-        keys: "d",
-        help: "diff against the parent / the incumbent",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('d'), A::DiffMode)],
-        hints: &[hint(Pane(Diff), 1, "d", "vs parent/incumbent")],
-    },
-    Binding {
-        section: "view",
-        keys: "f",
-        help: "full source instead of the diff",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('f'), A::FullSource)],
-        hints: &[hint(Pane(Diff), 2, "f", "full source")],
-    },
-    Binding {
-        section: "view",
-        keys: "?",
-        help: "this help",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('?'), A::Help)],
-        hints: &[hint(Everywhere, 91, "?", "help")],
-    },
-    Binding {
-        section: "decide",
-        keys: "y",
-        help: "accept the selected revision (it becomes the incumbent)",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('y'), A::Accept)],
-        hints: &[hint(Pane(Revisions), 1, "y", "accept")],
-    },
-    Binding {
-        section: "decide",
-        keys: "n",
-        help: "reject the selected revision (while a search is set, n in the operators, the code and the log is its next match)",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('n'), A::Reject)],
-        hints: &[hint(Pane(Revisions), 2, "n", "reject")],
-    },
-    Binding {
-        section: "decide",
-        keys: "s",
-        help: "steer: a message for this operator's agent",
-        scope: Scope::Live,
-        panes: ALL,
-        chords: &[(k('s'), A::Steer)],
-        hints: &[hint(Everywhere, 50, "s", "steer")],
-    },
-    Binding {
-        section: "decide",
-        keys: "a",
-        help: "start/stop this operator's agent (several at once)",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('a'), A::Agent)],
-        hints: &[],
-    },
-    Binding {
-        section: "decide",
-        keys: "x",
-        help: "agent dropout: mask about half of its history",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('x'), A::Dropout)],
-        hints: &[],
-    },
-    Binding {
-        section: "measure",
-        keys: "m",
-        help: "re-measure the selected revision: quick check + time, all shapes",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('m'), A::Measure)],
-        hints: &[
-            hint(Pane(Revisions), 4, "m", "measure"),
-            hint(Pane(Gauges), 1, "m", "measure"),
-        ],
-    },
-    Binding {
-        section: "measure",
-        keys: "M / U",
-        help: "standing: re-measure the selected / every stale incumbent in full",
-        scope: Scope::Live,
-        panes: ALL,
-        chords: &[(k('M'), A::RemeasureSelected), (k('U'), A::RemeasureStale)],
-        hints: &[hint(Pane(Operators), 3, "M/U", "re-measure")],
-    },
-    Binding {
-        section: "measure",
-        keys: "p",
-        help: "ncu profile: the selected shape, else the largest",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('p'), A::Profile)],
-        hints: &[
-            hint(Pane(Revisions), 5, "p", "profile"),
-            hint(Pane(Gauges), 2, "p", "profile"),
-        ],
-    },
-    Binding {
-        section: "measure",
-        keys: "e",
-        help: "edit in the built-in editor; Ctrl-S saves a human revision and measures it",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('e'), A::Edit)],
-        hints: &[hint(Pane(Revisions), 3, "e/E", "edit")],
-    },
-    Binding {
-        section: "measure",
-        keys: "E",
-        help: "edit in $EDITOR; every save is recorded and measured",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('E'), A::ExternalEdit)],
-        hints: &[],
-    },
-    Binding {
-        section: "replay",
-        keys: ", / .",
-        help: "step back / forward one event",
-        scope: Scope::Replay,
-        panes: ALL,
-        chords: &[(k(','), A::StepBack), (k('.'), A::StepForward)],
-        hints: &[hint(Everywhere, 50, ",/.", "step")],
-    },
-    Binding {
-        section: "replay",
-        keys: "[ / ]",
-        help: "back / forward 10 events",
-        scope: Scope::Replay,
-        panes: ALL,
-        chords: &[(k('['), A::Back10), (k(']'), A::Forward10)],
-        hints: &[],
-    },
-    Binding {
-        section: "replay",
-        keys: "r / R",
-        help: "jump to the next / previous revision",
-        scope: Scope::Replay,
-        panes: ALL,
-        chords: &[(k('r'), A::NextRevision), (k('R'), A::PrevRevision)],
-        hints: &[hint(Everywhere, 52, "r/R", "next/prev rev")],
-    },
-    Binding {
-        section: "replay",
-        keys: "0 / $",
-        help: "start / end of the session (in the code pane 0 is column 0)",
-        scope: Scope::Replay,
-        panes: ALL,
-        chords: &[(k('0'), A::Start), (k('$'), A::End)],
-        hints: &[],
-    },
-    Binding {
-        section: "replay",
-        keys: "space",
-        help: "play / pause",
-        scope: Scope::Replay,
-        panes: ALL,
-        chords: &[(k(' '), A::PlayPause)],
-        hints: &[hint(Everywhere, 51, "space", "play")],
-    },
-    Binding {
-        section: "replay",
-        keys: "+ / -",
-        help: "faster / slower",
-        scope: Scope::Replay,
-        panes: ALL,
-        chords: &[
-            (k('+'), A::Faster),
-            (k('='), A::Faster),
-            (k('-'), A::Slower),
-        ],
-        hints: &[],
-    },
-    Binding {
-        section: "editor",
-        keys: "Ctrl-S",
-        help: "save (records a human revision, measures it)",
-        scope: Scope::Editor,
-        panes: ALL,
-        chords: &[(ctrl('s'), A::EditorSave)],
-        hints: &[],
-    },
-    Binding {
-        section: "editor",
-        keys: "Ctrl-Z / Ctrl-Y",
-        help: "undo / redo",
-        scope: Scope::Editor,
-        panes: ALL,
-        chords: &[(ctrl('z'), A::EditorUndo), (ctrl('y'), A::EditorRedo)],
-        hints: &[],
-    },
-    Binding {
-        section: "editor",
-        keys: "Esc",
-        help: "close (twice to discard unsaved changes)",
-        scope: Scope::Editor,
-        panes: ALL,
-        chords: &[(code(KeyCode::Esc), A::EditorClose)],
-        hints: &[],
-    },
-    Binding {
-        section: "quit",
-        keys: "q / Ctrl-C",
-        help: "quit (asks while a measurement runs)",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(k('q'), A::Quit), (ctrl('c'), A::Quit)],
-        hints: &[hint(Everywhere, 92, "q", "quit")],
-    },
-    Binding {
-        section: "quit",
-        keys: "q",
-        help: "in a replay opened from the session picker: back to the picker",
-        scope: Scope::Picked,
-        panes: ALL,
-        chords: &[(k('q'), A::BackToSessions)],
-        hints: &[hint(Everywhere, 92, "q", "sessions")],
-    },
-    Binding {
-        section: "quit",
-        keys: "Ctrl-Z",
-        help: "suspend to the shell (fg resumes; measurements go on)",
-        scope: Scope::Always,
-        panes: ALL,
-        chords: &[(ctrl('z'), A::Suspend)],
-        hints: &[],
-    },
+    bind("move", "Tab / l", "next pane",
+        &[(TAB, A::NextPane), (k('l'), A::NextPane), (RIGHT, A::NextPane)],
+        &[everywhere(90, "Tab", "pane")]),
+    bind("move", "Shift-Tab / h", "previous pane",
+        &[(BACKTAB, A::PrevPane), (k('h'), A::PrevPane), (LEFT, A::PrevPane)], &[]),
+    bind("move", "j / k, ↓ / ↑", "next / previous item (or scroll)",
+        &[(k('j'), A::Down), (DOWN, A::Down), (k('k'), A::Up), (UP, A::Up)],
+        &[at(Operators, 0, "j/k", "operator"), at(Revisions, 0, "j/k", "revision"),
+          at(Diff, 0, "j/k", "scroll"), at(Gauges, 0, "j/k", "shape"),
+          at(Log, 0, "j/k", "scroll")]),
+    bind("move", "g / G", "first / last item",
+        &[(k('g'), A::First), (HOME, A::First), (k('G'), A::Last), (END, A::Last)],
+        &[at(Operators, 1, "g/G", "first/last"), at(Log, 1, "g/G", "top/follow")]),
+    bind("move", "Ctrl-D / Ctrl-U, PgDn / PgUp", "ten items down / up",
+        &[(ctrl('d'), A::PageDown), (PGDN, A::PageDown), (ctrl('u'), A::PageUp), (PGUP, A::PageUp)],
+        &[]),
+    bind("move", "H / L, 0",
+        "the code pane: scroll sideways half a pane / back to column 0 (› marks a cut line)",
+        &[(k('H'), A::ScrollLeft), (k('L'), A::ScrollRight), (k('0'), A::ColumnZero)],
+        &[at(Diff, 1, "H/L/0", "sideways")]).in_panes(&[Diff]),
+    bind("move", "Enter", "on an operator: its revisions; on a revision: its code",
+        &[(ENTER, A::Open)],
+        &[at(Operators, 60, "Enter", "revisions"), at(Revisions, 60, "Enter", "code")])
+        .in_panes(&[Operators, Revisions]),
+
+    bind("search", "/",
+        "search the operators' names, the code or the log (the focused pane) as you type; Enter \
+         keeps the search, Esc cancels it",
+        &[(k('/'), A::Search)],
+        &[at(Operators, 4, "/", "find"), at(Diff, 3, "/", "search"), at(Log, 2, "/", "search")])
+        .in_panes(SEARCHED),
+    bind("search", "n / N",
+        "next / previous match (in the log: older / newer) while a search is set",
+        &[(k('n'), A::SearchNext), (k('N'), A::SearchPrev)],
+        &[at(Operators, 5, "n/N", "match"), at(Diff, 4, "n/N", "match"),
+          at(Log, 3, "n/N", "match")])
+        .only(Scope::Searching).in_panes(SEARCHED),
+    bind("search", "Esc", "clear the search",
+        &[(ESC, A::ClearSearch)], &[everywhere(49, "Esc", "clear search")]).only(Scope::Searching),
+
+    bind("view", "P", "phase filter: all → prefill → decode",
+        &[(k('P'), A::Phase)], &[at(Operators, 2, "P", "phase")]),
+    bind("view", "d", "diff against the parent / the incumbent",
+        &[(k('d'), A::DiffMode)], &[at(Diff, 1, "d", "vs parent/incumbent")]),
+    bind("view", "f", "full source instead of the diff",
+        &[(k('f'), A::FullSource)], &[at(Diff, 2, "f", "full source")]),
+    bind("view", "?", "this help",
+        &[(k('?'), A::Help)], &[everywhere(91, "?", "help")]),
+
+    bind("decide", "y", "accept the selected revision (it becomes the incumbent)",
+        &[(k('y'), A::Accept)], &[at(Revisions, 1, "y", "accept")]),
+    bind("decide", "n",
+        "reject the selected revision (while a search is set, n in the operators, the code and \
+         the log is its next match)",
+        &[(k('n'), A::Reject)], &[at(Revisions, 2, "n", "reject")]),
+    bind("decide", "s", "steer: a message for this operator's agent",
+        &[(k('s'), A::Steer)], &[everywhere(50, "s", "steer")]).only(Scope::Live),
+    bind("decide", "a", "start/stop this operator's agent (several at once)",
+        &[(k('a'), A::Agent)], &[]),
+    bind("decide", "x", "agent dropout: mask about half of its history",
+        &[(k('x'), A::Dropout)], &[]),
+
+    bind("measure", "m", "re-measure the selected revision: quick check + time, all shapes",
+        &[(k('m'), A::Measure)],
+        &[at(Revisions, 4, "m", "measure"), at(Gauges, 1, "m", "measure")]),
+    bind("measure", "M / U", "standing: re-measure the selected / every stale incumbent in full",
+        &[(k('M'), A::RemeasureSelected), (k('U'), A::RemeasureStale)],
+        &[at(Operators, 3, "M/U", "re-measure")]).only(Scope::Live),
+    bind("measure", "p", "ncu profile: the selected shape, else the largest",
+        &[(k('p'), A::Profile)],
+        &[at(Revisions, 5, "p", "profile"), at(Gauges, 2, "p", "profile")]),
+    bind("measure", "e",
+        "edit in the built-in editor; Ctrl-S saves a human revision and measures it",
+        &[(k('e'), A::Edit)], &[at(Revisions, 3, "e/E", "edit")]),
+    bind("measure", "E", "edit in $EDITOR; every save is recorded and measured",
+        &[(k('E'), A::ExternalEdit)], &[]),
+
+    bind("replay", ", / .", "step back / forward one event",
+        &[(k(','), A::StepBack), (k('.'), A::StepForward)], &[everywhere(50, ",/.", "step")])
+        .only(Scope::Replay),
+    bind("replay", "[ / ]", "back / forward 10 events",
+        &[(k('['), A::Back10), (k(']'), A::Forward10)], &[]).only(Scope::Replay),
+    bind("replay", "r / R", "jump to the next / previous revision",
+        &[(k('r'), A::NextRevision), (k('R'), A::PrevRevision)],
+        &[everywhere(52, "r/R", "next/prev rev")]).only(Scope::Replay),
+    bind("replay", "0 / $", "start / end of the session (in the code pane 0 is column 0)",
+        &[(k('0'), A::Start), (k('$'), A::End)], &[]).only(Scope::Replay),
+    bind("replay", "space", "play / pause",
+        &[(k(' '), A::PlayPause)], &[everywhere(51, "space", "play")]).only(Scope::Replay),
+    bind("replay", "+ / -", "faster / slower",
+        &[(k('+'), A::Faster), (k('='), A::Faster), (k('-'), A::Slower)], &[]).only(Scope::Replay),
+
+    bind("editor", "Ctrl-S", "save (records a human revision, measures it)",
+        &[(ctrl('s'), A::EditorSave)], &[]).only(Scope::Editor),
+    bind("editor", "Ctrl-Z / Ctrl-Y", "undo / redo",
+        &[(ctrl('z'), A::EditorUndo), (ctrl('y'), A::EditorRedo)], &[]).only(Scope::Editor),
+    bind("editor", "Esc", "close (twice to discard unsaved changes)",
+        &[(ESC, A::EditorClose)], &[]).only(Scope::Editor),
+
+    bind("quit", "q / Ctrl-C", "quit (asks while a measurement runs)",
+        &[(k('q'), A::Quit), (ctrl('c'), A::Quit)], &[everywhere(92, "q", "quit")]),
+    bind("quit", "q", "in a replay opened from the session picker: back to the picker",
+        &[(k('q'), A::BackToSessions)], &[everywhere(92, "q", "sessions")]).only(Scope::Picked),
+    bind("quit", "Ctrl-Z", "suspend to the shell (fg resumes; measurements go on)",
+        &[(ctrl('z'), A::Suspend)], &[]),
 ];
 
 /// The key bar of the editor (its keys are bindings of the table, shown in its own words).
@@ -660,7 +441,7 @@ fn bar_hints(state: &AppState) -> Vec<&'static Hint> {
                 .is_some_and(|(w, _)| std::ptr::eq(w, *b))
         })
         .flat_map(|b| b.hints.iter())
-        .filter(|h| h.at == Everywhere || h.at == Pane(state.focus))
+        .filter(|h| h.at == Everywhere || h.at == Pane(state.view.focus))
         .collect();
     hints.sort_by_key(|h| h.slot);
     hints
@@ -679,7 +460,7 @@ pub fn hint_cols(key: &str, what: &str) -> usize {
 /// The key bar in `room` columns: the view's own hints (help, panes, quit) stay; the others
 /// come in slot order as long as they fit (one too wide is passed over for a shorter one).
 pub fn key_bar_within(state: &AppState, room: usize) -> Vec<(&'static str, &'static str)> {
-    if let Some(v) = modal_bar(&state.modal) {
+    if let Some(v) = modal_bar(&state.view.modal) {
         return v;
     }
     let hints = bar_hints(state);
@@ -709,7 +490,11 @@ pub fn key_bar_within(state: &AppState, room: usize) -> Vec<(&'static str, &'sta
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        A, Action, BINDINGS, Chord, Ctx, Diff, EDITOR_BAR, Everywhere, KeyCode, KeyEvent,
+        KeyModifiers, Operators, Pane, PaneId, Revisions, SEARCHED, Scope, action, applies, code,
+        ctrl, help_rows, k, rank, winner,
+    };
 
     fn ev(c: Chord) -> KeyEvent {
         KeyEvent::new(
@@ -726,7 +511,7 @@ mod tests {
     /// or not), with or without a search; and the editor.
     fn contexts() -> Vec<Ctx> {
         let mut v = vec![Ctx::editor()];
-        for focus in crate::tui::app::PANES {
+        for focus in crate::tui::view_state::PANES {
             for (replaying, picked) in [(false, false), (true, false), (true, true)] {
                 for searching in [false, true] {
                     v.push(Ctx {

@@ -3,7 +3,7 @@
 //! the pane's width, the newest at the bottom. Update and view both count rows here, so a
 //! scroll position (rows from the bottom) means the same to both.
 
-use super::app::AppState;
+use super::state::AppState;
 use super::text;
 use crate::session::model::LogLine;
 
@@ -19,7 +19,7 @@ pub enum LogRef {
 
 /// The log's lines, newest first.
 pub fn newest_first(s: &AppState) -> impl Iterator<Item = (LogRef, &LogLine)> + '_ {
-    let (a, b) = (&s.model.log, &s.ui_log);
+    let (a, b) = (&s.work.model.log, &s.work.ui_log);
     let (mut i, mut j) = (a.len(), b.len());
     std::iter::from_fn(move || {
         // the later of the two tails; at a tie the UI's line is the later one

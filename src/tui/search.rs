@@ -9,8 +9,8 @@
 
 use super::highlight::DiffView;
 use super::logview::LogRef;
-use super::state::PaneId;
 use super::text;
+use super::view_state::PaneId;
 use std::ops::Range;
 
 /// A search set with `/` (kept after Enter until Esc clears it).
@@ -88,7 +88,7 @@ pub fn cyclic(hits: &[usize], from: usize, forward: bool, inclusive: bool) -> Op
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::cyclic;
 
     #[test]
     fn cyclic_wraps_both_ways_and_stays_when_inclusive() {

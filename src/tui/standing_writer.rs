@@ -4,8 +4,7 @@
 //! standing's lock (docs/standing.md); the screen and the keys go on meanwhile. When the app
 //! ends, the writes still queued are finished before it exits, so nothing accepted is lost.
 
-use super::Tx;
-use super::app::AppEvent;
+use super::event::{AppEvent, Tx, deliver};
 use crate::session::model::LogLevel;
 use crate::standing::Update;
 use crate::suite::Workspace;
@@ -42,7 +41,7 @@ impl StandingWriter {
             self.thread = Some(std::thread::spawn(move || {
                 for j in jobs {
                     for (level, line) in write(&j) {
-                        super::deliver(&tx, AppEvent::Log(level, line));
+                        deliver(&tx, AppEvent::Log(level, line));
                     }
                 }
             }));
@@ -51,7 +50,7 @@ impl StandingWriter {
         if let Err(mpsc::SendError(job)) = queue.send(job) {
             // The thread is gone (it cannot panic short of a bug): write here rather than lose it.
             for (level, line) in write(&job) {
-                super::deliver(tx, AppEvent::Log(level, line));
+                deliver(tx, AppEvent::Log(level, line));
             }
         }
     }
@@ -107,7 +106,7 @@ fn write(j: &Job) -> Vec<(LogLevel, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{AppEvent, StandingWriter, Update};
 
     /// Records queued one after the other land in that order, and the log hears of each; the
     /// app's end waits for what is still queued.

@@ -215,7 +215,9 @@ pub fn patch(
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        Range, Span, Style, cols, find, matches, patch, plain, split_cols, window_cols, wrap,
+    };
 
     fn rows(t: &str, w: usize, ind: usize) -> Vec<&str> {
         wrap(t, w, ind).into_iter().map(|r| &t[r]).collect()

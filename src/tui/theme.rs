@@ -215,7 +215,7 @@ impl Theme {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{Color, Theme, to_256};
 
     #[test]
     fn builtin_themes_parse_in_both_colour_modes() {

@@ -1,15 +1,27 @@
 //! The agent in the TUI: start, stream, decisions, steering, dropout, stop.
 
-use super::*;
+use super::{fixture_state, last_event, screen, send, tuner_v3, typed};
+use crate::session::fixtures::{measured, revision};
+use crate::session::{Author, Decision, SessionEvent};
+use crate::tui::event::{AgentCtl, AgentMsg, AppEvent, Effect, press};
+use crate::tui::state::AppState;
+use crate::tui::view_state::PaneId;
+use crate::tui::workbench::{AgentView, WorkerState};
+use crossterm::event::KeyCode;
+
+/// News from the rms_norm agent reaching the app.
+fn from_agent(s: &mut AppState, m: AgentMsg) -> Vec<Effect> {
+    send(s, vec![AppEvent::Agent("rms_norm".into(), m)])
+}
 
 #[test]
 fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
     let mut s = fixture_state(tuner_v3());
     // Without a GPU it refuses.
-    s.worker = WorkerState::NoGpu("none".into());
+    s.work.worker = WorkerState::NoGpu("none".into());
     assert!(send(&mut s, vec![press(KeyCode::Char('a'))]).is_empty());
-    assert!(s.ui_log.last().unwrap().text.contains("cannot start"));
-    s.worker = WorkerState::Ready {
+    assert!(s.work.ui_log.last().unwrap().text.contains("cannot start"));
+    s.work.worker = WorkerState::Ready {
         gpu: "NVIDIA H200".into(),
         sm_clock_mhz: 1980,
     };
@@ -28,15 +40,9 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
             .iter()
             .any(|(src, s)| src.contains("// v3") && s.is_some())
     );
-    assert!(s.running_agent("rms_norm").is_some());
+    assert!(s.work.running_agent("rms_norm").is_some());
     // Streaming text shows in the diff pane; a revision from the agent is selected.
-    send(
-        &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Stream("Hypothesis: wider loads".into()),
-        )],
-    );
+    from_agent(&mut s, AgentMsg::Stream("Hypothesis: wider loads".into()));
     assert!(screen(&s, 200, 50).contains("Hypothesis: wider loads"));
     let mut ev = revision(
         "rms_norm",
@@ -55,10 +61,7 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         *category = Some("launch-config".into());
         *knowledge = vec!["hopper-h200".into(), "warp-per-row".into()];
     }
-    send(
-        &mut s,
-        vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(ev))],
-    );
+    from_agent(&mut s, AgentMsg::Record(ev));
     assert_eq!(s.selected_rev().map(|r| r.rev), Some(4));
     let sc = screen(&s, 200, 50);
     assert!(
@@ -72,26 +75,20 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         9,
         &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
     ) {
-        send(
-            &mut s,
-            vec![AppEvent::Agent("rms_norm".into(), AgentMsg::Record(e))],
-        );
+        from_agent(&mut s, AgentMsg::Record(e));
     }
-    send(
+    from_agent(
         &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Record(SessionEvent::AgentState {
-                state: "waiting".into(),
-                reason: Some("v4: accept (y), reject (n) or steer (s)".into()),
-                op: Some("rms_norm".into()),
-                masked: vec![],
-            }),
-        )],
+        AgentMsg::Record(SessionEvent::AgentState {
+            state: "waiting".into(),
+            reason: Some("v4: accept (y), reject (n) or steer (s)".into()),
+            op: Some("rms_norm".into()),
+            masked: vec![],
+        }),
     );
     assert!(screen(&s, 200, 50).contains("tuner on rms_norm: waiting"));
     // y decides for the agent too.
-    s.focus = PaneId::Revisions;
+    s.view.focus = PaneId::Revisions;
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert_eq!(
         fx[0],
@@ -125,35 +122,27 @@ fn the_agent_starts_streams_takes_decisions_steering_dropout_and_stops() {
         vec![Effect::Agent("rms_norm".into(), AgentCtl::Dropout)]
     );
     // A dropout shows in the header and the log.
-    send(
+    from_agent(
         &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Record(SessionEvent::AgentState {
-                state: "dropout".into(),
-                reason: Some("asked by the engineer: 1 of 3 history entries masked (v3)".into()),
-                op: Some("rms_norm".into()),
-                masked: vec![3],
-            }),
-        )],
+        AgentMsg::Record(SessionEvent::AgentState {
+            state: "dropout".into(),
+            reason: Some("asked by the engineer: 1 of 3 history entries masked (v3)".into()),
+            op: Some("rms_norm".into()),
+            masked: vec![3],
+        }),
     );
-    assert_eq!(s.model.agents["rms_norm"].masked, vec![3]);
+    assert_eq!(s.work.model.agents["rms_norm"].masked, vec![3]);
     assert!(screen(&s, 200, 50).contains("(masked)"));
     assert!(screen(&s, 200, 50).contains("dropout (asked by the engineer"));
     assert_eq!(
         send(&mut s, vec![press(KeyCode::Char('a'))]),
         vec![Effect::Agent("rms_norm".into(), AgentCtl::Stop)]
     );
-    send(
-        &mut s,
-        vec![AppEvent::Agent(
-            "rms_norm".into(),
-            AgentMsg::Finished("stopped by the engineer".into()),
-        )],
-    );
-    assert!(!s.agents["rms_norm"].running);
+    from_agent(&mut s, AgentMsg::Finished("stopped by the engineer".into()));
+    assert!(!s.work.agents["rms_norm"].running);
     assert!(
-        s.ui_log
+        s.work
+            .ui_log
             .last()
             .unwrap()
             .text
@@ -181,7 +170,7 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         &[(0, 0.9), (1, 0.9), (2, 0.9), (3, 0.9), (4, 0.9), (5, 0.9)],
     ));
     let mut s = fixture_state(extra);
-    s.agents.insert(
+    s.work.agents.insert(
         "rms_norm".into(),
         AgentView {
             op: "rms_norm".into(),
@@ -224,7 +213,7 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         &mut s,
         vec![state("waiting", "v4: accept (y), reject (n) or steer (s)")],
     );
-    s.focus = PaneId::Revisions;
+    s.view.focus = PaneId::Revisions;
     s.select_rev_number(2);
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert_eq!(
@@ -242,11 +231,16 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
         "{fx:?}"
     );
     assert!(
-        s.model.log.iter().chain(s.ui_log.iter()).any(|l| l
-            .text
-            .contains("accepting rms_norm v4: the revision the agent waits on")),
+        s.work
+            .model
+            .log
+            .iter()
+            .chain(s.work.ui_log.iter())
+            .any(|l| l
+                .text
+                .contains("accepting rms_norm v4: the revision the agent waits on")),
         "{:?}",
-        s.ui_log
+        s.work.ui_log
     );
 }
 
@@ -255,7 +249,7 @@ fn decision_keys_answer_the_revision_the_agent_offers() {
 #[test]
 fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
     let mut s = fixture_state(vec![]);
-    s.agents.insert(
+    s.work.agents.insert(
         "rms_norm".into(),
         AgentView {
             op: "rms_norm".into(),
@@ -313,7 +307,8 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
         "{sc}"
     );
     assert!(
-        s.model
+        s.work
+            .model
             .log
             .last()
             .unwrap()
@@ -334,7 +329,7 @@ fn tool_calls_stream_into_the_agent_pane_with_the_budgets() {
             )),
         )],
     );
-    let a = &s.agents["rms_norm"];
+    let a = &s.work.agents["rms_norm"];
     assert!(a.tools.is_empty() && a.spent == Default::default());
     assert!(!screen(&s, 200, 50).contains("✓ run("));
 }

@@ -1,6 +1,13 @@
 //! The highlighted diff: CUDA highlighting, emphasised changed words, rebuilds only on selection.
 
-use super::*;
+use super::{fixture_state, send};
+use crate::tui::event::{AgentMsg, AppEvent, press};
+use crate::tui::highlight::Highlighter;
+use crate::tui::theme::Theme;
+use crate::tui::update::update;
+use crate::tui::workbench::AgentView;
+use crossterm::event::KeyCode;
+use std::sync::Arc;
 
 #[test]
 fn highlighting_colours_cuda_as_cpp() {
@@ -30,7 +37,7 @@ fn changed_words_are_emphasised() {
                 .collect::<Vec<_>>(),
         )
     };
-    let v = super::highlight::build_diff(
+    let v = crate::tui::highlight::build_diff(
         "x".into(),
         Some(old),
         new,
@@ -60,7 +67,7 @@ fn changed_words_are_emphasised() {
 #[test]
 fn streamed_text_does_not_rebuild_the_diff() {
     let mut s = fixture_state(vec![]);
-    s.agents.insert(
+    s.work.agents.insert(
         "rms_norm".into(),
         AgentView {
             op: "rms_norm".into(),
@@ -71,7 +78,7 @@ fn streamed_text_does_not_rebuild_the_diff() {
             ..Default::default()
         },
     );
-    let before = s.diff_builds;
+    let before = s.view.diff_builds;
     for i in 0..200 {
         update(
             &mut s,
@@ -82,9 +89,9 @@ fn streamed_text_does_not_rebuild_the_diff() {
             AppEvent::Log(crate::session::model::LogLevel::Info, "x".into()),
         );
     }
-    assert_eq!(s.diff_builds, before, "no rebuild per chunk");
-    assert!(s.agents["rms_norm"].stream.contains("token 199"));
+    assert_eq!(s.view.diff_builds, before, "no rebuild per chunk");
+    assert!(s.work.agents["rms_norm"].stream.contains("token 199"));
     send(&mut s, vec![press(KeyCode::Char('k'))]);
     send(&mut s, vec![press(KeyCode::Tab), press(KeyCode::Char('k'))]);
-    assert!(s.diff_builds > before, "a new selection rebuilds");
+    assert!(s.view.diff_builds > before, "a new selection rebuilds");
 }

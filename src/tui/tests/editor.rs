@@ -1,19 +1,30 @@
 //! The built-in and the external editor: saved revisions, measured, with compile errors shown.
 
-use super::*;
+use super::{fixture_state, last_event, screen, send, typed};
+use crate::contract::protocol::{Diagnostic, Event, Verdict};
+use crate::contract::runner::JobEvent;
+use crate::session::fixtures::fixture_suite;
+use crate::session::{Author, Model, RevVerdict, SessionEvent};
+use crate::tui::event::{AppEvent, Effect, press, press_ctrl};
+use crate::tui::state::AppState;
+use crate::tui::theme::Theme;
+use crate::tui::view_state::Modal;
+use crate::tui::workbench::WorkerState;
+use crossterm::event::KeyCode;
+use std::sync::Arc;
 
 #[test]
 fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
     let mut s = fixture_state(vec![]);
-    s.rev_sel = 1;
+    s.view.rev_sel = 1;
     send(&mut s, vec![press(KeyCode::Char('e'))]);
-    assert!(matches!(s.modal, Modal::Editor(_)));
+    assert!(matches!(s.view.modal, Modal::Editor(_)));
     send(&mut s, vec![press_ctrl('s')]);
-    assert!(s.journal.is_empty(), "unchanged text is not saved");
+    assert!(s.work.journal.is_empty(), "unchanged text is not saved");
     send(&mut s, vec![press(KeyCode::Char('g'))]); // the editor takes keys as text
     send(&mut s, typed("oops "));
     let fx = send(&mut s, vec![press_ctrl('s')]);
-    let src = match &s.journal[0].event {
+    let src = match &s.work.journal[0].event {
         SessionEvent::Revision {
             op,
             rev,
@@ -32,7 +43,7 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
         e => panic!("{e:?}"),
     };
     assert!(src.starts_with("goops /* atrex:plan"), "{}", &src[..30]);
-    let mid = match &s.journal[1].event {
+    let mid = match &s.work.journal[1].event {
         SessionEvent::MeasureStart { op, rev, mid, .. } => {
             assert_eq!((op.as_str(), *rev), ("rms_norm", 3));
             *mid
@@ -100,9 +111,9 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
             },
         ],
     );
-    assert!(s.jobs.is_empty());
+    assert!(s.work.jobs.is_empty());
     assert_eq!(
-        s.model.ops["rms_norm"].rev(3).unwrap().verdict(),
+        s.work.model.ops["rms_norm"].rev(3).unwrap().verdict(),
         RevVerdict::CompileError
     );
     let out = screen(&s, 120, 40);
@@ -116,15 +127,17 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
     );
     // closing the editor shows the diagnostic inline in the diff
     send(&mut s, vec![press(KeyCode::Esc)]);
-    assert!(matches!(s.modal, Modal::None));
+    assert!(matches!(s.view.modal, Modal::None));
     assert!(
-        s.diff
+        s.view
+            .diff
             .lines
             .iter()
             .any(|l| l.to_string().contains("▲ error (line 1)"))
     );
     assert!(
-        s.diff
+        s.view
+            .diff
             .lines
             .iter()
             .any(|l| l.to_string().contains("▲ warning (kernel): ptxas"))
@@ -140,7 +153,7 @@ fn built_in_edit_saves_a_human_revision_measures_it_and_shows_compile_errors() {
 #[test]
 fn edit_without_a_gpu_records_but_does_not_measure() {
     let mut s = fixture_state(vec![]);
-    s.worker = WorkerState::NoGpu("no driver".into());
+    s.work.worker = WorkerState::NoGpu("no driver".into());
     send(
         &mut s,
         vec![
@@ -149,9 +162,9 @@ fn edit_without_a_gpu_records_but_does_not_measure() {
             press_ctrl('s'),
         ],
     );
-    assert_eq!(s.journal.len(), 1);
+    assert_eq!(s.work.journal.len(), 1);
     assert!(matches!(last_event(&s), SessionEvent::Revision { .. }));
-    assert!(s.ui_log.last().unwrap().text.contains("no GPU"));
+    assert!(s.work.ui_log.last().unwrap().text.contains("no GPU"));
     let fx = send(&mut s, vec![press(KeyCode::Esc), press(KeyCode::Char('m'))]);
     assert!(fx.is_empty());
 }
@@ -159,13 +172,16 @@ fn edit_without_a_gpu_records_but_does_not_measure() {
 #[test]
 fn external_edit_records_and_measures_every_save() {
     let mut s = fixture_state(vec![]);
-    s.rev_sel = 1;
+    s.view.rev_sel = 1;
     let fx = send(&mut s, vec![press(KeyCode::Char('E'))]);
     let path = match &fx[..] {
         [Effect::ExternalEdit { op, path, content }] => {
             assert_eq!(op, "rms_norm");
             assert!(path.ends_with("rms_norm/v1.cu"), "{path:?}");
-            assert_eq!(content, &s.model.ops["rms_norm"].rev(1).unwrap().source);
+            assert_eq!(
+                content,
+                &s.work.model.ops["rms_norm"].rev(1).unwrap().source
+            );
             path.clone()
         }
         other => panic!("{other:?}"),
@@ -182,7 +198,7 @@ fn external_edit_records_and_measures_every_save() {
         "{fx:?}"
     );
     assert!(
-        matches!(&s.journal[0].event, SessionEvent::Revision { rev: 3, parent: Some(1), via: Some(v), .. } if v == "external")
+        matches!(&s.work.journal[0].event, SessionEvent::Revision { rev: 3, parent: Some(1), via: Some(v), .. } if v == "external")
     );
     // same content again: nothing; new content: v4 from v3
     assert!(
@@ -206,7 +222,7 @@ fn external_edit_records_and_measures_every_save() {
         matches!(&fx[..], [Effect::Measure { rev: 4, .. }]),
         "{fx:?}"
     );
-    assert_eq!(s.model.ops["rms_norm"].rev(4).unwrap().parent, Some(3));
+    assert_eq!(s.work.model.ops["rms_norm"].rev(4).unwrap().parent, Some(3));
 }
 
 /// A new session's operator starts from the standing's incumbent (an unrecorded v0); editing it
@@ -227,19 +243,22 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
         hw,
         std::env::temp_dir().join("atrex-tui-test-kernels"),
     );
-    s.worker = WorkerState::Ready {
+    s.work.worker = WorkerState::Ready {
         gpu: "NVIDIA H200".into(),
         sm_clock_mhz: 1980,
     };
     s.select_op_name("rms_norm");
-    s.rev_sel = 0;
+    s.view.rev_sel = 0;
     s.refresh();
     let fx = send(&mut s, vec![press(KeyCode::Char('E'))]);
     let [Effect::ExternalEdit { path, content, .. }] = &fx[..] else {
         panic!("{fx:?}")
     };
     assert_eq!(content, start);
-    assert!(s.journal.is_empty(), "opening the editor records nothing");
+    assert!(
+        s.work.journal.is_empty(),
+        "opening the editor records nothing"
+    );
     let edited = format!("{start}// one more line\n");
     let fx = send(
         &mut s,
@@ -254,6 +273,7 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
         "{fx:?}"
     );
     let kinds: Vec<String> = s
+        .work
         .journal
         .iter()
         .map(|r| match &r.event {
@@ -285,7 +305,7 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
         "{out}"
     );
     // The watcher's report of the same save comes after: nothing more is recorded.
-    let n = s.journal.len();
+    let n = s.work.journal.len();
     let fx = send(
         &mut s,
         vec![AppEvent::FileChanged {
@@ -293,7 +313,7 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
             content: Ok(edited),
         }],
     );
-    assert!(fx.is_empty() && s.journal.len() == n);
+    assert!(fx.is_empty() && s.work.journal.len() == n);
     // Nor when the editor exits on what was recorded already.
     let fx = send(
         &mut s,
@@ -303,5 +323,5 @@ fn an_edit_of_the_starting_kernel_records_the_starting_kernel_first() {
             content: Ok(format!("{start}// one more line\n")),
         }],
     );
-    assert!(fx.is_empty() && s.journal.len() == n, "{fx:?}");
+    assert!(fx.is_empty() && s.work.journal.len() == n, "{fx:?}");
 }

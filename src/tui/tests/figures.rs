@@ -4,12 +4,22 @@
 //! alike, and measurements cut off by the end of their run.
 
 use super::standing::{first_sight, on_gpu};
-use super::*;
+use super::{fixture_state, screen, send};
+use crate::contract::protocol::{Event, Verdict};
+use crate::contract::runner::JobEvent;
+use crate::session::fixtures::{demo_events, fixture_suite, records, revision};
+use crate::session::{Author, RevVerdict, SessionEvent};
 use crate::suite::PhaseFilter;
 use crate::testing::tempdir;
+use crate::tui::event::{AppEvent, Effect, press};
+use crate::tui::state::AppState;
+use crate::tui::update::{replay_seek, update};
+use crate::tui::view_state::{Modal, PaneId};
+use crossterm::event::KeyCode;
+use std::sync::Arc;
 
 fn select(s: &mut AppState, op: &str) {
-    s.op_sel = s.visible_ops().iter().position(|o| o == op).unwrap();
+    s.view.op_sel = s.visible_ops().iter().position(|o| o == op).unwrap();
     s.select_latest_rev();
     s.refresh();
 }
@@ -24,7 +34,8 @@ fn v0_row(screen: &str) -> String {
 }
 
 fn log_text(s: &AppState) -> String {
-    s.ui_log
+    s.work
+        .ui_log
         .iter()
         .map(|l| l.text.clone())
         .collect::<Vec<_>>()
@@ -33,23 +44,24 @@ fn log_text(s: &AppState) -> String {
 
 /// S_agg is shown under the strict level and under the benchmark's rule, each named, wherever
 /// the header has it: fp8_blockscale_fused_moe passes the strict level on every shape but the
-/// benchmark-compatible level on none, so the shipped standing's 0.309 is 0.300 under the
-/// benchmark's rule.
+/// benchmark-compatible level on none (in the fixture standing, as in the shipped one), so the
+/// fixture's 0.418 is 0.409 under the benchmark's rule.
 #[test]
 fn the_header_shows_s_agg_under_both_rules() {
     let d = tempdir("both-rules");
     let mut s = first_sight(&d);
-    let all = s.s_agg_by_rule(PhaseFilter::All);
+    let all = s.work.s_agg_by_rule(PhaseFilter::All);
     assert_eq!(
         (
             format!("{:.3}", all.strict),
             format!("{:.3}", all.benchmark)
         ),
-        ("0.309".to_string(), "0.300".to_string())
+        ("0.418".to_string(), "0.409".to_string())
     );
-    assert_eq!(all.strict, s.s_agg(PhaseFilter::All));
-    let w = s.suite.weights(PhaseFilter::All)["fp8_blockscale_fused_moe"];
+    assert_eq!(all.strict, s.work.s_agg(PhaseFilter::All));
+    let w = s.work.suite.weights(PhaseFilter::All)["fp8_blockscale_fused_moe"];
     let fp8 = s
+        .work
         .counted(
             "fp8_blockscale_fused_moe",
             crate::suite::roofline::Rule::Strict,
@@ -57,17 +69,17 @@ fn the_header_shows_s_agg_under_both_rules() {
         .unwrap();
     assert!((all.strict - all.benchmark - w * fp8).abs() < 1e-12);
     for (w, h, want) in [
-        (80, 24, "S_agg 0.309 strict · 0.300 bench rule │"),
-        (120, 40, "S_agg 0.309 strict · 0.300 bench rule │"),
+        (80, 24, "S_agg 0.418 strict · 0.409 bench rule │"),
+        (120, 40, "S_agg 0.418 strict · 0.409 bench rule │"),
         (
             160,
             45,
-            "S_agg 0.309 strict · 0.300 bench rule · prefill 0.342/0.332 · decode 0.314/0.305 │",
+            "S_agg 0.418 strict · 0.409 bench rule · prefill 0.432/0.422 · decode 0.422/0.412 │",
         ),
         (
             200,
             50,
-            "S_agg 0.309 strict · 0.300 benchmark rule · prefill 0.342/0.332 · decode 0.314/0.305 │",
+            "S_agg 0.418 strict · 0.409 benchmark rule · prefill 0.432/0.422 · decode 0.422/0.412 │",
         ),
     ] {
         let out = screen(&s, w, h);
@@ -79,7 +91,7 @@ fn the_header_shows_s_agg_under_both_rules() {
     for w in [80, 120] {
         let out = screen(&s, w, 30);
         assert!(
-            out.contains("S_agg prefill 0.342 strict · 0.332 bench rule"),
+            out.contains("S_agg prefill 0.432 strict · 0.422 bench rule"),
             "{out}"
         );
     }
@@ -92,14 +104,14 @@ fn the_phase_filter_counts_its_own_shapes() {
     let d = tempdir("phase-count");
     let mut s = first_sight(&d);
     let counts = |s: &AppState, ph| -> (usize, usize) {
-        let ops = s.suite.by_weight(ph);
+        let ops = s.work.suite.by_weight(ph);
         (ops.len(), ops.iter().map(|p| p.shapes.len()).sum())
     };
     assert_eq!(counts(&s, PhaseFilter::All).1, 440);
     assert_eq!(counts(&s, PhaseFilter::Prefill).1, 404);
     assert_eq!(counts(&s, PhaseFilter::Decode).1, 369);
     for ph in [PhaseFilter::All, PhaseFilter::Prefill, PhaseFilter::Decode] {
-        assert_eq!(s.phase, ph);
+        assert_eq!(s.view.phase, ph);
         let (ops, shapes) = counts(&s, ph);
         let out = screen(&s, 200, 50);
         let want = format!("phase {} · {ops} operators · {shapes} shapes", ph.name());
@@ -117,20 +129,20 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
     let d = tempdir("standing-shapes");
     let mut s = first_sight(&d);
     update(&mut s, AppEvent::Hello(Err("libcuda not found".into())));
-    s.modal = Modal::None;
+    s.view.modal = Modal::None;
     select(&mut s, "rms_norm");
-    s.focus = PaneId::Gauges;
+    s.view.focus = PaneId::Gauges;
     let shown = crate::tui::view::shown_figures(&s, "rms_norm");
     assert_eq!(shown.figures.len(), 56);
     assert!(shown.figures.values().all(|f| f.pass && f.t_ms.is_some()));
-    let note = "standing, measured 2026-12-03 on NVIDIA H200";
+    let note = "standing, measured 2026-01-15 on NVIDIA H200";
     assert_eq!(
         shown.standing,
-        Some(("standing S 0.272".to_string(), note.to_string()))
+        Some(("standing S 0.250".to_string(), note.to_string()))
     );
     let out = screen(&s, 120, 40);
     assert!(
-        out.contains("shapes · rms_norm v0 · standing S 0.272"),
+        out.contains("shapes · rms_norm v0 · standing S 0.250"),
         "{out}"
     );
     assert!(out.contains(note), "{out}");
@@ -140,13 +152,28 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
     );
     insta::assert_snapshot!("standing_shapes_120x40", out);
     select(&mut s, "unified_attention");
-    let out = screen(&s, 200, 50);
+    let out = screen(&s, 240, 60);
     assert!(
-        out.contains("shapes · unified_attention v0 · standing S 0.430"),
+        out.contains("shapes · unified_attention v0 · standing S 0.500"),
         "{out}"
     );
     assert!(
-        out.contains("standing, measured 2026-12-03 on NVIDIA H200"),
+        out.contains("standing, measured 2026-01-15 on NVIDIA H200"),
+        "{out}"
+    );
+    // At 200 the shapes pane has its narrowest (the operators' status in words beside the
+    // suite's longest name, 80 columns of code): the title is cut, the GPU's vendor goes.
+    let out = screen(&s, 200, 50);
+    assert!(
+        out.contains("shapes · unified_attention v0 · standing"),
+        "{out}"
+    );
+    assert!(
+        out.contains("standing, measured 2026-12-03 on H200"),
+        "{out}"
+    );
+    assert!(
+        out.contains("unified_attention             36.1% 0.430  ○ shipped"),
         "{out}"
     );
     insta::assert_snapshot!("standing_shapes_200x50", out);
@@ -156,13 +183,13 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
         "{small}"
     );
     assert!(
-        small.contains("standing, measured 2026-12-03 on H200"),
+        small.contains("standing, measured 2026-01-15 on H200"),
         "{small}"
     );
     insta::assert_snapshot!("standing_shapes_80x24", small);
     // On another GPU and profile the record is stale: its figures are not this GPU's.
-    s.hw = s.suite.hardware("H100_SXM").ok().cloned();
-    s.compute_shape_info();
+    s.work.hw = s.work.suite.hardware("H100_SXM").ok().cloned();
+    s.work.compute_shape_info();
     on_gpu(&mut s, "NVIDIA H100 80GB HBM3");
     let shown = crate::tui::view::shown_figures(&s, "unified_attention");
     assert!(shown.figures.is_empty());
@@ -188,18 +215,22 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     let d = tempdir("origin");
     let mut s = first_sight(&d);
     update(&mut s, AppEvent::Hello(Err("libcuda not found".into())));
-    s.modal = Modal::None;
+    s.view.modal = Modal::None;
     select(&mut s, "unified_attention");
     let v0 = s.selected_rev().unwrap().clone();
     assert_eq!(v0.author, crate::session::Author::Incumbent);
     assert_eq!(v0.origin(), "standing");
-    assert!(s.standing_measurement("unified_attention", &v0).is_some());
-    // The full table (status words, the revisions' decisions spelled out): with 80 columns
-    // of code and the gauges beside it, the suite's longest name needs more than 200 columns.
-    let out = screen(&s, 240, 60);
+    assert!(
+        s.work
+            .standing_measurement("unified_attention", &v0)
+            .is_some()
+    );
+    // The revisions' decisions spelled out, as from 160 columns on (beside 80 columns of code
+    // and, from 200, the gauges) with the suite's longest name.
+    let out = screen(&s, 160, 45);
     let row = v0_row(&out);
     assert!(
-        row.contains("standing") && row.contains("S 0.430 std") && row.contains("incumbent"),
+        row.contains("standing") && row.contains("S 0.500 std") && row.contains("incumbent"),
         "{out}"
     );
     // y: already the incumbent, measured by the standing; nothing is recorded.
@@ -207,13 +238,14 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     let log = log_text(&s);
     assert!(
         log.contains(
-            "unified_attention v0 is already the incumbent (the standing measured it: S_op 0.430, full, 2026-12-03 on NVIDIA H200)"
+            "unified_attention v0 is already the incumbent (the standing measured it: S_op 0.500, full, 2026-01-15 on NVIDIA H200)"
         ),
         "{log}"
     );
     assert!(!log.contains("not measured yet"), "{log}");
     assert!(
-        s.journal
+        s.work
+            .journal
             .iter()
             .all(|r| !matches!(r.event, SessionEvent::Decision { .. }))
     );
@@ -225,26 +257,26 @@ fn the_standings_incumbent_is_named_and_its_measurement_counts() {
     let out = screen(&s, 240, 60);
     let row = v0_row(&out);
     assert!(
-        row.contains("baseline") && row.contains("S 0.001 std") && row.contains("incumbent"),
+        row.contains("baseline") && row.contains("S 0.002 std") && row.contains("incumbent"),
         "{out}"
     );
     // A hand edit is named so; a revision of another source has no standing figure.
     let mut src = v0.source.clone();
     src.push_str("// touched\n");
     s.save_human("fused_qkv_rope", Some(0), src, "editor");
-    let r1 = s.model.ops["fused_qkv_rope"].rev(1).unwrap().clone();
+    let r1 = s.work.model.ops["fused_qkv_rope"].rev(1).unwrap().clone();
     assert_eq!(r1.origin(), "hand edit");
-    assert!(s.standing_measurement("fused_qkv_rope", &r1).is_none());
+    assert!(s.work.standing_measurement("fused_qkv_rope", &r1).is_none());
     // On another GPU the standing's measurement is stale here: y says so and records nothing.
-    s.hw = s.suite.hardware("H100_SXM").ok().cloned();
+    s.work.hw = s.work.suite.hardware("H100_SXM").ok().cloned();
     on_gpu(&mut s, "NVIDIA H100 80GB HBM3");
     select(&mut s, "unified_attention");
-    let before = s.journal.len();
+    let before = s.work.journal.len();
     send(&mut s, vec![press(KeyCode::Char('y'))]);
-    assert_eq!(s.journal.len(), before);
+    assert_eq!(s.work.journal.len(), before);
     let log = log_text(&s);
     assert!(
-        log.contains("cannot accept unified_attention v0: the standing's measurement of it (S_op 0.430, full, 2026-12-03 on NVIDIA H200) is stale here (measured on NVIDIA H200, not NVIDIA H100 80GB HBM3"),
+        log.contains("cannot accept unified_attention v0: the standing's measurement of it (S_op 0.500, full, 2026-01-15 on NVIDIA H200) is stale here (measured on NVIDIA H200, not NVIDIA H100 80GB HBM3"),
         "{log}"
     );
     std::fs::remove_dir_all(&d).ok();
@@ -262,7 +294,7 @@ fn accepting_on_the_standings_measurement_leaves_the_record() {
     let src = s.selected_rev().unwrap().source.clone();
     s.save_human("rms_norm", Some(0), src, "editor");
     // Its quick measurement was cancelled: it has none of its own.
-    let mid = *s.jobs.keys().next().unwrap();
+    let mid = *s.work.jobs.keys().next().unwrap();
     send(
         &mut s,
         vec![AppEvent::Job {
@@ -275,19 +307,30 @@ fn accepting_on_the_standings_measurement_leaves_the_record() {
         }],
     );
     // A revision not measured at all, of the standing's very source.
-    let v0 = s.model.ops["rms_norm"].rev(0).unwrap().source.clone();
-    s.record(revision("rms_norm", 2, Some(0), Author::Human, "copy", &v0));
+    let v0 = s.work.model.ops["rms_norm"].rev(0).unwrap().source.clone();
+    s.work
+        .record(revision("rms_norm", 2, Some(0), Author::Human, "copy", &v0));
     s.select_rev_number(2);
     s.refresh();
-    let before = s.standing.view.entry("rms_norm").unwrap().record.clone();
+    let before = s
+        .work
+        .standing
+        .view
+        .entry("rms_norm")
+        .unwrap()
+        .record
+        .clone();
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert!(
         !fx.iter()
             .any(|e| matches!(e, Effect::RecordStanding { .. } | Effect::Measure { .. })),
         "{fx:?}"
     );
-    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(2));
-    assert_eq!(s.standing.view.entry("rms_norm").unwrap().record, before);
+    assert_eq!(s.work.model.ops["rms_norm"].incumbent, Some(2));
+    assert_eq!(
+        s.work.standing.view.entry("rms_norm").unwrap().record,
+        before
+    );
     assert!(
         log_text(&s).contains("the record stays"),
         "{}",
@@ -305,20 +348,24 @@ fn replay_file_and_the_picker_show_the_same_figures() {
         dir: d.clone(),
         reason: "test",
     };
-    let opts = |replay: Option<&str>| super::super::Options {
+    let opts = |replay: Option<&str>| crate::tui::startup::Options {
         replay: replay.map(std::path::PathBuf::from),
         config: Some(d.join("no-config.toml")),
         ..Default::default()
     };
     let name = "demo-agent-tuner.jsonl";
     // `replay FILE` (the built-in copy: no such file here).
-    let mut file = super::super::prepare(&ws, &opts(Some(name))).unwrap().state;
+    let mut file = crate::tui::startup::prepare(&ws, &opts(Some(name)))
+        .unwrap()
+        .state;
     update(&mut file, AppEvent::Hello(Err("no GPU".into())));
     // A new session without a GPU: the picker, then the runtime hands the session back.
-    let mut picked = super::super::prepare(&ws, &opts(None)).unwrap().state;
+    let mut picked = crate::tui::startup::prepare(&ws, &opts(None))
+        .unwrap()
+        .state;
     update(&mut picked, AppEvent::Hello(Err("no GPU".into())));
-    assert!(matches!(picked.modal, Modal::Sessions { .. }));
-    picked.modal = Modal::None;
+    assert!(matches!(picked.view.modal, Modal::Sessions { .. }));
+    picked.view.modal = Modal::None;
     let text = crate::session::demos::demo(name).unwrap();
     let mut loaded = crate::session::parse_text(name, text).unwrap();
     let records = std::mem::take(&mut loaded.records);
@@ -330,22 +377,27 @@ fn replay_file_and_the_picker_show_the_same_figures() {
         },
     );
     for s in [&file, &picked] {
-        assert!(s.replay.is_some());
+        assert!(s.work.replay.is_some());
         assert!(
-            s.standing.view.short().starts_with("shipped, measured"),
+            s.work
+                .standing
+                .view
+                .short()
+                .starts_with("shipped, measured"),
             "{}",
-            s.standing.view.short()
+            s.work.standing.view.short()
         );
         // More than the session's own measurements alone: the standing fills in the rest.
         assert!(
-            s.s_agg(PhaseFilter::All) > s.model.s_agg(&s.suite, PhaseFilter::All) + 0.2,
+            s.work.s_agg(PhaseFilter::All)
+                > s.work.model.s_agg(&s.work.suite, PhaseFilter::All) + 0.2,
             "{}",
-            s.s_agg(PhaseFilter::All)
+            s.work.s_agg(PhaseFilter::All)
         );
     }
     assert_eq!(
-        file.s_agg_by_rule(PhaseFilter::All),
-        picked.s_agg_by_rule(PhaseFilter::All)
+        file.work.s_agg_by_rule(PhaseFilter::All),
+        picked.work.s_agg_by_rule(PhaseFilter::All)
     );
     // The header and the panes above the log.
     let head = |s: &AppState| -> Vec<String> {
@@ -388,7 +440,8 @@ fn a_measurement_cut_off_is_shown_interrupted() {
     let r = s.selected_rev().unwrap();
     assert_eq!(r.verdict(), RevVerdict::Interrupted);
     let out = screen(&s, 200, 50);
-    assert!(out.contains("◌ interrupted"), "{out}");
+    // the operators table says it in its status column's words, the revisions pane in full
+    assert!(out.contains("◌ cut off"), "{out}");
     assert!(out.contains("interrupted"), "{out}");
     assert!(!out.contains("◔"), "{out}");
     // Seeking back and forth keeps it so.
@@ -397,7 +450,7 @@ fn a_measurement_cut_off_is_shown_interrupted() {
         vec![press(KeyCode::Char(',')), press(KeyCode::Char('.'))],
     );
     assert_eq!(
-        s.model.ops["silu_and_mul"].rev(1).unwrap().verdict(),
+        s.work.model.ops["silu_and_mul"].rev(1).unwrap().verdict(),
         RevVerdict::Interrupted
     );
     // Resumed: the new run's start interrupts it, in the live state too.
@@ -415,18 +468,18 @@ fn a_measurement_cut_off_is_shown_interrupted() {
     let mut s = fixture_state(resumed[demo_events(&suite).len()..].to_vec());
     select(&mut s, "silu_and_mul");
     assert_eq!(
-        s.model.ops["silu_and_mul"].status(),
+        s.work.model.ops["silu_and_mul"].status(),
         crate::session::OpStatus::Interrupted
     );
     let out = screen(&s, 160, 45);
-    assert!(out.contains("◌ interrupted"), "{out}");
+    assert!(out.contains("◌ cut off"), "{out}");
     assert!(!out.contains("◔ measuring"), "{out}");
     assert!(
-        s.model.log.iter().any(|l| l
+        s.work.model.log.iter().any(|l| l
             .text
             .starts_with("silu_and_mul v1: its measurement was interrupted")),
         "{:?}",
-        s.model.log
+        s.work.model.log
     );
     send(&mut s, vec![press(KeyCode::Char('y'))]);
     assert!(
@@ -448,7 +501,7 @@ fn a_measurement_cut_off_is_shown_interrupted() {
     s.start_replay("whole.jsonl".into(), recs.clone(), vec![]);
     replay_seek(&mut s, recs.len() - 1);
     assert_eq!(
-        s.model.ops["silu_and_mul"].rev(1).unwrap().verdict(),
+        s.work.model.ops["silu_and_mul"].rev(1).unwrap().verdict(),
         RevVerdict::Measuring
     );
 }

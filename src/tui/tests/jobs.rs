@@ -1,11 +1,17 @@
 //! Measurement jobs streamed into the state, and one recorder numbering every session writer.
 
-use super::*;
+use super::{fixture_state, screen, send, typed};
+use crate::contract::protocol::{Event, Verdict};
+use crate::contract::runner::JobEvent;
+use crate::session::fixtures::{demo_events, records, revision, shape_result};
+use crate::session::{Author, Model, RevVerdict, SessionEvent};
+use crate::tui::event::{AppEvent, Effect, press, press_ctrl};
+use crossterm::event::KeyCode;
 
 #[test]
 fn measure_streams_results_into_the_state() {
     let mut s = fixture_state(vec![]);
-    s.rev_sel = 0;
+    s.view.rev_sel = 0;
     let fx = send(&mut s, vec![press(KeyCode::Char('m'))]);
     let [Effect::Measure { mid, rev: 0, .. }] = fx[..] else {
         panic!("{fx:?}")
@@ -21,7 +27,7 @@ fn measure_streams_results_into_the_state() {
         }],
     );
     assert_eq!(
-        s.model.ops["rms_norm"].status(),
+        s.work.model.ops["rms_norm"].status(),
         crate::session::OpStatus::Measuring
     );
     assert!(screen(&s, 200, 50).contains("◔ measuring rms_norm v0"));
@@ -37,7 +43,7 @@ fn measure_streams_results_into_the_state() {
         }],
     );
     assert_eq!(
-        s.model.ops["rms_norm"].rev(0).unwrap().verdict(),
+        s.work.model.ops["rms_norm"].rev(0).unwrap().verdict(),
         RevVerdict::Score(0.9)
     );
     // a lost worker ends the job with an error recorded
@@ -56,7 +62,7 @@ fn measure_streams_results_into_the_state() {
         }],
     );
     assert_eq!(
-        s.model.ops["rms_norm"].rev(0).unwrap().verdict(),
+        s.work.model.ops["rms_norm"].rev(0).unwrap().verdict(),
         RevVerdict::Failed("timeout".into())
     );
 }
@@ -69,11 +75,11 @@ fn one_recorder_numbers_a_tui_session_resumed_by_measure_and_by_the_agent() {
     use crate::agent::driver::Sink;
     use crate::session::{Recording, SessionWriter};
     let mut s = fixture_state(vec![]);
-    s.rev_sel = 1;
+    s.view.rev_sel = 1;
     send(&mut s, vec![press(KeyCode::Char('e'))]);
     send(&mut s, typed("x"));
     send(&mut s, vec![press_ctrl('s')]);
-    let tui_mid = match &s.journal[1].event {
+    let tui_mid = match &s.work.journal[1].event {
         SessionEvent::MeasureStart { rev: 3, mid, .. } => *mid,
         e => panic!("{e:?}"),
     };
@@ -84,17 +90,17 @@ fn one_recorder_numbers_a_tui_session_resumed_by_measure_and_by_the_agent() {
     let f = dir.join("session.jsonl");
     let _ = std::fs::remove_file(&f);
     let mut w = SessionWriter::create(&f).unwrap();
-    for r in records(demo_events(&s.suite))
+    for r in records(demo_events(&s.work.suite))
         .iter()
-        .chain(s.journal.iter())
+        .chain(s.work.journal.iter())
     {
         w.write(r).unwrap();
     }
     drop(w);
     // `measure --session`: continues the file.
     let (w, loaded) = SessionWriter::continue_file(&f).unwrap();
-    let mut rec = Recording::new(Model::from_records(&s.suite, &loaded.records), Some(w));
-    let p = s.suite.problem("rms_norm").unwrap().clone();
+    let mut rec = Recording::new(Model::from_records(&s.work.suite, &loaded.records), Some(w));
+    let p = s.work.suite.problem("rms_norm").unwrap().clone();
     let v4 = rec
         .revision(
             &p,
@@ -118,7 +124,7 @@ fn one_recorder_numbers_a_tui_session_resumed_by_measure_and_by_the_agent() {
     // `agent --session`: continues it again through its sink.
     let (w, loaded) = SessionWriter::continue_file(&f).unwrap();
     let mut sink = crate::agent::file_sink::FileSink::new(
-        Recording::new(Model::from_records(&s.suite, &loaded.records), Some(w)),
+        Recording::new(Model::from_records(&s.work.suite, &loaded.records), Some(w)),
         false,
     );
     let (v5, m5) = (sink.alloc_rev("rms_norm"), sink.alloc_mid());

@@ -1,11 +1,17 @@
 //! Keys on the main screen: accept, reject, steer, quit, navigation, phase filter, diff modes.
 
-use super::*;
+use super::{fixture_state, last_event, screen, send, tuner_v3, typed};
+use crate::contract::protocol::Verdict;
+use crate::session::fixtures::revision;
+use crate::session::{Author, DecidedBy, Decision, SessionEvent};
+use crate::tui::event::{AppEvent, Effect, press, press_ctrl};
+use crate::tui::view_state::{Modal, PaneId};
+use crossterm::event::KeyCode;
 
 #[test]
 fn accept_makes_the_incumbent_and_is_recorded() {
     let mut s = fixture_state(tuner_v3());
-    s.focus = PaneId::Revisions;
+    s.view.focus = PaneId::Revisions;
     send(&mut s, vec![press(KeyCode::Char('G'))]);
     assert_eq!(s.selected_rev().unwrap().rev, 3);
     let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
@@ -35,7 +41,7 @@ fn accept_makes_the_incumbent_and_is_recorded() {
     );
     assert_eq!(update.record.measurement.mode, "quick");
     assert_eq!(update.source, "// v3\nint x;\n");
-    let e = s.standing.view.entry("rms_norm").unwrap();
+    let e = s.work.standing.view.entry("rms_norm").unwrap();
     assert_eq!(e.layer, crate::standing::Layer::Workspace);
     // Quick, the record names the incumbent but its figure does not count until the full
     // measurement replaces it (nor after the app closed first: U measures it then).
@@ -45,9 +51,9 @@ fn accept_makes_the_incumbent_and_is_recorded() {
             mode: "quick".into()
         }]
     );
-    assert_eq!(s.standing.run, Some((0, 1)));
+    assert_eq!(s.work.standing.run, Some((0, 1)));
     assert_eq!(
-        s.journal[s.journal.len() - 2].event,
+        s.work.journal[s.work.journal.len() - 2].event,
         SessionEvent::Decision {
             op: "rms_norm".into(),
             rev: 3,
@@ -55,7 +61,7 @@ fn accept_makes_the_incumbent_and_is_recorded() {
             by: DecidedBy::Human
         }
     );
-    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(3));
+    assert_eq!(s.work.model.ops["rms_norm"].incumbent, Some(3));
     let sc = screen(&s, 200, 50);
     assert!(sc.contains("★ v3"), "{sc}");
     assert!(sc.contains("◔ standing 1/1"), "{sc}");
@@ -85,18 +91,21 @@ fn accept_keeps_the_gpu_a_revision_was_measured_on() {
         by: DecidedBy::Human,
     };
     let s = fixture_state([vec![earlier.clone()], full(tuner_v3()), vec![accepted]].concat());
-    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(3));
+    assert_eq!(s.work.model.ops["rms_norm"].incumbent, Some(3));
     assert!(
-        !matches!(s.figure("rms_norm"), crate::tui::state::Figure::Live(_)),
+        !matches!(
+            s.work.figure("rms_norm"),
+            crate::tui::workbench::Figure::Live(_)
+        ),
         "{:?}",
-        s.figure("rms_norm")
+        s.work.figure("rms_norm")
     );
     for (other_gpu, events) in [
         (true, [vec![earlier.clone()], full(tuner_v3())].concat()),
         (false, full(tuner_v3())),
     ] {
         let mut s = fixture_state(events);
-        s.focus = PaneId::Revisions;
+        s.view.focus = PaneId::Revisions;
         send(&mut s, vec![press(KeyCode::Char('G'))]);
         let fx = send(&mut s, vec![press(KeyCode::Char('y'))]);
         let Some(Effect::RecordStanding { update, .. }) = fx.first() else {
@@ -112,7 +121,7 @@ fn accept_keeps_the_gpu_a_revision_was_measured_on() {
                 }
             )
         });
-        let e = s.standing.view.entry("rms_norm").unwrap();
+        let e = s.work.standing.view.entry("rms_norm").unwrap();
         if other_gpu {
             assert_eq!(update.record.fingerprint.gpu, "NVIDIA H100 80GB HBM3");
             assert_eq!(update.record.measurement.hardware, "H100");
@@ -130,7 +139,7 @@ fn accept_keeps_the_gpu_a_revision_was_measured_on() {
 #[test]
 fn reject_is_recorded_and_failing_revisions_cannot_be_accepted() {
     let mut s = fixture_state(tuner_v3());
-    s.rev_sel = 3;
+    s.view.rev_sel = 3;
     send(&mut s, vec![press(KeyCode::Char('n'))]);
     assert_eq!(
         last_event(&s),
@@ -141,33 +150,34 @@ fn reject_is_recorded_and_failing_revisions_cannot_be_accepted() {
             by: DecidedBy::Human
         }
     );
-    assert_eq!(s.model.ops["rms_norm"].incumbent, Some(1));
+    assert_eq!(s.work.model.ops["rms_norm"].incumbent, Some(1));
     // v2 has a compile error: accepting it is refused, nothing recorded
-    s.rev_sel = 2;
-    let n = s.journal.len();
+    s.view.rev_sel = 2;
+    let n = s.work.journal.len();
     send(&mut s, vec![press(KeyCode::Char('y'))]);
-    assert_eq!(s.journal.len(), n);
+    assert_eq!(s.work.journal.len(), n);
     assert!(
-        s.ui_log
+        s.work
+            .ui_log
             .last()
             .unwrap()
             .text
             .contains("cannot accept rms_norm v2: compile error")
     );
     // the baseline cannot be rejected
-    s.rev_sel = 0;
+    s.view.rev_sel = 0;
     send(&mut s, vec![press(KeyCode::Char('n'))]);
-    assert_eq!(s.journal.len(), n);
+    assert_eq!(s.work.journal.len(), n);
 }
 
 #[test]
 fn steer_is_recorded_and_shown_in_the_log() {
     let mut s = fixture_state(vec![]);
     send(&mut s, vec![press(KeyCode::Char('s'))]);
-    assert!(matches!(s.modal, Modal::Steer(_)));
+    assert!(matches!(s.view.modal, Modal::Steer(_)));
     send(&mut s, typed("use one warp per row"));
     send(&mut s, vec![press(KeyCode::Enter)]);
-    assert!(matches!(s.modal, Modal::None));
+    assert!(matches!(s.view.modal, Modal::None));
     assert_eq!(
         last_event(&s),
         &SessionEvent::Steer {
@@ -175,14 +185,14 @@ fn steer_is_recorded_and_shown_in_the_log() {
             text: "use one warp per row".into()
         }
     );
-    assert_eq!(s.model.steering.len(), 2);
+    assert_eq!(s.work.model.steering.len(), 2);
     assert!(screen(&s, 200, 50).contains("steer (rms_norm): use one warp per row"));
     // Esc cancels without recording
-    let n = s.journal.len();
+    let n = s.work.journal.len();
     send(&mut s, vec![press(KeyCode::Char('s'))]);
     send(&mut s, typed("x"));
     send(&mut s, vec![press(KeyCode::Esc)]);
-    assert_eq!(s.journal.len(), n);
+    assert_eq!(s.work.journal.len(), n);
 }
 
 #[test]
@@ -193,15 +203,15 @@ fn quit_confirms_while_measuring() {
         panic!()
     };
     assert!(send(&mut s, vec![press(KeyCode::Char('q'))]).is_empty());
-    assert!(matches!(s.modal, Modal::ConfirmQuit));
+    assert!(matches!(s.view.modal, Modal::ConfirmQuit));
     send(&mut s, vec![press(KeyCode::Char('n'))]);
-    assert!(!s.quit);
+    assert!(!s.work.quit);
     let fx = send(
         &mut s,
         vec![press(KeyCode::Char('q')), press(KeyCode::Char('y'))],
     );
     assert_eq!(fx, vec![Effect::Cancel { mid }, Effect::Quit]);
-    assert!(s.quit);
+    assert!(s.work.quit);
     let mut s = fixture_state(vec![]);
     assert_eq!(
         send(&mut s, vec![press(KeyCode::Char('q'))]),
@@ -216,21 +226,24 @@ fn ctrl_z_and_sigtstp_suspend_except_in_the_built_in_editor() {
     let mut s = fixture_state(vec![]);
     assert_eq!(send(&mut s, vec![press_ctrl('z')]), vec![Effect::Suspend]);
     send(&mut s, vec![press(KeyCode::Char('?'))]);
-    assert!(matches!(s.modal, Modal::Help { .. }));
+    assert!(matches!(s.view.modal, Modal::Help { .. }));
     assert_eq!(send(&mut s, vec![press_ctrl('z')]), vec![Effect::Suspend]);
-    assert!(matches!(s.modal, Modal::Help { .. }), "the dialog stays");
-    s.modal = Modal::None;
+    assert!(
+        matches!(s.view.modal, Modal::Help { .. }),
+        "the dialog stays"
+    );
+    s.view.modal = Modal::None;
     assert_eq!(send(&mut s, vec![AppEvent::Stop]), vec![Effect::Suspend]);
     send(
         &mut s,
         vec![press(KeyCode::Char('e')), press(KeyCode::Char('x'))],
     );
     assert!(send(&mut s, vec![press_ctrl('z')]).is_empty());
-    let Modal::Editor(ed) = &s.modal else {
+    let Modal::Editor(ed) = &s.view.modal else {
         panic!("the editor stays open")
     };
     assert_eq!(ed.text(), ed.base_source, "Ctrl-Z undid the typing");
-    assert!(s.journal.is_empty());
+    assert!(s.work.journal.is_empty());
 }
 
 /// SIGTERM, SIGHUP, SIGINT: quit at once (running jobs cancelled and recorded so) with 128 +
@@ -238,15 +251,15 @@ fn ctrl_z_and_sigtstp_suspend_except_in_the_built_in_editor() {
 #[test]
 fn a_signal_quits_with_128_plus_its_number() {
     let mut s = fixture_state(vec![]);
-    assert_eq!(s.exit_status, 0);
+    assert_eq!(s.work.exit_status, 0);
     let fx = send(&mut s, vec![press(KeyCode::Char('m'))]);
     let [Effect::Measure { mid, .. }] = fx[..] else {
         panic!("{fx:?}")
     };
     let fx = send(&mut s, vec![AppEvent::Signal("SIGTERM", 15)]);
     assert_eq!(fx, vec![Effect::Cancel { mid }, Effect::Quit]);
-    assert!(s.quit);
-    assert_eq!(s.exit_status, 143);
+    assert!(s.work.quit);
+    assert_eq!(s.work.exit_status, 143);
     assert!(matches!(
         last_event(&s),
         SessionEvent::MeasureDone {
@@ -256,7 +269,7 @@ fn a_signal_quits_with_128_plus_its_number() {
     ));
     let mut s = fixture_state(vec![]);
     send(&mut s, vec![AppEvent::Signal("SIGHUP", 1)]);
-    assert_eq!((s.quit, s.exit_status), (true, 129));
+    assert_eq!((s.work.quit, s.work.exit_status), (true, 129));
 }
 
 #[test]
@@ -264,7 +277,7 @@ fn navigation_phase_filter_and_diff_modes() {
     let mut s = fixture_state(tuner_v3());
     let before = s.selected_op();
     send(&mut s, vec![press(KeyCode::Char('P'))]);
-    assert_eq!(s.phase, crate::suite::PhaseFilter::Prefill);
+    assert_eq!(s.view.phase, crate::suite::PhaseFilter::Prefill);
     assert_eq!(
         s.selected_op(),
         before,
@@ -274,11 +287,11 @@ fn navigation_phase_filter_and_diff_modes() {
         &mut s,
         vec![press(KeyCode::Char('P')), press(KeyCode::Char('P'))],
     );
-    assert_eq!(s.phase, crate::suite::PhaseFilter::All);
+    assert_eq!(s.view.phase, crate::suite::PhaseFilter::All);
     send(&mut s, vec![press(KeyCode::Char('g'))]);
-    assert_eq!(s.op_sel, 0);
+    assert_eq!(s.view.op_sel, 0);
     send(&mut s, vec![press(KeyCode::Tab)]);
-    assert_eq!(s.focus, PaneId::Revisions);
+    assert_eq!(s.view.focus, PaneId::Revisions);
     assert!(
         super::keymap::key_bar(&s).iter().any(|(k, _)| *k == "y"),
         "hints come from the focused pane"
@@ -290,27 +303,36 @@ fn navigation_phase_filter_and_diff_modes() {
     let ops = s.visible_ops();
     assert_eq!(s.selected_op().as_deref(), ops.last().map(|x| x.as_str()));
     let i = ops.iter().position(|o| o == "rms_norm").unwrap();
-    s.op_sel = i;
-    s.rev_sel = 3;
+    s.view.op_sel = i;
+    s.view.rev_sel = 3;
     s.refresh();
-    assert!(s.diff.title.contains("vs v1 (parent)"), "{}", s.diff.title);
+    assert!(
+        s.view.diff.title.contains("vs v1 (parent)"),
+        "{}",
+        s.view.diff.title
+    );
     send(&mut s, vec![press(KeyCode::Char('d'))]);
     assert!(
-        s.diff.title.contains("v3 vs v1 (incumbent)"),
+        s.view.diff.title.contains("v3 vs v1 (incumbent)"),
         "{}",
-        s.diff.title
+        s.view.diff.title
     );
     send(&mut s, vec![press(KeyCode::Char('f'))]);
-    assert!(s.diff.title.contains("full source"), "{}", s.diff.title);
+    assert!(
+        s.view.diff.title.contains("full source"),
+        "{}",
+        s.view.diff.title
+    );
     let fx = send(&mut s, vec![press(KeyCode::Char('a'))]);
     assert!(
-        s.ui_log
+        s.work
+            .ui_log
             .last()
             .unwrap()
             .text
             .contains("agent: tuner on rms_norm"),
         "{:?}",
-        s.ui_log.last()
+        s.work.ui_log.last()
     );
     assert!(matches!(fx.as_slice(), [Effect::StartAgent { op, .. }] if op == "rms_norm"));
 }
@@ -328,7 +350,7 @@ fn operators_with_revisions_are_not_untouched() {
         "// edit\n",
     )]);
     assert_eq!(
-        s.model.ops["silu_and_mul"].status(),
+        s.work.model.ops["silu_and_mul"].status(),
         crate::session::OpStatus::Pending
     );
     let s = fixture_state(vec![
@@ -348,7 +370,7 @@ fn operators_with_revisions_are_not_untouched() {
         },
     ]);
     assert_eq!(
-        s.model.ops["silu_and_mul"].status(),
+        s.work.model.ops["silu_and_mul"].status(),
         crate::session::OpStatus::Tried
     );
     let text = screen(&s, 200, 50);

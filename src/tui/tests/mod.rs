@@ -1,6 +1,24 @@
 //! TUI unit tests: the fixture state and the helpers every test file shares (render, send
 //! keys, the last recorded event); one submodule per concern.
 
+use crate::contract::protocol::{Event, Verdict};
+use crate::contract::runner::JobEvent;
+use crate::session::fixtures::{
+    demo_events, fixture_suite, measured, records, revision, shape_result,
+};
+use crate::session::{Author, Model, SessionEvent};
+use crate::tui::event::{AppEvent, Effect, press};
+use crate::tui::state::AppState;
+use crate::tui::theme::Theme;
+use crate::tui::update::update;
+use crate::tui::view_state::Modal;
+use crate::tui::workbench::WorkerState;
+use crate::tui::{keymap, view};
+use crossterm::event::KeyCode;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use std::sync::Arc;
+
 mod agent;
 mod diff;
 mod editor;
@@ -14,21 +32,6 @@ mod replay;
 mod snapshots;
 mod standing;
 mod timing;
-
-use super::app::*;
-use super::highlight::Highlighter;
-use super::theme::Theme;
-use super::view;
-// Test bodies name these as `super::…` (the TUI module when they lived in one file).
-use super::{highlight, keymap, recorded_sessions};
-use crate::contract::protocol::{Diagnostic, Event, Verdict};
-use crate::contract::runner::JobEvent;
-use crate::session::fixtures::*;
-use crate::session::{Author, DecidedBy, Decision, Model, RevVerdict, SessionEvent};
-use crossterm::event::KeyCode;
-use ratatui::Terminal;
-use ratatui::backend::TestBackend;
-use std::sync::Arc;
 
 /// The fixture state: the fixture suite, the demo session, a GPU present, rms_norm selected.
 fn fixture_state(extra: Vec<SessionEvent>) -> AppState {
@@ -44,7 +47,7 @@ fn fixture_state(extra: Vec<SessionEvent>) -> AppState {
         hw,
         std::env::temp_dir().join("atrex-tui-test-kernels"),
     );
-    s.worker = WorkerState::Ready {
+    s.work.worker = WorkerState::Ready {
         gpu: "NVIDIA H200".into(),
         sm_clock_mhz: 1980,
     };
@@ -53,8 +56,8 @@ fn fixture_state(extra: Vec<SessionEvent>) -> AppState {
         .iter()
         .position(|o| o == "rms_norm")
         .unwrap();
-    s.op_sel = i;
-    s.rev_sel = 1;
+    s.view.op_sel = i;
+    s.view.rev_sel = 1;
     s.refresh();
     s
 }
@@ -103,5 +106,5 @@ fn typed(text: &str) -> Vec<AppEvent> {
 }
 
 fn last_event(s: &AppState) -> &SessionEvent {
-    &s.journal.last().expect("an event was recorded").event
+    &s.work.journal.last().expect("an event was recorded").event
 }

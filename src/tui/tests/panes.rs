@@ -3,9 +3,18 @@
 //! `/` search with `n` / `N` in the operators, the code and the log, `Enter` on the selection,
 //! and the code keeping its 80 columns from 160 up.
 
-use super::*;
+use super::{fixture_state, last_event, render, screen, send, tuner_v3, typed};
 use crate::session::model::LogLevel;
+use crate::session::{Decision, Model, SessionEvent};
+use crate::tui::event::{AppEvent, press, press_ctrl};
+use crate::tui::state::AppState;
+use crate::tui::theme::Theme;
+use crate::tui::view::OpTable;
+use crate::tui::view_state::{Modal, PaneId};
+use crate::tui::{keymap, view};
+use crossterm::event::KeyCode;
 use crossterm::event::{KeyEvent, KeyModifiers};
+use std::sync::Arc;
 
 /// The fixture state on silu_and_mul (its baseline's lines reach 118 columns), drawn at `w`×`h`.
 fn on_silu(w: u16, h: u16) -> AppState {
@@ -14,7 +23,7 @@ fn on_silu(w: u16, h: u16) -> AppState {
     send(&mut s, typed("/silu"));
     send(&mut s, vec![press(KeyCode::Enter)]);
     assert_eq!(s.selected_op().as_deref(), Some("silu_and_mul"));
-    s.search = None;
+    s.view.search = None;
     s
 }
 
@@ -45,18 +54,18 @@ fn code_rows(s: &AppState, w: u16, h: u16) -> Vec<String> {
 fn the_code_scrolls_sideways_with_the_gutter_kept_and_cut_lines_marked() {
     for (w, h) in [(80u16, 24u16), (120, 40), (160, 45), (200, 50)] {
         let mut s = on_silu(w, h);
-        s.focus = PaneId::Diff;
+        s.view.focus = PaneId::Diff;
         let cols = view::code_cols(&s);
-        let max = s.diff.max_cols;
+        let max = s.view.diff.max_cols;
         assert_eq!(max, 118, "the widest line of silu_and_mul's baseline");
         // L: half a pane to the right, never past the widest line's end
         send(&mut s, typed("L"));
-        assert_eq!(s.diff_hscroll, (cols / 2).min(max - cols), "{w}x{h}");
+        assert_eq!(s.view.diff_hscroll, (cols / 2).min(max - cols), "{w}x{h}");
         for _ in 0..20 {
             send(&mut s, typed("L"));
         }
         assert_eq!(
-            s.diff_hscroll,
+            s.view.diff_hscroll,
             max - cols,
             "{w}x{h}: stops at the widest line"
         );
@@ -70,11 +79,14 @@ fn the_code_scrolls_sideways_with_the_gutter_kept_and_cut_lines_marked() {
             assert!(l.trim_end().ends_with("[j + k]));"), "{w}x{h}: {l}");
         }
         // H back by half a pane, 0 to column 0
-        let before = s.diff_hscroll;
+        let before = s.view.diff_hscroll;
         send(&mut s, typed("H"));
-        assert_eq!(s.diff_hscroll, before.saturating_sub((cols / 2).max(4)));
+        assert_eq!(
+            s.view.diff_hscroll,
+            before.saturating_sub((cols / 2).max(4))
+        );
         send(&mut s, typed("0"));
-        assert_eq!(s.diff_hscroll, 0);
+        assert_eq!(s.view.diff_hscroll, 0);
         // at column 0: `›` on the border of each cut line, not on the others
         let t = render(&s, w, h);
         let a = view::areas(&s, ratatui::layout::Rect::new(0, 0, w, h)).diff;
@@ -101,31 +113,34 @@ fn text_cols(s: &str) -> usize {
 #[test]
 fn sideways_keys_only_in_the_code_pane() {
     let mut s = on_silu(80, 24);
-    s.focus = PaneId::Operators;
+    s.view.focus = PaneId::Operators;
     send(&mut s, typed("LL"));
-    assert_eq!((s.diff_hscroll, s.focus), (0, PaneId::Operators));
-    s.focus = PaneId::Diff;
+    assert_eq!((s.view.diff_hscroll, s.view.focus), (0, PaneId::Operators));
+    s.view.focus = PaneId::Diff;
     send(&mut s, typed("L"));
-    assert!(s.diff_hscroll > 0);
+    assert!(s.view.diff_hscroll > 0);
     // another revision's code starts at column 0
-    s.focus = PaneId::Operators;
+    s.view.focus = PaneId::Operators;
     send(&mut s, typed("k"));
-    assert_eq!(s.diff_hscroll, 0);
+    assert_eq!(s.view.diff_hscroll, 0);
     // the key bar of the code pane says so
-    s.focus = PaneId::Diff;
+    s.view.focus = PaneId::Diff;
     assert!(keymap::key_bar(&s).contains(&("H/L/0", "sideways")));
 }
 
 #[test]
 fn a_resize_keeps_the_sideways_scroll_within_the_widest_line() {
     let mut s = on_silu(80, 24);
-    s.focus = PaneId::Diff;
+    s.view.focus = PaneId::Diff;
     for _ in 0..20 {
         send(&mut s, typed("L"));
     }
-    assert!(s.diff_hscroll > 40);
+    assert!(s.view.diff_hscroll > 40);
     send(&mut s, vec![AppEvent::Resize(200, 50)]);
-    assert_eq!(s.diff_hscroll, s.diff.max_cols - view::code_cols(&s));
+    assert_eq!(
+        s.view.diff_hscroll,
+        s.view.diff.max_cols - view::code_cols(&s)
+    );
 }
 
 const LONG: &str = "worker 0 died (signal 11) on rms_norm v7 shape 13: its last words were \
@@ -174,13 +189,13 @@ fn the_log_scrolls_by_rows_and_stays_put_while_lines_arrive() {
         };
         send(&mut s, vec![AppEvent::Log(LogLevel::Info, text)]);
     }
-    s.focus = PaneId::Log;
+    s.view.focus = PaneId::Log;
     // follows the end: the newest at the bottom
     let rows = log_rows(&s, w, h);
     assert!(rows.last().unwrap().starts_with("line 29"), "{rows:?}");
     // k: one row up
     send(&mut s, typed("k"));
-    assert_eq!(s.log_scroll, 1);
+    assert_eq!(s.view.log_scroll, 1);
     let rows = log_rows(&s, w, h);
     assert!(rows.last().unwrap().starts_with("line 28"), "{rows:?}");
     // two rows up: into the wrapped line 27, its continuation
@@ -196,7 +211,7 @@ fn the_log_scrolls_by_rows_and_stays_put_while_lines_arrive() {
     send(&mut s, typed("g"));
     let (lw, lh) = view::log_size(&s);
     let max = crate::tui::logview::max_scroll(&s, lw, lh);
-    assert_eq!(s.log_scroll, max);
+    assert_eq!(s.view.log_scroll, max);
     let oldest = crate::tui::logview::newest_first(&s)
         .last()
         .unwrap()
@@ -208,12 +223,12 @@ fn the_log_scrolls_by_rows_and_stays_put_while_lines_arrive() {
         "{oldest}"
     );
     send(&mut s, typed("k"));
-    assert_eq!(s.log_scroll, max);
+    assert_eq!(s.view.log_scroll, max);
     // Ctrl-D: ten rows down; G: follow again, and new lines show at the bottom
     send(&mut s, vec![press_ctrl('d')]);
-    assert_eq!(s.log_scroll, max - 10);
+    assert_eq!(s.view.log_scroll, max - 10);
     send(&mut s, typed("G"));
-    assert_eq!(s.log_scroll, 0);
+    assert_eq!(s.view.log_scroll, 0);
     send(&mut s, vec![AppEvent::Log(LogLevel::Info, "newest".into())]);
     assert_eq!(log_rows(&s, w, h).last().unwrap().trim(), "newest");
 }
@@ -225,9 +240,9 @@ fn esc() -> AppEvent {
 #[test]
 fn search_the_operators_as_you_type_enter_keeps_esc_goes_back() {
     let mut s = fixture_state(vec![]);
-    let (op, rev) = (s.op_sel, s.rev_sel);
+    let (op, rev) = (s.view.op_sel, s.view.rev_sel);
     send(&mut s, typed("/"));
-    assert!(matches!(s.modal, Modal::Search(_)));
+    assert!(matches!(s.view.modal, Modal::Search(_)));
     // each key searches again from where the view was
     send(&mut s, typed("s"));
     // `s` matches rms_norm itself (selected): it stays
@@ -240,14 +255,17 @@ fn search_the_operators_as_you_type_enter_keeps_esc_goes_back() {
     assert!(bottom.contains("/sil 1/1"), "the pane's title: {bottom}");
     // Backspace edits; Esc: back where it was, no search
     send(&mut s, vec![press(KeyCode::Backspace)]);
-    assert_eq!(s.search.as_ref().unwrap().query, "si");
+    assert_eq!(s.view.search.as_ref().unwrap().query, "si");
     send(&mut s, vec![esc()]);
-    assert!(matches!(s.modal, Modal::None));
-    assert_eq!((s.op_sel, s.rev_sel, s.search.clone()), (op, rev, None));
+    assert!(matches!(s.view.modal, Modal::None));
+    assert_eq!(
+        (s.view.op_sel, s.view.rev_sel, s.view.search.clone()),
+        (op, rev, None)
+    );
     // Enter keeps it; n and N go round the matches; smart case
     send(&mut s, typed("/a"));
     send(&mut s, vec![press(KeyCode::Enter)]);
-    assert!(matches!(s.modal, Modal::None));
+    assert!(matches!(s.view.modal, Modal::None));
     let order = |s: &mut AppState, key: &str| {
         send(s, typed(key));
         s.selected_op().unwrap()
@@ -259,31 +277,38 @@ fn search_the_operators_as_you_type_enter_keeps_esc_goes_back() {
     assert_eq!(order(&mut s, "N"), "paged_attention_decode");
     // Esc in the view clears the search; n rejects again (nothing to reject here: a line)
     send(&mut s, vec![esc()]);
-    assert!(s.search.is_none());
+    assert!(s.view.search.is_none());
     send(&mut s, typed("/RMS"));
     send(&mut s, vec![press(KeyCode::Enter)]);
-    assert!(s.ui_log.last().unwrap().text.contains("no match for `RMS`"));
+    assert!(
+        s.work
+            .ui_log
+            .last()
+            .unwrap()
+            .text
+            .contains("no match for `RMS`")
+    );
     send(&mut s, vec![esc()]);
     // a Backspace on an empty prompt closes it
     send(&mut s, typed("/"));
     send(&mut s, vec![press(KeyCode::Backspace)]);
-    assert!(matches!(s.modal, Modal::None));
+    assert!(matches!(s.view.modal, Modal::None));
 }
 
 #[test]
 fn n_rejects_where_no_search_is_set_or_in_the_revisions_pane() {
     let mut s = fixture_state(tuner_v3());
-    s.rev_sel = 3;
+    s.view.rev_sel = 3;
     send(&mut s, typed("/x"));
     send(&mut s, vec![press(KeyCode::Enter)]);
     // in the operators with a search set, n searches
-    let n = s.journal.len();
+    let n = s.work.journal.len();
     send(&mut s, typed("n"));
-    assert_eq!(s.journal.len(), n);
+    assert_eq!(s.work.journal.len(), n);
     // in the revisions pane it rejects
-    s.focus = PaneId::Revisions;
+    s.view.focus = PaneId::Revisions;
     s.select_op_name("rms_norm");
-    s.rev_sel = 3;
+    s.view.rev_sel = 3;
     send(&mut s, typed("n"));
     assert!(matches!(
         last_event(&s),
@@ -298,16 +323,19 @@ fn n_rejects_where_no_search_is_set_or_in_the_revisions_pane() {
 #[test]
 fn search_the_code_n_moves_down_and_brings_the_match_into_view() {
     let mut s = on_silu(80, 24);
-    s.focus = PaneId::Diff;
+    s.view.focus = PaneId::Diff;
     // smart case: a capital matches only itself
     send(&mut s, typed("/Bfloat16"));
-    assert!(s.search.as_ref().unwrap().code_hit.is_none());
+    assert!(s.view.search.as_ref().unwrap().code_hit.is_none());
     send(&mut s, vec![esc()]);
     send(&mut s, typed("/bfloat16"));
     send(&mut s, vec![press(KeyCode::Enter)]);
-    let all = crate::tui::search::code_matches(&s.diff, "bfloat16");
+    let all = crate::tui::search::code_matches(&s.view.diff, "bfloat16");
     assert!(all.len() > 10, "{all:?}");
-    assert_eq!(s.search.as_ref().unwrap().code_hit.as_ref(), Some(&all[0]));
+    assert_eq!(
+        s.view.search.as_ref().unwrap().code_hit.as_ref(),
+        Some(&all[0])
+    );
     // the first is in line 16 (line 13's `cuda_bf16.h` is no match)
     assert_eq!(all[0].0, 15);
     // n: each next one, scrolled into view, sideways too where it lies past the columns shown
@@ -319,17 +347,24 @@ fn search_the_code_n_moves_down_and_brings_the_match_into_view() {
         .chain(all.iter().enumerate().take(1))
     {
         send(&mut s, typed("n"));
-        assert_eq!(s.search.as_ref().unwrap().code_hit.as_ref(), Some(m), "{i}");
+        assert_eq!(
+            s.view.search.as_ref().unwrap().code_hit.as_ref(),
+            Some(m),
+            "{i}"
+        );
         let rows = view::diff_rows(&s);
-        assert!(m.0 >= s.diff_scroll && m.0 < s.diff_scroll + rows, "{i}");
-        let code = s.diff.code(m.0);
+        assert!(
+            m.0 >= s.view.diff_scroll && m.0 < s.view.diff_scroll + rows,
+            "{i}"
+        );
+        let code = s.view.diff.code(m.0);
         let (a, b) = (text_cols(&code[..m.1.start]), text_cols(&code[..m.1.end]));
         let cols = view::code_cols(&s);
         assert!(
-            a >= s.diff_hscroll && b <= s.diff_hscroll + cols,
+            a >= s.view.diff_hscroll && b <= s.view.diff_hscroll + cols,
             "{i}: {a}..{b}"
         );
-        sideways = sideways.max(s.diff_hscroll);
+        sideways = sideways.max(s.view.diff_hscroll);
         // the current match is drawn in the accent colour, on screen
         let t = render(&s, 80, 24);
         let hit = t
@@ -337,7 +372,7 @@ fn search_the_code_n_moves_down_and_brings_the_match_into_view() {
             .buffer()
             .content()
             .iter()
-            .filter(|c| c.bg == s.theme.accent)
+            .filter(|c| c.bg == s.view.theme.accent)
             .count();
         assert_eq!(hit, "bfloat16".len(), "{i}");
     }
@@ -346,7 +381,7 @@ fn search_the_code_n_moves_down_and_brings_the_match_into_view() {
     send(&mut s, typed("N"));
     let n = all.len();
     assert_eq!(
-        s.search.as_ref().unwrap().code_hit.as_ref(),
+        s.view.search.as_ref().unwrap().code_hit.as_ref(),
         Some(&all[n - 1])
     );
     let sc = screen(&s, 80, 24);
@@ -363,7 +398,7 @@ fn search_the_log_from_the_newest_n_goes_older() {
             vec![AppEvent::Log(LogLevel::Info, format!("entry {i:02}"))],
         );
     }
-    s.focus = PaneId::Log;
+    s.view.focus = PaneId::Log;
     send(&mut s, typed("/measuring"));
     send(&mut s, vec![press(KeyCode::Enter)]);
     // the newest "measuring" of the session log, scrolled into view
@@ -373,7 +408,7 @@ fn search_the_log_from_the_newest_n_goes_older() {
             .any(|r| r.starts_with("silu_and_mul v0: measuring")),
         "{rows:?}"
     );
-    assert!(s.log_scroll > 0);
+    assert!(s.view.log_scroll > 0);
     send(&mut s, typed("n"));
     let rows = log_rows(&s, 80, 24);
     assert!(
@@ -391,12 +426,12 @@ fn search_the_log_from_the_newest_n_goes_older() {
 fn enter_opens_the_selection_in_the_next_pane() {
     let mut s = fixture_state(vec![]);
     send(&mut s, vec![press(KeyCode::Enter)]);
-    assert_eq!(s.focus, PaneId::Revisions);
+    assert_eq!(s.view.focus, PaneId::Revisions);
     send(&mut s, vec![press(KeyCode::Enter)]);
-    assert_eq!(s.focus, PaneId::Diff);
+    assert_eq!(s.view.focus, PaneId::Diff);
     // nothing more to open from the code
     send(&mut s, vec![press(KeyCode::Enter)]);
-    assert_eq!(s.focus, PaneId::Diff);
+    assert_eq!(s.view.focus, PaneId::Diff);
 }
 
 /// The code's text area is 80 columns from 160 up, with the shipped unified_attention
@@ -432,12 +467,12 @@ fn the_code_keeps_80_columns_from_160_up() {
         );
         s.select_op_name("unified_attention");
         s.select_latest_rev();
-        s.full_source = true;
+        s.view.full_source = true;
         s.refresh();
-        assert_eq!(s.diff.gutter, 12);
+        assert_eq!(s.view.diff.gutter, 12);
         // a long line in view
         let long_line = lines.iter().position(|l| l.len() > 120).unwrap();
-        s.diff_scroll = long_line;
+        s.view.diff_scroll = long_line;
         for (w, h) in [(160u16, 45u16), (200, 50), (240, 60)] {
             // the line's first columns on screen, after the gutter: count them
             let row = code_rows(&s, w, h)[0].clone();
@@ -457,7 +492,7 @@ fn the_code_keeps_80_columns_from_160_up() {
                 lines[long_line].chars().take(n).collect::<String>(),
                 "{w}"
             );
-            s.screen = (w, h);
+            s.view.screen = (w, h);
             assert_eq!(
                 view::code_cols(&s),
                 n,
@@ -466,6 +501,53 @@ fn the_code_keeps_80_columns_from_160_up() {
         }
         // 160 is where the rule starts: 80 exactly or more
         assert!(view::code_cols(&s) >= 80);
+    }
+}
+
+/// With the suite's longest name whole and 80 columns of code beside it, the operators table
+/// says each status in words at 160×45 (with the 8-wide history) and at 200×50 (beside the
+/// shapes pane, with a 4-wide one); the revisions spell their decisions out. Under 160 the
+/// table is compact.
+#[test]
+fn the_status_words_fit_at_160_and_200() {
+    let suite = Arc::new(crate::suite::Suite::load(crate::suite::SuiteSource::Embedded).unwrap());
+    let longest = suite
+        .problems
+        .iter()
+        .map(|p| p.name.clone())
+        .max_by_key(|n| n.chars().count())
+        .unwrap();
+    let mut s = AppState::new(
+        suite.clone(),
+        Model::new(&suite),
+        Theme::builtin("dark", true).unwrap(),
+        suite.hardware("H200").ok().cloned(),
+        std::env::temp_dir(),
+    );
+    for (w, h, table) in [
+        (120, 40, OpTable::Compact),
+        (160, 45, OpTable::Full),
+        (200, 50, OpTable::Words),
+        (240, 60, OpTable::Full),
+    ] {
+        assert_eq!(view::left_width(&s, w).1, table, "{w}");
+        s.select_op_name(&longest);
+        s.refresh();
+        let sc = screen(&s, w, h);
+        // its row in the operators table (its weight follows the name)
+        let row = sc
+            .lines()
+            .find(|l| l.contains(&longest) && l.contains('%'))
+            .unwrap_or_else(|| panic!("{w}: {longest} not whole\n{sc}"));
+        assert_eq!(
+            row.contains("· untouched"),
+            table != OpTable::Compact,
+            "{w}: {row}"
+        );
+        s.view.screen = (w, h);
+        if w >= 160 {
+            assert!(view::code_cols(&s) >= 80, "{w}");
+        }
     }
 }
 
@@ -479,7 +561,7 @@ fn snapshot_code_sideways_on_a_match() {
     for (w, h) in SIZES {
         let mut s = on_silu(w, h);
         send(&mut s, vec![AppEvent::Log(LogLevel::Error, LONG.into())]);
-        s.focus = PaneId::Diff;
+        s.view.focus = PaneId::Diff;
         send(&mut s, typed("/rounded"));
         send(&mut s, vec![press(KeyCode::Enter)]);
         send(&mut s, typed("nnL"));
@@ -505,7 +587,7 @@ fn snapshot_search_prompt_in_the_log() {
                 vec![AppEvent::Log(LogLevel::Info, format!("entry {i:02}"))],
             );
         }
-        s.focus = PaneId::Log;
+        s.view.focus = PaneId::Log;
         send(&mut s, typed("/compile"));
         let sc = screen(&s, w, h);
         assert!(sc.contains(" /compile "), "{sc}");

@@ -2,8 +2,13 @@
 //! the queue in the header's pool line; agents on two operators at once, each with its own
 //! controls and news.
 
-use super::*;
+use super::{fixture_state, screen, send};
 use crate::pool::{PoolStatus, SeatState, WorkerStatus};
+use crate::session::SessionEvent;
+use crate::tui::event::{AgentCtl, AgentMsg, AppEvent, Effect, press};
+use crate::tui::state::AppState;
+use crate::tui::view;
+use crossterm::event::KeyCode;
 
 fn worker(name: &str, host: &str, state: SeatState, restarts: u64) -> WorkerStatus {
     WorkerStatus {
@@ -125,7 +130,7 @@ fn agents_on_two_operators_run_at_once_each_with_its_own_controls() {
         })
         .collect();
     assert_eq!(started, vec!["rms_norm", "silu_and_mul"]);
-    assert_eq!(s.running_agents().len(), 2);
+    assert_eq!(s.work.running_agents().len(), 2);
     // News of one agent stays with it.
     send(
         &mut s,
@@ -134,8 +139,8 @@ fn agents_on_two_operators_run_at_once_each_with_its_own_controls() {
             AgentMsg::Stream("thinking about silu".into()),
         )],
     );
-    assert!(s.agents["rms_norm"].stream.is_empty());
-    assert_eq!(s.agents["silu_and_mul"].stream, "thinking about silu");
+    assert!(s.work.agents["rms_norm"].stream.is_empty());
+    assert_eq!(s.work.agents["silu_and_mul"].stream, "thinking about silu");
     // x drops out the selected operator's agent only.
     let fx = send(&mut s, vec![press(KeyCode::Char('x'))]);
     assert_eq!(
@@ -155,8 +160,8 @@ fn agents_on_two_operators_run_at_once_each_with_its_own_controls() {
             AgentMsg::Finished("stopped by the engineer".into()),
         )],
     );
-    assert!(s.running_agent("silu_and_mul").is_none());
-    assert!(s.running_agent("rms_norm").is_some());
+    assert!(s.work.running_agent("silu_and_mul").is_none());
+    assert!(s.work.running_agent("rms_norm").is_some());
     // Quitting stops every agent still running.
     let fx = send(&mut s, vec![press(KeyCode::Char('q'))]);
     let fx = if fx.is_empty() {

@@ -1,6 +1,11 @@
 //! Deep profiles (`p`): off the input loop, recorded, shown, handed to the agent, or refused.
 
-use super::*;
+use super::{fixture_state, last_event, screen, send};
+use crate::session::SessionEvent;
+use crate::tui::event::{AgentCtl, AppEvent, Effect, press};
+use crate::tui::view_state::PaneId;
+use crate::tui::workbench::WorkerState;
+use crossterm::event::KeyCode;
 
 fn profile_fx(fx: &[Effect]) -> (String, u32, u32) {
     match fx {
@@ -12,8 +17,8 @@ fn profile_fx(fx: &[Effect]) -> (String, u32, u32) {
 #[test]
 fn p_profiles_off_the_input_loop_and_shows_the_result() {
     let mut s = fixture_state(vec![]);
-    s.ncu = Some(Ok("/opt/cuda/bin/ncu".into()));
-    let largest = crate::profile::largest_shape(s.suite.problem("rms_norm").unwrap()).unwrap();
+    s.work.ncu = Some(Ok("/opt/cuda/bin/ncu".into()));
+    let largest = crate::profile::largest_shape(s.work.suite.problem("rms_norm").unwrap()).unwrap();
     // No shape selected: the operator's largest.
     let fx = send(&mut s, vec![press(KeyCode::Char('p'))]);
     assert_eq!(profile_fx(&fx), ("rms_norm".into(), 1, largest));
@@ -26,11 +31,11 @@ fn p_profiles_off_the_input_loop_and_shows_the_result() {
         Some(std::path::Path::new("/opt/cuda/bin/ncu"))
     );
     assert_eq!(
-        s.phase,
+        s.view.phase,
         crate::suite::PhaseFilter::All,
         "p no longer filters"
     );
-    let progress = &s.ui_log.last().unwrap().text;
+    let progress = &s.work.ui_log.last().unwrap().text;
     assert_eq!(
         progress,
         &format!(
@@ -40,9 +45,16 @@ fn p_profiles_off_the_input_loop_and_shows_the_result() {
     assert!(screen(&s, 200, 50).contains("profiling rms_norm v1"));
     // One profile at a time.
     assert!(send(&mut s, vec![press(KeyCode::Char('p'))]).is_empty());
-    assert!(s.ui_log.last().unwrap().text.contains("being profiled"));
+    assert!(
+        s.work
+            .ui_log
+            .last()
+            .unwrap()
+            .text
+            .contains("being profiled")
+    );
     // The result: recorded, findings in the log, gauges in the shapes pane.
-    let n = s.journal.len();
+    let n = s.work.journal.len();
     let prof = crate::profile::fixture("rms_norm", 1, largest);
     let fx = send(
         &mut s,
@@ -53,17 +65,21 @@ fn p_profiles_off_the_input_loop_and_shows_the_result() {
         }],
     );
     assert!(fx.is_empty());
-    assert!(s.profiling.is_none());
-    assert_eq!(s.journal.len(), n + 1);
+    assert!(s.work.profiling.is_none());
+    assert_eq!(s.work.journal.len(), n + 1);
     assert!(matches!(
         last_event(&s),
         SessionEvent::Profile { rev: 1, .. }
     ));
     assert_eq!(
-        s.model.ops["rms_norm"].rev(1).unwrap().profile.as_deref(),
+        s.work.model.ops["rms_norm"]
+            .rev(1)
+            .unwrap()
+            .profile
+            .as_deref(),
         Some(&prof)
     );
-    let log: Vec<&str> = s.model.log.iter().map(|l| l.text.as_str()).collect();
+    let log: Vec<&str> = s.work.model.log.iter().map(|l| l.text.as_str()).collect();
     assert!(
         log.contains(
             &"finding [latency_bound] rms_norm_kernel: latency-bound: neither memory nor compute is near its peak — memory 17%, SM 31%; top stall long_scoreboard (3.9 cycles per instruction)"
@@ -74,7 +90,7 @@ fn p_profiles_off_the_input_loop_and_shows_the_result() {
         log.iter().filter(|l| l.starts_with("finding [")).count(),
         prof.findings.len()
     );
-    s.focus = PaneId::Gauges;
+    s.view.focus = PaneId::Gauges;
     let big = screen(&s, 200, 50);
     assert!(big.contains("profile · #"), "{big}");
     assert!(big.contains("occupancy"), "{big}");
@@ -90,12 +106,16 @@ fn p_profiles_off_the_input_loop_and_shows_the_result() {
         &mut s,
         vec![press(KeyCode::Char('j')), press(KeyCode::Char('j'))],
     );
-    assert_eq!(s.shape_sel, Some(1));
-    let second = s.shape_info["rms_norm"][1].id;
+    assert_eq!(s.view.shape_sel, Some(1));
+    let second = s.work.shape_info["rms_norm"][1].id;
     let fx = send(&mut s, vec![press(KeyCode::Char('p'))]);
     assert_eq!(profile_fx(&fx), ("rms_norm".into(), 1, second));
     // Counters not permitted: one line, nothing else changes.
-    let (n, logn, mlog) = (s.journal.len(), s.ui_log.len(), s.model.log.len());
+    let (n, logn, mlog) = (
+        s.work.journal.len(),
+        s.work.ui_log.len(),
+        s.work.model.log.len(),
+    );
     send(
         &mut s,
         vec![AppEvent::Profiled {
@@ -104,26 +124,31 @@ fn p_profiles_off_the_input_loop_and_shows_the_result() {
             result: Err("ncu is not permitted to read the GPU's performance counters on this machine (ERR_NVGPUCTRPERM); event-timing gauges still work".into()),
         }],
     );
-    assert_eq!(s.journal.len(), n);
-    assert_eq!(s.model.log.len(), mlog);
-    assert_eq!(s.ui_log.len(), logn + 1);
+    assert_eq!(s.work.journal.len(), n);
+    assert_eq!(s.work.model.log.len(), mlog);
+    assert_eq!(s.work.ui_log.len(), logn + 1);
     assert!(
-        s.ui_log
+        s.work
+            .ui_log
             .last()
             .unwrap()
             .text
             .starts_with("cannot profile rms_norm v1: ncu is not permitted")
     );
     assert_eq!(
-        s.model.ops["rms_norm"].rev(1).unwrap().profile.as_deref(),
+        s.work.model.ops["rms_norm"]
+            .rev(1)
+            .unwrap()
+            .profile
+            .as_deref(),
         Some(&prof),
         "the earlier profile stays"
     );
-    assert!(s.profiling.is_none());
+    assert!(s.work.profiling.is_none());
     // Changing the operator forgets the shape.
-    s.focus = PaneId::Operators;
+    s.view.focus = PaneId::Operators;
     send(&mut s, vec![press(KeyCode::Char('g'))]);
-    assert_eq!(s.shape_sel, None);
+    assert_eq!(s.view.shape_sel, None);
 }
 
 #[test]
@@ -156,21 +181,21 @@ fn profiling_without_a_gpu_or_ncu_is_one_line_and_nothing_else() {
             "cannot profile rms_norm v1: no GPU: browse and replay only (no CUDA driver)",
         ),
         (
-            s.worker.clone(),
+            s.work.worker.clone(),
             Some(Err(
                 "ncu (Nsight Compute) not found on PATH or in the CUDA installation: deep profiles are unavailable; event-timing gauges still work".to_string(),
             )),
             "cannot profile rms_norm v1: ncu (Nsight Compute) not found",
         ),
     ] {
-        s.worker = worker;
-        s.ncu = ncu;
-        let (n, logn, mlog) = (s.journal.len(), s.ui_log.len(), s.model.log.len());
+        s.work.worker = worker;
+        s.work.ncu = ncu;
+        let (n, logn, mlog) = (s.work.journal.len(), s.work.ui_log.len(), s.work.model.log.len());
         let fx = send(&mut s, vec![press(KeyCode::Char('p'))]);
         assert!(fx.is_empty(), "{fx:?}");
-        assert_eq!(s.ui_log.len(), logn + 1);
-        assert!(s.ui_log.last().unwrap().text.starts_with(says), "{:?}", s.ui_log.last());
-        assert_eq!((s.journal.len(), s.model.log.len()), (n, mlog));
-        assert!(s.profiling.is_none());
+        assert_eq!(s.work.ui_log.len(), logn + 1);
+        assert!(s.work.ui_log.last().unwrap().text.starts_with(says), "{:?}", s.work.ui_log.last());
+        assert_eq!((s.work.journal.len(), s.work.model.log.len()), (n, mlog));
+        assert!(s.work.profiling.is_none());
     }
 }

@@ -1,6 +1,17 @@
 //! Replay: stepping and seeking, the recorded-session picker, the operator it opens on.
 
-use super::*;
+use super::{fixture_state, screen, send};
+use crate::session::fixtures::{demo_events, fixture_suite, records, revision};
+use crate::session::{Author, Model, SessionEvent};
+use crate::tui::event::{AppEvent, Effect, press};
+use crate::tui::keymap;
+use crate::tui::startup::recorded_sessions;
+use crate::tui::state::AppState;
+use crate::tui::theme::Theme;
+use crate::tui::view_state::Modal;
+use crate::tui::workbench::WorkerState;
+use crossterm::event::KeyCode;
+use std::sync::Arc;
 
 #[test]
 fn replay_steps_seek_and_rebuild_from_events_alone() {
@@ -14,7 +25,7 @@ fn replay_steps_seek_and_rebuild_from_events_alone() {
         std::env::temp_dir(),
     );
     s.start_replay("demo".into(), recs.clone(), vec![]);
-    assert_eq!(s.replay.as_ref().unwrap().pos, recs.len());
+    assert_eq!(s.work.replay.as_ref().unwrap().pos, recs.len());
     for (keys, pos) in [
         (vec![','], recs.len() - 1),
         (vec!['[', '['], recs.len() - 21),
@@ -26,9 +37,9 @@ fn replay_steps_seek_and_rebuild_from_events_alone() {
             &mut s,
             keys.into_iter().map(|c| press(KeyCode::Char(c))).collect(),
         );
-        assert_eq!(s.replay.as_ref().unwrap().pos, pos);
+        assert_eq!(s.work.replay.as_ref().unwrap().pos, pos);
         assert!(
-            s.model == Model::from_records(&suite, &recs[..pos]),
+            s.work.model == Model::from_records(&suite, &recs[..pos]),
             "state at {pos} differs from a rebuild"
         );
     }
@@ -36,21 +47,21 @@ fn replay_steps_seek_and_rebuild_from_events_alone() {
         &mut s,
         vec![press(KeyCode::Char('0')), press(KeyCode::Char('r'))],
     );
-    let pos = s.replay.as_ref().unwrap().pos;
+    let pos = s.work.replay.as_ref().unwrap().pos;
     assert!(matches!(
         recs[pos - 1].event,
         SessionEvent::Revision { rev: 0, .. }
     ));
     // read-only: decisions are refused, play starts a timer
-    let n = s.model.applied;
+    let n = s.work.model.applied;
     send(&mut s, vec![press(KeyCode::Char('y'))]);
-    assert_eq!(s.model.applied, n);
+    assert_eq!(s.work.model.applied, n);
     let fx = send(&mut s, vec![press(KeyCode::Char(' '))]);
     assert!(matches!(fx[..], [Effect::Playback(Some(_))]));
-    let before = s.replay.as_ref().unwrap().pos;
+    let before = s.work.replay.as_ref().unwrap().pos;
     send(&mut s, vec![AppEvent::Tick]);
-    assert_eq!(s.replay.as_ref().unwrap().pos, before + 1);
-    assert!(s.journal.is_empty(), "replay writes nothing");
+    assert_eq!(s.work.replay.as_ref().unwrap().pos, before + 1);
+    assert!(s.work.journal.is_empty(), "replay writes nothing");
 }
 
 #[test]
@@ -62,7 +73,7 @@ fn without_a_gpu_the_recorded_sessions_are_offered() {
     std::fs::write(dir.join("current.jsonl"), "{}\n{}\n").unwrap();
     std::fs::write(dir.join("started-only.jsonl"), "{}\n").unwrap();
     std::fs::write(dir.join("notes.txt"), "x").unwrap();
-    let files = super::recorded_sessions(&dir, Some("current.jsonl"));
+    let files = recorded_sessions(&dir, Some("current.jsonl"));
     let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
     assert_eq!(
         names,
@@ -76,13 +87,13 @@ fn without_a_gpu_the_recorded_sessions_are_offered() {
     assert!(files[1].path.is_none() && files[1].events.unwrap() > 100);
     // Hello fails: the picker opens.
     let mut s = fixture_state(vec![]);
-    s.worker = WorkerState::Starting;
-    s.recorded_sessions = files;
+    s.work.worker = WorkerState::Starting;
+    s.work.recorded_sessions = files;
     send(
         &mut s,
         vec![AppEvent::Hello(Err("no CUDA driver (libcuda.so.1)".into()))],
     );
-    assert!(matches!(s.modal, Modal::Sessions { sel: 0 }));
+    assert!(matches!(s.view.modal, Modal::Sessions { sel: 0 }));
     let sc = screen(&s, 80, 24);
     assert!(
         sc.contains("no GPU: browse and replay only — open a recorded session?"),
@@ -98,13 +109,13 @@ fn without_a_gpu_the_recorded_sessions_are_offered() {
         &mut s,
         vec![press(KeyCode::Char('j')), press(KeyCode::Char('j'))],
     );
-    assert!(matches!(s.modal, Modal::Sessions { sel: 2 }));
+    assert!(matches!(s.view.modal, Modal::Sessions { sel: 2 }));
     let fx = send(&mut s, vec![press(KeyCode::Enter)]);
     let [Effect::OpenReplay(f)] = &fx[..] else {
         panic!("{fx:?}")
     };
     assert_eq!(f.name, "demo-agent-tuner.jsonl");
-    assert!(matches!(s.modal, Modal::None));
+    assert!(matches!(s.view.modal, Modal::None));
     // The runtime reads it (built in) and hands it back: replay mode, as `atrex-tui replay`.
     let text = crate::session::demos::demo(&f.name).unwrap();
     let mut loaded = crate::session::parse_text(&f.name, text).unwrap();
@@ -117,26 +128,26 @@ fn without_a_gpu_the_recorded_sessions_are_offered() {
             result: Ok((records.into(), loaded)),
         }],
     );
-    let r = s.replay.as_ref().expect("replay mode");
+    let r = s.work.replay.as_ref().expect("replay mode");
     assert_eq!((r.pos, r.records.len()), (n, n));
     assert!(screen(&s, 120, 30).contains("replay demo-agent-tuner.jsonl"));
     // Read-only: decisions are refused.
-    let before = s.model.applied;
+    let before = s.work.model.applied;
     send(&mut s, vec![press(KeyCode::Char('y'))]);
-    assert_eq!(s.model.applied, before);
+    assert_eq!(s.work.model.applied, before);
     // Esc dismisses; a GPU-less hello in replay does not offer again.
     let mut s = fixture_state(vec![]);
-    s.recorded_sessions = super::recorded_sessions(&dir, None);
+    s.work.recorded_sessions = recorded_sessions(&dir, None);
     send(&mut s, vec![AppEvent::Hello(Err("none".into()))]);
-    assert!(matches!(s.modal, Modal::Sessions { .. }));
+    assert!(matches!(s.view.modal, Modal::Sessions { .. }));
     let fx = send(&mut s, vec![press(KeyCode::Esc)]);
     assert!(fx.is_empty());
-    assert!(matches!(s.modal, Modal::None));
-    assert!(s.replay.is_none());
+    assert!(matches!(s.view.modal, Modal::None));
+    assert!(s.work.replay.is_none());
     // Nothing recorded: no picker.
     let mut s = fixture_state(vec![]);
     send(&mut s, vec![AppEvent::Hello(Err("none".into()))]);
-    assert!(matches!(s.modal, Modal::None));
+    assert!(matches!(s.view.modal, Modal::None));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -168,8 +179,8 @@ fn replay_opens_on_the_operator_of_the_latest_revision() {
         );
         s.start_replay("demo".into(), records(events), vec![]);
         assert_eq!(s.selected_op().as_deref(), Some(op));
-        let o = &s.model.ops[op];
-        assert_eq!(o.revisions[s.rev_sel].rev, rev);
+        let o = &s.work.model.ops[op];
+        assert_eq!(o.revisions[s.view.rev_sel].rev, rev);
     }
 }
 
@@ -253,6 +264,7 @@ fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
     }
     // Only the revision shown holds whole results.
     let held: usize = b
+        .work
         .model
         .ops
         .values()
@@ -268,12 +280,12 @@ fn a_large_replay_reads_the_results_it_shows_and_shows_what_a_whole_one_does() {
 #[test]
 fn q_in_a_replay_from_the_picker_goes_back_to_the_picker() {
     let mut s = fixture_state(vec![]);
-    s.worker = WorkerState::Starting;
-    s.recorded_sessions = super::recorded_sessions(&std::env::temp_dir().join("none"), None);
+    s.work.worker = WorkerState::Starting;
+    s.work.recorded_sessions = recorded_sessions(&std::env::temp_dir().join("none"), None);
     send(&mut s, vec![AppEvent::Hello(Err("none".into()))]);
-    assert!(matches!(s.modal, Modal::Sessions { sel: 0 }));
-    let live = s.model.clone();
-    let (op, rev) = (s.selected_op(), s.rev_sel);
+    assert!(matches!(s.view.modal, Modal::Sessions { sel: 0 }));
+    let live = s.work.model.clone();
+    let (op, rev) = (s.selected_op(), s.view.rev_sel);
     send(&mut s, vec![press(KeyCode::Char('j'))]);
     let fx = send(&mut s, vec![press(KeyCode::Enter)]);
     let [Effect::OpenReplay(f)] = &fx[..] else {
@@ -289,8 +301,8 @@ fn q_in_a_replay_from_the_picker_goes_back_to_the_picker() {
             result: Ok((recs.into(), loaded)),
         }],
     );
-    assert!(s.replay.as_ref().is_some_and(|r| r.back.is_some()));
-    assert_ne!(s.model, live);
+    assert!(s.work.replay.as_ref().is_some_and(|r| r.back.is_some()));
+    assert_ne!(s.work.model, live);
     // the key bar says where q goes
     let bar = keymap::key_bar(&s);
     assert!(
@@ -302,14 +314,14 @@ fn q_in_a_replay_from_the_picker_goes_back_to_the_picker() {
     assert!(matches!(fx[..], [Effect::Playback(Some(_))]));
     let fx = send(&mut s, vec![press(KeyCode::Char('q'))]);
     assert_eq!(fx, vec![Effect::Playback(None)]);
-    assert!(!s.quit && s.replay.is_none());
-    assert!(matches!(s.modal, Modal::Sessions { sel: 1 }));
-    assert_eq!(s.model, live);
-    assert_eq!((s.selected_op(), s.rev_sel), (op, rev));
+    assert!(!s.work.quit && s.work.replay.is_none());
+    assert!(matches!(s.view.modal, Modal::Sessions { sel: 1 }));
+    assert_eq!(s.work.model, live);
+    assert_eq!((s.selected_op(), s.view.rev_sel), (op, rev));
     assert!(screen(&s, 80, 24).contains("open a recorded session?"));
     // q in the picker dismisses it; q at the top level quits
     assert!(send(&mut s, vec![press(KeyCode::Char('q'))]).is_empty());
-    assert!(matches!(s.modal, Modal::None));
+    assert!(matches!(s.view.modal, Modal::None));
     assert_eq!(keymap::key_bar(&s).last(), Some(&("q", "quit")));
     assert_eq!(
         send(&mut s, vec![press(KeyCode::Char('q'))]),
@@ -317,7 +329,7 @@ fn q_in_a_replay_from_the_picker_goes_back_to_the_picker() {
     );
     // `atrex-tui replay FILE`: q quits
     let mut s = fixture_state(vec![]);
-    let suite = s.suite.clone();
+    let suite = s.work.suite.clone();
     s.start_replay("demo.jsonl".into(), records(demo_events(&suite)), vec![]);
     assert_eq!(
         send(&mut s, vec![press(KeyCode::Char('q'))]),

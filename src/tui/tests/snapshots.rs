@@ -1,7 +1,19 @@
 //! insta snapshots of the screens, panes and overlays at the supported sizes, and layout at
 //! real-suite widths.
 
-use super::*;
+use super::{fixture_state, render, screen, send};
+use crate::session::fixtures::{demo_events, fixture_suite, records};
+use crate::session::{Model, SessionEvent};
+use crate::tui::event::press;
+use crate::tui::state::AppState;
+use crate::tui::theme::Theme;
+use crate::tui::view;
+use crate::tui::view_state::PaneId;
+use crate::tui::workbench::WorkerState;
+use crossterm::event::KeyCode;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use std::sync::Arc;
 
 #[test]
 fn snapshot_main_80x24() {
@@ -34,7 +46,7 @@ fn snapshot_help_overlay() {
 #[test]
 fn snapshot_diff_pane_with_a_compile_error() {
     let mut s = fixture_state(vec![]);
-    s.rev_sel = 2; // v2: compile error, diff against v1
+    s.view.rev_sel = 2; // v2: compile error, diff against v1
     s.refresh();
     let mut t = Terminal::new(TestBackend::new(90, 16)).unwrap();
     t.draw(|f| view::draw_diff(f, f.area(), &s)).unwrap();
@@ -66,7 +78,7 @@ fn snapshot_replay_bar() {
         suite.hardware("H200").ok().cloned(),
         std::env::temp_dir(),
     );
-    s.worker = WorkerState::NoGpu("none".into());
+    s.work.worker = WorkerState::NoGpu("none".into());
     s.start_replay("demo.jsonl".into(), recs, vec![]);
     send(
         &mut s,
@@ -81,7 +93,7 @@ fn snapshot_replay_bar() {
 #[test]
 fn light_theme_and_256_colours_render() {
     let mut s = fixture_state(vec![]);
-    s.theme = Theme::builtin("light", false).unwrap();
+    s.view.theme = Theme::builtin("light", false).unwrap();
     let t = render(&s, 80, 24);
     let cell = &t.backend().buffer()[(0, 0)];
     assert!(
@@ -97,7 +109,7 @@ fn snapshot_gauges_pane_with_a_profile() {
         rev: 1,
         profile: Box::new(crate::profile::fixture("rms_norm", 1, 3)),
     }]);
-    s.focus = PaneId::Gauges;
+    s.view.focus = PaneId::Gauges;
     let mut t = Terminal::new(TestBackend::new(70, 30)).unwrap();
     t.draw(|f| view::draw_gauges(f, f.area(), &s)).unwrap();
     let out = t.backend().to_string();
@@ -152,7 +164,7 @@ fn names_whole_and_the_diff_wide_enough() {
         suite.hardware("H200").ok().cloned(),
         std::env::temp_dir(),
     );
-    s.op_sel = s.visible_ops().iter().position(|o| *o == longest).unwrap();
+    s.view.op_sel = s.visible_ops().iter().position(|o| *o == longest).unwrap();
     s.refresh();
     for (w, h) in [(120u16, 40u16), (160, 45), (200, 50), (240, 60)] {
         let text = screen(&s, w, h);

@@ -1,6 +1,15 @@
 //! Frame timing on the real suite (ignored; run by hand).
 
-use super::*;
+use super::render;
+use crate::session::fixtures::{measured, records, revision};
+use crate::session::{Author, Model};
+use crate::tui::highlight::Highlighter;
+use crate::tui::state::AppState;
+use crate::tui::theme::Theme;
+use crate::tui::view;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use std::sync::Arc;
 
 /// Frame timing: `cargo test --release --lib frame_timing -- --ignored --nocapture`.
 #[test]
@@ -52,7 +61,7 @@ fn frame_timing() {
         suite.hardware("H200").ok().cloned(),
         std::env::temp_dir(),
     );
-    s.highlighter = Some(Arc::new(Highlighter::new("OneHalfDark", true).unwrap()));
+    s.view.highlighter = Some(Arc::new(Highlighter::new("OneHalfDark", true).unwrap()));
     s.refresh();
     let big = suite
         .problems
@@ -62,7 +71,7 @@ fn frame_timing() {
         .name
         .clone();
     let i = s.visible_ops().iter().position(|o| *o == big).unwrap();
-    s.op_sel = i;
+    s.view.op_sel = i;
     s.refresh();
     let mut term = Terminal::new(TestBackend::new(200, 50)).unwrap();
     let mut times = Vec::new();
@@ -75,7 +84,8 @@ fn frame_timing() {
     println!(
         "frame timing at 200x50: {} shapes, {} revisions: first frame {first_ms:.1} ms (suite load + state + draw); frame median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
         suite.shape_count(),
-        s.model
+        s.work
+            .model
             .ops
             .values()
             .map(|o| o.revisions.len())

@@ -1,28 +1,31 @@
 //! The agents in the app, one per operator and running at once: their news (recorded events,
 //! streamed text, tool calls) and starting / stopping the selected operator's.
 
-use super::*;
+use super::standing::standing_after_accept;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
+use crate::tui::event::{AgentCtl, AgentMsg, Effect};
+use crate::tui::state::AppState;
+use crate::tui::workbench::{AgentView, TOOL_LINES, ToolLine};
 
 pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effect> {
     match m {
         AgentMsg::Record(ev) => {
             let select = match &ev {
                 SessionEvent::Revision { op: rop, rev, .. } => {
-                    if let Some(a) = state.agents.get_mut(op) {
+                    if let Some(a) = state.work.agents.get_mut(op) {
                         a.new_iteration();
                     }
                     (state.selected_op().as_deref() == Some(rop.as_str())).then_some(*rev)
                 }
                 SessionEvent::AgentState { state: st, .. } if st == "failed" || st == "stopped" => {
-                    if let Some(a) = state.agents.get_mut(op) {
+                    if let Some(a) = state.work.agents.get_mut(op) {
                         a.new_iteration();
                     }
                     None
                 }
                 SessionEvent::ToolCall { .. } => {
-                    if let Some(a) = state.agents.get_mut(op) {
+                    if let Some(a) = state.work.agents.get_mut(op) {
                         a.tool_ended(&ev);
                     }
                     None
@@ -38,7 +41,7 @@ pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effec
                 } => Some((op.clone(), *rev)),
                 _ => None,
             };
-            state.record(ev);
+            state.work.record(ev);
             if let Some(r) = select {
                 state.select_rev_number(r);
             }
@@ -48,7 +51,7 @@ pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effec
             }
         }
         AgentMsg::Stream(t) => {
-            if let Some(a) = state.agents.get_mut(op) {
+            if let Some(a) = state.work.agents.get_mut(op) {
                 a.stream.push_str(&t);
                 if a.stream.len() > 8000 {
                     let cut = a.stream.len() - 4000;
@@ -60,7 +63,7 @@ pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effec
             }
         }
         AgentMsg::ToolStarted { name, args } => {
-            if let Some(a) = state.agents.get_mut(op) {
+            if let Some(a) = state.work.agents.get_mut(op) {
                 a.tools.push(ToolLine {
                     text: format!("{name}({args}) …"),
                     ok: None,
@@ -71,17 +74,19 @@ pub(crate) fn on_agent(state: &mut AppState, op: &str, m: AgentMsg) -> Vec<Effec
             }
         }
         AgentMsg::StreamReset => {
-            if let Some(a) = state.agents.get_mut(op) {
+            if let Some(a) = state.work.agents.get_mut(op) {
                 a.stream.clear();
             }
         }
         AgentMsg::Finished(reason) => {
-            if let Some(a) = state.agents.get_mut(op) {
+            if let Some(a) = state.work.agents.get_mut(op) {
                 a.running = false;
                 a.stopping = false;
                 a.stream.clear();
             }
-            state.log(LogLevel::Info, format!("agent on {op} finished: {reason}"));
+            state
+                .work
+                .log(LogLevel::Info, format!("agent on {op} finished: {reason}"));
         }
     }
     vec![]
@@ -93,29 +98,31 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
     let Some(op) = state.selected_op() else {
         return vec![];
     };
-    if let Some(a) = state.agents.get_mut(&op)
+    if let Some(a) = state.work.agents.get_mut(&op)
         && a.running
     {
         a.stopping = true;
-        state.log(
+        state.work.log(
             LogLevel::Info,
             format!("agent on {op}: stopping after the current step"),
         );
         return vec![Effect::Agent(op, AgentCtl::Stop)];
     }
-    if let Err(e) = state.can_measure() {
-        state.log(LogLevel::Warn, format!("agent: cannot start on {op}: {e}"));
+    if let Err(e) = state.work.can_measure() {
+        state
+            .work
+            .log(LogLevel::Warn, format!("agent: cannot start on {op}: {e}"));
         return vec![];
     }
-    let cfg = match &state.agent_cfg {
+    let cfg = match &state.work.agent_cfg {
         Ok(c) => c.clone(),
         Err(e) => {
-            state.log(LogLevel::Error, format!("agent: {e}"));
+            state.work.log(LogLevel::Error, format!("agent: {e}"));
             return vec![];
         }
     };
-    let Some((st, sources)) = crate::agent::setup::restore(&state.model, &op) else {
-        state.log(
+    let Some((st, sources)) = crate::agent::setup::restore(&state.work.model, &op) else {
+        state.work.log(
             LogLevel::Warn,
             format!("agent: {op} has no kernel yet (no baseline.cu)"),
         );
@@ -123,21 +130,22 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
     };
     // The incumbent must be in the session before the agent measures it.
     if let Some(r) = state
+        .work
         .model
         .ops
         .get(&op)
         .and_then(|o| o.rev(st.incumbent_rev))
         .cloned()
     {
-        state.ensure_recorded(&op, &r);
+        state.work.ensure_recorded(&op, &r);
     }
     let backend = match &cfg.endpoint {
         Some(e) => format!("{} ({})", e.model, e.kind.name()),
         None => "tuner".to_string(),
     };
     let masked = st.history.iter().filter(|h| h.masked).count();
-    let others = state.running_agents().len();
-    state.log(
+    let others = state.work.running_agents().len();
+    state.work.log(
         LogLevel::Info,
         format!(
             "agent: {backend} on {op} from v{} ({} revisions remembered{}); y/n decide, s steers, x drops out, a stops{}",
@@ -155,7 +163,7 @@ pub(crate) fn toggle_agent(state: &mut AppState) -> Vec<Effect> {
             }
         ),
     );
-    state.agents.insert(
+    state.work.agents.insert(
         op.clone(),
         AgentView {
             op: op.clone(),

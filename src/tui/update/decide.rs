@@ -1,21 +1,23 @@
 //! Accepting and rejecting revisions (by the engineer; a running agent hears of it).
 
-use super::*;
+use super::standing::standing_after_accept;
 use crate::session::model::LogLevel;
 use crate::session::{DecidedBy, Decision, RevVerdict, SessionEvent};
+use crate::tui::event::{AgentCtl, Effect};
+use crate::tui::state::AppState;
 
 /// y / n on the selected revision; a running agent hears of decisions on its operator.
 /// An accepted revision becomes the operator's record in the standing.
 pub(crate) fn decide_selected(state: &mut AppState, accept: bool) -> Vec<Effect> {
-    let before = state.journal.len();
+    let before = state.work.journal.len();
     decide(state, accept);
     let mut fx = vec![];
-    if state.journal.len() > before
+    if state.work.journal.len() > before
         && let Some(SessionEvent::Decision {
             op, rev, decision, ..
-        }) = state.journal.last().map(|r| r.event.clone())
+        }) = state.work.journal.last().map(|r| r.event.clone())
     {
-        if state.running_agent(&op).is_some() {
+        if state.work.running_agent(&op).is_some() {
             fx.push(Effect::Agent(
                 op.clone(),
                 AgentCtl::Decided { rev, decision },
@@ -32,8 +34,8 @@ pub(crate) fn decide_selected(state: &mut AppState, accept: bool) -> Vec<Effect>
 /// `waiting (vN: …)`).
 pub fn offered_rev(state: &AppState) -> Option<(String, u32)> {
     let op = state.selected_op()?;
-    state.running_agent(&op)?;
-    let run = state.model.agents.get(&op)?;
+    state.work.running_agent(&op)?;
+    let run = state.work.model.agents.get(&op)?;
     if run.state != "waiting" {
         return None;
     }
@@ -49,7 +51,7 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
         && state.selected_rev().map(|r| r.rev) != Some(rev)
     {
         state.select_rev_number(rev);
-        state.log(
+        state.work.log(
             LogLevel::Info,
             format!(
                 "{} {op} v{rev}: the revision the agent waits on",
@@ -65,7 +67,7 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
             RevVerdict::Score(_) => {}
             RevVerdict::Unmeasured => {
                 // The standing's measurement of this very source is the revision's.
-                let standing = state.standing_measurement(&op, &r).map(|e| {
+                let standing = state.work.standing_measurement(&op, &r).map(|e| {
                     let m = &e.record.measurement;
                     (
                         e.fresh(),
@@ -81,8 +83,8 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
                 });
                 match standing {
                     Some((true, _, figure)) => {
-                        if state.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev) {
-                            state.log(
+                        if state.work.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev) {
+                            state.work.log(
                                 LogLevel::Info,
                                 format!(
                                     "{op} v{} is already the incumbent (the standing measured it: {figure})",
@@ -93,7 +95,7 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
                         }
                     }
                     Some((false, why, figure)) => {
-                        state.log(
+                        state.work.log(
                             LogLevel::Warn,
                             format!(
                                 "cannot accept {op} v{}: the standing's measurement of it ({figure}) is stale here ({why}); m measures it",
@@ -103,7 +105,7 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
                         return;
                     }
                     None => {
-                        state.log(
+                        state.work.log(
                             LogLevel::Warn,
                             format!(
                                 "cannot accept {op} v{}: not measured yet (m measures it)",
@@ -115,14 +117,14 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
                 }
             }
             RevVerdict::Measuring => {
-                state.log(
+                state.work.log(
                     LogLevel::Warn,
                     format!("cannot accept {op} v{}: still measuring", r.rev),
                 );
                 return;
             }
             RevVerdict::Interrupted => {
-                state.log(
+                state.work.log(
                     LogLevel::Warn,
                     format!(
                         "cannot accept {op} v{}: its measurement was interrupted (m measures it again)",
@@ -132,24 +134,24 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
                 return;
             }
             v => {
-                state.log(
+                state.work.log(
                     LogLevel::Warn,
                     format!("cannot accept {op} v{}: {}", r.rev, v.label()),
                 );
                 return;
             }
         }
-        if state.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev)
+        if state.work.model.ops.get(&op).and_then(|o| o.incumbent) == Some(r.rev)
             && r.decision == Some(Decision::Accepted)
         {
-            state.log(
+            state.work.log(
                 LogLevel::Info,
                 format!("{op} v{} is already the incumbent", r.rev),
             );
             return;
         }
     } else if r.author.is_start() {
-        state.log(
+        state.work.log(
             LogLevel::Warn,
             format!(
                 "{op} v0 is where the session started ({}); it cannot be rejected",
@@ -158,8 +160,8 @@ pub(crate) fn decide(state: &mut AppState, accept: bool) {
         );
         return;
     }
-    state.ensure_recorded(&op, &r);
-    state.record(SessionEvent::Decision {
+    state.work.ensure_recorded(&op, &r);
+    state.work.record(SessionEvent::Decision {
         op,
         rev: r.rev,
         decision: if accept {

@@ -1,8 +1,11 @@
 //! Hand edits: the built-in editor, $EDITOR with a watched file, and saved files.
 
-use super::*;
 use crate::session::model::LogLevel;
+use crate::tui::event::Effect;
 use crate::tui::keymap::Action;
+use crate::tui::state::AppState;
+use crate::tui::view_state::{EditorState, Modal};
+use crate::tui::workbench::Watch;
 use crossterm::event::KeyEvent;
 use ratatui_textarea::{CursorMove, TextArea};
 use std::path::PathBuf;
@@ -12,13 +15,15 @@ pub(crate) fn on_file(
     path: PathBuf,
     content: Result<String, String>,
 ) -> Vec<Effect> {
-    let Some(w) = state.watches.get(&path).cloned() else {
+    let Some(w) = state.work.watches.get(&path).cloned() else {
         return vec![];
     };
     let content = match content {
         Ok(c) => c,
         Err(e) => {
-            state.log(LogLevel::Warn, format!("{}: {e}", path.display()));
+            state
+                .work
+                .log(LogLevel::Warn, format!("{}: {e}", path.display()));
             return vec![];
         }
     };
@@ -26,7 +31,7 @@ pub(crate) fn on_file(
         return vec![];
     }
     let (rev, fx) = state.save_human(&w.op, w.last_rev, content.clone(), "external");
-    state.watches.insert(
+    state.work.watches.insert(
         path,
         Watch {
             op: w.op.clone(),
@@ -49,15 +54,15 @@ pub(crate) fn open_editor(state: &mut AppState) {
     } else {
         lines
     });
-    ta.set_line_number_style(ratatui::style::Style::default().fg(state.theme.gutter));
-    ta.set_cursor_line_style(ratatui::style::Style::default().bg(state.theme.selection_bg));
+    ta.set_line_number_style(ratatui::style::Style::default().fg(state.view.theme.gutter));
+    ta.set_cursor_line_style(ratatui::style::Style::default().bg(state.view.theme.selection_bg));
     if let Some(d) = r.as_ref().and_then(|r| r.measurement.diagnostics.first()) {
         ta.move_cursor(CursorMove::Jump(
             d.line.saturating_sub(1).min(u16::MAX as usize) as u16,
             0,
         ));
     }
-    state.modal = Modal::Editor(Box::new(EditorState {
+    state.view.modal = Modal::Editor(Box::new(EditorState {
         op,
         base: r.as_ref().map(|r| r.rev),
         base_source: source,
@@ -72,13 +77,13 @@ pub(crate) fn open_editor(state: &mut AppState) {
 
 pub(crate) fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
     let action = crate::tui::keymap::action(&k, &crate::tui::keymap::Ctx::editor());
-    let Modal::Editor(ed) = &mut state.modal else {
+    let Modal::Editor(ed) = &mut state.view.modal else {
         return vec![];
     };
     if action == Some(Action::EditorSave) {
         let text = ed.text();
         if text == ed.base_source {
-            state.log(
+            state.work.log(
                 LogLevel::Info,
                 "nothing to save: the text is unchanged".into(),
             );
@@ -86,7 +91,7 @@ pub(crate) fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
         }
         let (op, base) = (ed.op.clone(), ed.base);
         let (rev, fx) = state.save_human(&op, base, text.clone(), "editor");
-        if let Modal::Editor(ed) = &mut state.modal {
+        if let Modal::Editor(ed) = &mut state.view.modal {
             ed.base = Some(rev);
             ed.base_source = text;
             ed.saved = Some(rev);
@@ -99,7 +104,7 @@ pub(crate) fn editor_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
             ed.confirm_discard = true;
             return vec![];
         }
-        state.modal = Modal::None;
+        state.view.modal = Modal::None;
         return vec![];
     }
     ed.confirm_discard = false;
@@ -123,9 +128,9 @@ pub(crate) fn external_edit(state: &mut AppState) -> Vec<Effect> {
     };
     let r = state.selected_rev().cloned();
     let n = r.as_ref().map(|r| r.rev).unwrap_or(0);
-    let path = state.kernels_dir.join(&op).join(format!("v{n}.cu"));
+    let path = state.work.kernels_dir.join(&op).join(format!("v{n}.cu"));
     let content = r.as_ref().map(|r| r.source.clone()).unwrap_or_default();
-    state.watches.insert(
+    state.work.watches.insert(
         path.clone(),
         Watch {
             op: op.clone(),
@@ -133,7 +138,7 @@ pub(crate) fn external_edit(state: &mut AppState) -> Vec<Effect> {
             last_content: content.clone(),
         },
     );
-    state.log(
+    state.work.log(
         LogLevel::Info,
         format!("editing {op} v{n} in $EDITOR; every save is measured"),
     );

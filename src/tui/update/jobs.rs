@@ -1,30 +1,33 @@
 //! Measurement and profile jobs: starting them from the selection, and their events.
 
-use super::*;
+use super::standing::standing_job_done;
 use crate::contract::protocol::Event;
 use crate::contract::runner::JobEvent;
 use crate::session::model::LogLevel;
 use crate::session::{RevVerdict, SessionEvent};
+use crate::tui::event::{AgentCtl, Effect};
+use crate::tui::state::AppState;
+use crate::tui::workbench::WorkerState;
 
 /// `p`: profile the selected revision on the selected shape (else the largest) under ncu.
 pub(crate) fn profile_selected(state: &mut AppState) -> Vec<Effect> {
     let (Some(op), Some(r)) = (state.selected_op(), state.selected_rev().cloned()) else {
-        state.log(
+        state.work.log(
             LogLevel::Warn,
             "nothing to profile: this operator has no kernel yet".into(),
         );
         return vec![];
     };
     let rev = r.rev;
-    let why_not = if let Err(e) = state.can_measure() {
+    let why_not = if let Err(e) = state.work.can_measure() {
         Some(e)
-    } else if let Some(Err(e)) = &state.ncu {
+    } else if let Some(Err(e)) = &state.work.ncu {
         Some(e.clone())
-    } else if let Some((o, r, _)) = &state.profiling {
+    } else if let Some((o, r, _)) = &state.work.profiling {
         Some(format!(
             "{o} v{r} is being profiled (one profile at a time)"
         ))
-    } else if state.measuring() {
+    } else if state.work.measuring() {
         Some("a measurement is running (the profiler would disturb its timings)".into())
     } else if r.verdict() == RevVerdict::CompileError {
         Some("it does not compile".into())
@@ -32,30 +35,33 @@ pub(crate) fn profile_selected(state: &mut AppState) -> Vec<Effect> {
         None
     };
     if let Some(e) = why_not {
-        state.log(LogLevel::Warn, format!("cannot profile {op} v{rev}: {e}"));
+        state
+            .work
+            .log(LogLevel::Warn, format!("cannot profile {op} v{rev}: {e}"));
         return vec![];
     }
-    let WorkerState::Ready { gpu, .. } = &state.worker else {
+    let WorkerState::Ready { gpu, .. } = &state.work.worker else {
         return vec![];
     };
     let device = gpu.clone();
     let shape = match state.selected_shape().or_else(|| {
         state
+            .work
             .suite
             .problem(&op)
             .and_then(crate::profile::largest_shape)
     }) {
         Some(s) => s,
         None => {
-            state.log(
+            state.work.log(
                 LogLevel::Warn,
                 format!("cannot profile {op} v{rev}: no shapes"),
             );
             return vec![];
         }
     };
-    state.profiling = Some((op.clone(), rev, shape));
-    state.log(
+    state.work.profiling = Some((op.clone(), rev, shape));
+    state.work.log(
         LogLevel::Info,
         format!(
             "profiling {op} v{rev} on shape #{shape} under Nsight Compute (takes a few seconds)…"
@@ -67,7 +73,7 @@ pub(crate) fn profile_selected(state: &mut AppState) -> Vec<Effect> {
         shape,
         source: r.source,
         device,
-        ncu: state.ncu.clone().and_then(|r| r.ok()),
+        ncu: state.work.ncu.clone().and_then(|r| r.ok()),
     }]
 }
 
@@ -77,33 +83,42 @@ pub(crate) fn on_profiled(
     rev: u32,
     result: Result<Box<crate::profile::Profile>, String>,
 ) -> Vec<Effect> {
-    state.profiling = None;
+    state.work.profiling = None;
     let p = match result {
         Ok(p) => Box::new(p.without_raw()),
         Err(e) => {
-            state.log(LogLevel::Warn, format!("cannot profile {op} v{rev}: {e}"));
+            state
+                .work
+                .log(LogLevel::Warn, format!("cannot profile {op} v{rev}: {e}"));
             return vec![];
         }
     };
-    let Some(r) = state.model.ops.get(&op).and_then(|o| o.rev(rev)).cloned() else {
+    let Some(r) = state
+        .work
+        .model
+        .ops
+        .get(&op)
+        .and_then(|o| o.rev(rev))
+        .cloned()
+    else {
         return vec![];
     };
     // The session must hold the revision before its profile.
-    state.ensure_recorded(&op, &r);
+    state.work.ensure_recorded(&op, &r);
     let note = crate::agent::ProfileNote::from_profile(rev, &p);
-    state.record(SessionEvent::Profile {
+    state.work.record(SessionEvent::Profile {
         op: op.clone(),
         rev,
         profile: p,
     });
-    if state.running_agent(&op).is_some() {
+    if state.work.running_agent(&op).is_some() {
         return vec![Effect::Agent(op, AgentCtl::Profile(note))];
     }
     vec![]
 }
 
 pub(crate) fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect> {
-    let Some(job) = state.jobs.get(&mid).cloned() else {
+    let Some(job) = state.work.jobs.get(&mid).cloned() else {
         return vec![];
     };
     let (op, rev) = (job.op.clone(), job.rev);
@@ -116,7 +131,7 @@ pub(crate) fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect
             total,
             ..
         }) => {
-            if let Some(j) = state.jobs.get_mut(&mid) {
+            if let Some(j) = state.work.jobs.get_mut(&mid) {
                 j.stage = stage.clone();
                 j.shape = *shape;
                 j.done = *done;
@@ -130,7 +145,7 @@ pub(crate) fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect
             cached,
             ..
         }) if which == "candidate" => {
-            state.log(
+            state.work.log(
                 LogLevel::Info,
                 format!(
                     "{op} v{rev}: compiled {} in {ms:.0} ms{}",
@@ -140,7 +155,7 @@ pub(crate) fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect
             );
         }
         JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. } => {
-            state.jobs.remove(&mid);
+            state.work.jobs.remove(&mid);
         }
         _ => {}
     }
@@ -149,7 +164,7 @@ pub(crate) fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect
         JobEvent::Worker(Event::Done { .. }) | JobEvent::WorkerLost { .. }
     );
     for se in crate::session::translate::job_events(&op, rev, mid, &ev) {
-        state.record(se);
+        state.work.record(se);
     }
     if ended && job.standing {
         return standing_job_done(state, &op, rev);
@@ -159,11 +174,11 @@ pub(crate) fn on_job(state: &mut AppState, mid: u64, ev: JobEvent) -> Vec<Effect
 
 pub(crate) fn measure_selected(state: &mut AppState) -> Vec<Effect> {
     let (Some(op), Some(rev)) = (state.selected_op(), state.selected_rev().map(|r| r.rev)) else {
-        state.log(
+        state.work.log(
             LogLevel::Warn,
             "nothing to measure: this operator has no kernel yet".into(),
         );
         return vec![];
     };
-    state.measure(&op, rev)
+    state.work.measure(&op, rev)
 }

@@ -5,7 +5,6 @@
 use crate::contract::protocol::Verdict;
 use crate::session::SessionEvent;
 use crate::session::model::LogLevel;
-use crate::tui::app::*;
 use crossterm::event::KeyEventKind;
 
 mod agent;
@@ -18,16 +17,19 @@ mod replay;
 mod search;
 mod standing;
 
-use agent::*;
+use crate::tui::event::{AgentCtl, AppEvent, Effect, HelloInfo};
+use crate::tui::state::AppState;
+use crate::tui::view_state::Modal;
+use crate::tui::workbench::WorkerState;
+use agent::on_agent;
 pub use decide::offered_rev;
-use decide::*;
-use editor::*;
-use jobs::*;
-use keys::*;
-use panes::*;
+use editor::on_file;
+use jobs::{on_job, on_profiled};
+use keys::on_key;
+use panes::{keep_log_view, log_mark, on_resize};
 pub use replay::replay_seek;
-use replay::*;
-use standing::*;
+use replay::{behind, replay_step};
+use standing::standing_at_hello;
 
 /// The update function: applies one event to the state and returns the side effects.
 pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
@@ -47,17 +49,19 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         }
         AppEvent::Job { mid, event } => on_job(state, mid, event),
         AppEvent::Pool(p) => {
-            state.restarts = p.restarts();
-            state.pool = p;
+            state.work.restarts = p.restarts();
+            state.work.pool = p;
             vec![]
         }
         AppEvent::HighlighterReady(Ok(h)) => {
-            state.highlighter = Some(h);
-            state.hl_cache.clear();
+            state.view.highlighter = Some(h);
+            state.view.hl_cache.clear();
             vec![]
         }
         AppEvent::HighlighterReady(Err(e)) => {
-            state.log(LogLevel::Warn, format!("syntax highlighting off: {e}"));
+            state
+                .work
+                .log(LogLevel::Warn, format!("syntax highlighting off: {e}"));
             vec![]
         }
         AppEvent::FileChanged { path, content } => on_file(state, path, content),
@@ -69,7 +73,7 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             // What the editor left is recorded first (a save not yet reported by the watcher
             // included; the same content twice is recorded once).
             let fx = on_file(state, path.clone(), content);
-            state.log(
+            state.work.log(
                 LogLevel::Info,
                 format!(
                     "editor closed ({status}); still watching {}",
@@ -83,12 +87,13 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
         AppEvent::Tick => {
             let fx = replay_step(state, 1);
             if state
+                .work
                 .replay
                 .as_ref()
                 .map(|r| r.pos >= r.records.len())
                 .unwrap_or(true)
             {
-                if let Some(r) = &mut state.replay {
+                if let Some(r) = &mut state.work.replay {
                     r.playing = false;
                 }
                 let mut v = fx;
@@ -99,18 +104,18 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             }
         }
         AppEvent::Signal(name, number) => {
-            state.log(LogLevel::Warn, format!("{name}: quitting"));
-            state.exit_status = 128 + number;
+            state.work.log(LogLevel::Warn, format!("{name}: quitting"));
+            state.work.exit_status = 128 + number;
             quit_now(state)
         }
         AppEvent::Stop => vec![Effect::Suspend],
         AppEvent::Log(l, s) => {
-            state.log(l, s);
+            state.work.log(l, s);
             vec![]
         }
         AppEvent::Agent(op, m) => on_agent(state, &op, m),
         AppEvent::NcuFound(r) => {
-            state.ncu = Some(r);
+            state.work.ncu = Some(r);
             vec![]
         }
         AppEvent::Profiled { op, rev, result } => on_profiled(state, op, rev, result),
@@ -118,10 +123,12 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             match result {
                 Ok((records, loaded)) => {
                     // what the replay takes the place of, for q to go back to the picker
-                    let back = state.replay.is_none().then(|| behind(state, &name));
+                    let back = state.work.replay.is_none().then(|| behind(state, &name));
                     state.open_replay(name, records, loaded, back);
                 }
-                Err(e) => state.log(LogLevel::Error, format!("cannot open {name}: {e}")),
+                Err(e) => state
+                    .work
+                    .log(LogLevel::Error, format!("cannot open {name}: {e}")),
             }
             vec![]
         }
@@ -131,7 +138,7 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
             mid,
             result,
         } => {
-            state.take_results(&op, rev, mid, result);
+            state.work.take_results(&op, rev, mid, result);
             vec![]
         }
     };
@@ -143,22 +150,24 @@ pub fn update(state: &mut AppState, ev: AppEvent) -> Vec<Effect> {
 }
 
 pub(crate) fn quit_now(state: &mut AppState) -> Vec<Effect> {
-    state.quit = true;
+    state.work.quit = true;
     let mut fx: Vec<Effect> = state
+        .work
         .jobs
         .keys()
         .map(|m| Effect::Cancel { mid: *m })
         .collect();
-    for a in state.running_agents() {
+    for a in state.work.running_agents() {
         fx.push(Effect::Agent(a.op.clone(), AgentCtl::Stop));
     }
     let running: Vec<(u64, String, u32)> = state
+        .work
         .jobs
         .iter()
         .map(|(m, j)| (*m, j.op.clone(), j.rev))
         .collect();
     for (mid, op, rev) in running {
-        state.record(SessionEvent::MeasureDone {
+        state.work.record(SessionEvent::MeasureDone {
             op,
             rev,
             mid,
@@ -166,7 +175,7 @@ pub(crate) fn quit_now(state: &mut AppState) -> Vec<Effect> {
             message: Some("cancelled at quit".into()),
         });
     }
-    state.jobs.clear();
+    state.work.jobs.clear();
     fx.push(Effect::Quit);
     fx
 }
@@ -178,28 +187,29 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
             driver,
             nvrtc,
         }) => {
-            state.worker = WorkerState::Ready {
+            state.work.worker = WorkerState::Ready {
                 gpu: d.name.clone(),
                 sm_clock_mhz: d.sm_clock_mhz,
             };
             let prof =
-                crate::suite::hardware::profile_for_device(&state.suite.hardware, &d.name).cloned();
-            if state.replay.is_none() {
+                crate::suite::hardware::profile_for_device(&state.work.suite.hardware, &d.name)
+                    .cloned();
+            if state.work.replay.is_none() {
                 if let Some(p) = prof {
-                    state.hw = Some(p);
-                    state.compute_shape_info();
+                    state.work.hw = Some(p);
+                    state.work.compute_shape_info();
                 }
-                state.restand();
+                state.work.restand();
                 standing_at_hello(state);
-                let hardware = state.hw.as_ref().map(|h| h.key.clone());
-                state.record(SessionEvent::Device {
+                let hardware = state.work.hw.as_ref().map(|h| h.key.clone());
+                state.work.record(SessionEvent::Device {
                     gpu: Some(d.name.clone()),
                     driver: Some(driver),
                     nvrtc,
                     hardware,
                 });
             } else {
-                state.log(
+                state.work.log(
                     LogLevel::Info,
                     format!(
                         "GPU available: {} (m re-measures the selected revision)",
@@ -209,15 +219,17 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
             }
         }
         Ok(HelloInfo { device: None, .. }) => {
-            state.worker = WorkerState::NoGpu("the worker found no GPU".into());
-            state.restand();
-            state.log(LogLevel::Info, "no GPU: browse and replay only".into());
+            state.work.worker = WorkerState::NoGpu("the worker found no GPU".into());
+            state.work.restand();
+            state
+                .work
+                .log(LogLevel::Info, "no GPU: browse and replay only".into());
             offer_sessions(state);
         }
         Err(e) => {
-            state.worker = WorkerState::NoGpu(e.clone());
-            state.restand();
-            state.log(
+            state.work.worker = WorkerState::NoGpu(e.clone());
+            state.work.restand();
+            state.work.log(
                 LogLevel::Info,
                 format!("no GPU: browse and replay only ({e})"),
             );
@@ -228,10 +240,10 @@ pub(crate) fn on_hello(state: &mut AppState, r: Result<HelloInfo, String>) {
 
 /// Without a GPU, a new session can only browse: offer the recorded ones.
 pub(crate) fn offer_sessions(state: &mut AppState) {
-    if state.replay.is_none()
-        && !state.recorded_sessions.is_empty()
-        && matches!(state.modal, Modal::None)
+    if state.work.replay.is_none()
+        && !state.work.recorded_sessions.is_empty()
+        && matches!(state.view.modal, Modal::None)
     {
-        state.modal = Modal::Sessions { sel: 0 };
+        state.view.modal = Modal::Sessions { sel: 0 };
     }
 }

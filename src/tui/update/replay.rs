@@ -1,21 +1,27 @@
 //! Replay: seeking, stepping, jumping to revisions, playback speed, and leaving a replay opened
 //! from the session picker (back to the picker and the live view it replaced).
 
-use super::*;
 use crate::session::Model;
+use crate::session::model::LogLevel;
 use crate::session::timeline::Kept;
+use crate::tui::event::Effect;
+use crate::tui::state::{AppState, Behind};
+use crate::tui::view_state::Modal;
+use crate::tui::workbench::{BASE_RATE, Replay, SPEEDS};
 use std::time::Duration;
 
 /// Moves the replay to `pos` events (rebuilding from the start when going back).
 pub fn replay_seek(state: &mut AppState, pos: usize) {
-    let Some(r) = &mut state.replay else { return };
+    let Some(r) = &mut state.work.replay else {
+        return;
+    };
     let pos = pos.min(r.records.len());
     if pos >= r.pos {
-        r.records.apply(&mut state.model, r.pos..pos);
+        r.records.apply(&mut state.work.model, r.pos..pos);
     } else {
-        state.model = r.records.model_at(&state.suite, pos);
+        state.work.model = r.records.model_at(&state.work.suite, pos);
     }
-    state.model.interrupt_unended(&r.ended);
+    state.work.model.interrupt_unended(&r.ended);
     r.pos = pos;
     // follow the operator and revision the last event touched
     let touched = pos
@@ -30,7 +36,7 @@ pub fn replay_seek(state: &mut AppState, pos: usize) {
 }
 
 pub(crate) fn replay_step(state: &mut AppState, delta: isize) -> Vec<Effect> {
-    let Some(r) = &state.replay else {
+    let Some(r) = &state.work.replay else {
         return vec![];
     };
     let pos = (r.pos as isize + delta).clamp(0, r.records.len() as isize) as usize;
@@ -39,7 +45,7 @@ pub(crate) fn replay_step(state: &mut AppState, delta: isize) -> Vec<Effect> {
 }
 
 pub(crate) fn replay_jump_revision(state: &mut AppState, forward: bool) {
-    let Some(r) = &state.replay else { return };
+    let Some(r) = &state.work.replay else { return };
     let target = if forward {
         r.records
             .iter()
@@ -64,14 +70,14 @@ pub(crate) fn playback_period(r: &Replay) -> Duration {
 }
 
 pub(crate) fn play_pause(state: &mut AppState) -> Vec<Effect> {
-    if let Some(r) = &mut state.replay
+    if let Some(r) = &mut state.work.replay
         && r.pos >= r.records.len()
         && !r.playing
     {
         r.pos = 0;
-        state.model = Model::from_records(&state.suite, &[]);
+        state.work.model = Model::from_records(&state.work.suite, &[]);
     }
-    let Some(r) = &mut state.replay else {
+    let Some(r) = &mut state.work.replay else {
         return vec![];
     };
     r.playing = !r.playing;
@@ -79,7 +85,7 @@ pub(crate) fn play_pause(state: &mut AppState) -> Vec<Effect> {
 }
 
 pub(crate) fn replay_speed(state: &mut AppState, faster: bool) -> Vec<Effect> {
-    let Some(r) = &mut state.replay else {
+    let Some(r) = &mut state.work.replay else {
         return vec![];
     };
     r.speed = if faster {
@@ -96,16 +102,17 @@ pub(crate) fn replay_speed(state: &mut AppState, faster: bool) -> Vec<Effect> {
 /// The live view a replay opened from the picker replaces (its model is moved out: the replay
 /// builds its own).
 pub(crate) fn behind(state: &mut AppState, name: &str) -> Box<Behind> {
-    let empty = Model::new(&state.suite);
+    let empty = Model::new(&state.work.suite);
     Box::new(Behind {
-        model: std::mem::replace(&mut state.model, empty),
-        hw: state.hw.clone(),
-        focus: state.focus,
-        phase: state.phase,
-        op_sel: state.op_sel,
-        rev_sel: state.rev_sel,
-        shape_sel: state.shape_sel,
+        model: std::mem::replace(&mut state.work.model, empty),
+        hw: state.work.hw.clone(),
+        focus: state.view.focus,
+        phase: state.view.phase,
+        op_sel: state.view.op_sel,
+        rev_sel: state.view.rev_sel,
+        shape_sel: state.view.shape_sel,
         picked: state
+            .work
             .recorded_sessions
             .iter()
             .position(|f| f.name == name)
@@ -117,7 +124,7 @@ pub(crate) fn behind(state: &mut AppState, name: &str) -> Box<Behind> {
 /// again (on the session replayed). Playback stops; a measurement started in the replay is
 /// cancelled (its results would belong to the replay).
 pub(crate) fn back_to_sessions(state: &mut AppState) -> Vec<Effect> {
-    if state.replay.as_ref().is_none_or(|r| r.back.is_none()) {
+    if state.work.replay.as_ref().is_none_or(|r| r.back.is_none()) {
         return vec![];
     }
     let Some(Replay {
@@ -125,7 +132,7 @@ pub(crate) fn back_to_sessions(state: &mut AppState) -> Vec<Effect> {
         playing,
         file,
         ..
-    }) = state.replay.take()
+    }) = state.work.replay.take()
     else {
         return vec![];
     };
@@ -133,20 +140,26 @@ pub(crate) fn back_to_sessions(state: &mut AppState) -> Vec<Effect> {
     if playing {
         fx.push(Effect::Playback(None));
     }
-    fx.extend(state.jobs.keys().map(|mid| Effect::Cancel { mid: *mid }));
-    state.jobs.clear();
-    state.model = b.model;
-    state.hw = b.hw;
-    state.compute_shape_info();
-    state.restand();
-    state.focus = b.focus;
-    state.phase = b.phase;
-    state.op_sel = b.op_sel;
-    state.rev_sel = b.rev_sel;
-    state.shape_sel = b.shape_sel;
-    state.gauge_scroll = b.shape_sel.unwrap_or(0);
-    state.modal = Modal::Sessions { sel: b.picked };
-    state.log(
+    fx.extend(
+        state
+            .work
+            .jobs
+            .keys()
+            .map(|mid| Effect::Cancel { mid: *mid }),
+    );
+    state.work.jobs.clear();
+    state.work.model = b.model;
+    state.work.hw = b.hw;
+    state.work.compute_shape_info();
+    state.work.restand();
+    state.view.focus = b.focus;
+    state.view.phase = b.phase;
+    state.view.op_sel = b.op_sel;
+    state.view.rev_sel = b.rev_sel;
+    state.view.shape_sel = b.shape_sel;
+    state.view.gauge_scroll = b.shape_sel.unwrap_or(0);
+    state.view.modal = Modal::Sessions { sel: b.picked };
+    state.work.log(
         LogLevel::Info,
         format!("left the replay of {file}: the recorded sessions again"),
     );

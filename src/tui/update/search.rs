@@ -8,12 +8,15 @@
 //! middle of the pane.
 
 use super::keys::select_op;
-use super::*;
+
 use crate::session::model::LogLevel;
+use crate::tui::event::Effect;
 use crate::tui::logview::{self, newest_first};
 use crate::tui::search::{Origin, Search, SearchPrompt, code_matches, cyclic};
+use crate::tui::state::AppState;
 use crate::tui::text;
 use crate::tui::view::{code_cols, diff_rows, log_size};
+use crate::tui::view_state::{Modal, PaneId};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// Which match a search goes to: the first from where the view is, the next, the previous.
@@ -26,17 +29,17 @@ pub(crate) enum Dir {
 
 pub(crate) fn open_prompt(state: &mut AppState) {
     let origin = Origin {
-        focus: state.focus,
-        op_sel: state.op_sel,
-        rev_sel: state.rev_sel,
-        shape_sel: state.shape_sel,
-        gauge_scroll: state.gauge_scroll,
-        diff_scroll: state.diff_scroll,
-        diff_hscroll: state.diff_hscroll,
-        log_scroll: state.log_scroll,
-        search: state.search.clone(),
+        focus: state.view.focus,
+        op_sel: state.view.op_sel,
+        rev_sel: state.view.rev_sel,
+        shape_sel: state.view.shape_sel,
+        gauge_scroll: state.view.gauge_scroll,
+        diff_scroll: state.view.diff_scroll,
+        diff_hscroll: state.view.diff_hscroll,
+        log_scroll: state.view.log_scroll,
+        search: state.view.search.clone(),
     };
-    state.modal = Modal::Search(Box::new(SearchPrompt {
+    state.view.modal = Modal::Search(Box::new(SearchPrompt {
         text: String::new(),
         origin,
     }));
@@ -44,21 +47,21 @@ pub(crate) fn open_prompt(state: &mut AppState) {
 
 /// Puts the view back where it was when `/` was pressed (the search too).
 fn restore(state: &mut AppState, o: &Origin) {
-    state.focus = o.focus;
-    state.op_sel = o.op_sel;
-    state.rev_sel = o.rev_sel;
-    state.shape_sel = o.shape_sel;
-    state.gauge_scroll = o.gauge_scroll;
+    state.view.focus = o.focus;
+    state.view.op_sel = o.op_sel;
+    state.view.rev_sel = o.rev_sel;
+    state.view.shape_sel = o.shape_sel;
+    state.view.gauge_scroll = o.gauge_scroll;
     // the code view of the selection before its scroll positions
     state.refresh();
-    state.diff_scroll = o.diff_scroll;
-    state.diff_hscroll = o.diff_hscroll;
-    state.log_scroll = o.log_scroll;
-    state.search = o.search.clone();
+    state.view.diff_scroll = o.diff_scroll;
+    state.view.diff_hscroll = o.diff_hscroll;
+    state.view.log_scroll = o.log_scroll;
+    state.view.search = o.search.clone();
 }
 
 pub(crate) fn prompt_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
-    let Modal::Search(p) = &mut state.modal else {
+    let Modal::Search(p) = &mut state.view.modal else {
         return vec![];
     };
     let ctrl = k.modifiers.contains(KeyModifiers::CONTROL);
@@ -71,7 +74,7 @@ pub(crate) fn prompt_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
                 cancel(state);
                 return vec![];
             }
-            state.modal = Modal::None;
+            state.view.modal = Modal::None;
             if !any_match(state) {
                 no_match(state, &text);
             }
@@ -91,31 +94,31 @@ pub(crate) fn prompt_key(state: &mut AppState, k: KeyEvent) -> Vec<Effect> {
 }
 
 fn cancel(state: &mut AppState) {
-    if let Modal::Search(p) = std::mem::replace(&mut state.modal, Modal::None) {
+    if let Modal::Search(p) = std::mem::replace(&mut state.view.modal, Modal::None) {
         restore(state, &p.origin);
     }
 }
 
 /// The prompt's text changed: search again from where the view was.
 fn retype(state: &mut AppState) {
-    let Modal::Search(p) = &state.modal else {
+    let Modal::Search(p) = &state.view.modal else {
         return;
     };
     let (origin, text) = (p.origin.clone(), p.text.clone());
     restore(state, &origin);
     if !text.is_empty() {
-        state.search = Some(Search::new(&text));
+        state.view.search = Some(Search::new(&text));
         jump(state, Dir::Here);
     }
 }
 
 fn no_match(state: &mut AppState, query: &str) {
-    let what = match state.focus {
+    let what = match state.view.focus {
         PaneId::Operators => "the operators' names",
         PaneId::Diff => "the code",
         _ => "the log",
     };
-    state.log(
+    state.work.log(
         LogLevel::Warn,
         format!("search: no match for `{query}` in {what}"),
     );
@@ -123,15 +126,15 @@ fn no_match(state: &mut AppState, query: &str) {
 
 /// Whether the search matches anything in the focused pane.
 fn any_match(state: &AppState) -> bool {
-    let Some(q) = &state.search else {
+    let Some(q) = &state.view.search else {
         return false;
     };
-    match state.focus {
+    match state.view.focus {
         PaneId::Operators => state
             .visible_ops()
             .iter()
             .any(|n| text::matches(n, &q.query)),
-        PaneId::Diff => !code_matches(&state.diff, &q.query).is_empty(),
+        PaneId::Diff => !code_matches(&state.view.diff, &q.query).is_empty(),
         PaneId::Log => newest_first(state).any(|(_, l)| text::matches(&l.text, &q.query)),
         _ => false,
     }
@@ -140,7 +143,7 @@ fn any_match(state: &AppState) -> bool {
 /// `n` / `N`: the next or previous match in the focused pane (a line in the log when none).
 pub(crate) fn search_again(state: &mut AppState, dir: Dir) {
     if !jump(state, dir)
-        && let Some(q) = state.search.as_ref().map(|q| q.query.clone())
+        && let Some(q) = state.view.search.as_ref().map(|q| q.query.clone())
     {
         no_match(state, &q);
     }
@@ -148,10 +151,10 @@ pub(crate) fn search_again(state: &mut AppState, dir: Dir) {
 
 /// Moves to a match in the focused pane; false when there is none.
 pub(crate) fn jump(state: &mut AppState, dir: Dir) -> bool {
-    let Some(q) = state.search.as_ref().map(|q| q.query.clone()) else {
+    let Some(q) = state.view.search.as_ref().map(|q| q.query.clone()) else {
         return false;
     };
-    match state.focus {
+    match state.view.focus {
         PaneId::Operators => jump_operator(state, &q, dir),
         PaneId::Diff => jump_code(state, &q, dir),
         PaneId::Log => jump_log(state, &q, dir),
@@ -167,7 +170,7 @@ fn jump_operator(state: &mut AppState, q: &str, dir: Dir) -> bool {
         .filter(|(_, n)| text::matches(n, q))
         .map(|(i, _)| i)
         .collect();
-    let Some(i) = cyclic(&hits, state.op_sel, dir != Dir::Prev, dir == Dir::Here) else {
+    let Some(i) = cyclic(&hits, state.view.op_sel, dir != Dir::Prev, dir == Dir::Here) else {
         return false;
     };
     select_op(state, i);
@@ -175,13 +178,14 @@ fn jump_operator(state: &mut AppState, q: &str, dir: Dir) -> bool {
 }
 
 fn jump_code(state: &mut AppState, q: &str, dir: Dir) -> bool {
-    let all = code_matches(&state.diff, q);
+    let all = code_matches(&state.view.diff, q);
     let n = all.len();
     if n == 0 {
         return false;
     }
-    let top = state.diff_scroll;
+    let top = state.view.diff_scroll;
     let cur = state
+        .view
         .search
         .as_ref()
         .and_then(|s| s.code_hit.as_ref())
@@ -197,24 +201,24 @@ fn jump_code(state: &mut AppState, q: &str, dir: Dir) -> bool {
     let (line, range) = all[i].clone();
     // into view: the line a third from the top, the match within the columns shown
     let rows = diff_rows(state).max(1);
-    if line < state.diff_scroll || line >= state.diff_scroll + rows {
-        state.diff_scroll = line.saturating_sub(rows / 3);
+    if line < state.view.diff_scroll || line >= state.view.diff_scroll + rows {
+        state.view.diff_scroll = line.saturating_sub(rows / 3);
     }
-    let code = state.diff.code(line);
+    let code = state.view.diff.code(line);
     let (a, b) = (
         text::cols(&code[..range.start]),
         text::cols(&code[..range.end]),
     );
     let w = code_cols(state).max(1);
-    let hs = state.diff_hscroll;
+    let hs = state.view.diff_hscroll;
     if a < hs || b > hs + w {
         let mut new = if b <= w { 0 } else { a.saturating_sub(w / 2) };
         if b > new + w {
             new = a;
         }
-        state.diff_hscroll = new.min(state.diff.max_cols.saturating_sub(w));
+        state.view.diff_hscroll = new.min(state.view.diff.max_cols.saturating_sub(w));
     }
-    if let Some(s) = &mut state.search {
+    if let Some(s) = &mut state.view.search {
         s.code_hit = Some((line, range));
     }
     true
@@ -227,6 +231,7 @@ fn jump_log(state: &mut AppState, q: &str, dir: Dir) -> bool {
         .collect();
     let hits: Vec<usize> = (0..all.len()).filter(|i| all[*i].1).collect();
     let cur = state
+        .view
         .search
         .as_ref()
         .and_then(|s| s.log_hit)
@@ -235,7 +240,7 @@ fn jump_log(state: &mut AppState, q: &str, dir: Dir) -> bool {
     let (from, inclusive) = match cur {
         Some(p) => (p, dir == Dir::Here),
         None => {
-            let bottom = logview::bottom_line(state, state.log_scroll, w);
+            let bottom = logview::bottom_line(state, state.view.log_scroll, w);
             let p = bottom
                 .and_then(|b| all.iter().position(|(r, _)| *r == b))
                 .unwrap_or(0);
@@ -251,12 +256,12 @@ fn jump_log(state: &mut AppState, q: &str, dir: Dir) -> bool {
         .find(|(r, _)| *r == at)
         .map(|(_, l)| logview::rows(l, w))
         .unwrap_or(1);
-    if below < state.log_scroll || below + rows > state.log_scroll + h {
-        state.log_scroll = (below + rows / 2)
+    if below < state.view.log_scroll || below + rows > state.view.log_scroll + h {
+        state.view.log_scroll = (below + rows / 2)
             .saturating_sub(h / 2)
             .min(logview::max_scroll(state, w, h));
     }
-    if let Some(s) = &mut state.search {
+    if let Some(s) = &mut state.view.search {
         s.log_hit = Some(at);
     }
     true

@@ -2,29 +2,32 @@
 //! operator's, U: every stale one's), recording what they give, and recording accepted revisions
 //! (one accepted on the standing's own measurement of its source leaves the record as it is).
 
-use super::*;
+use crate::contract::protocol::Verdict;
 use crate::session::model::LogLevel;
 use crate::standing::accept::{Bench, update_for_revision};
 use crate::suite::PhaseFilter;
+use crate::tui::event::Effect;
+use crate::tui::state::AppState;
+use crate::tui::workbench::WorkerState;
 
 /// Where this run measures, for the standing's records (None without a GPU).
 fn bench(state: &AppState) -> Option<Bench> {
-    let WorkerState::Ready { gpu, .. } = &state.worker else {
+    let WorkerState::Ready { gpu, .. } = &state.work.worker else {
         return None;
     };
     Some(Bench {
         gpu: gpu.clone(),
-        driver: state.model.run.driver.clone().unwrap_or_default(),
-        nvrtc: state.model.run.nvrtc.clone(),
-        hardware: state.hw.as_ref()?.key.clone(),
+        driver: state.work.model.run.driver.clone().unwrap_or_default(),
+        nvrtc: state.work.model.run.nvrtc.clone(),
+        hardware: state.work.hw.as_ref()?.key.clone(),
     })
 }
 
 /// After the worker's hello: says how the standing stands on this GPU.
 pub(crate) fn standing_at_hello(state: &mut AppState) {
-    let t = state.tally(PhaseFilter::All);
+    let t = state.work.tally(PhaseFilter::All);
     if t.stale > 0 {
-        state.log(
+        state.work.log(
             LogLevel::Info,
             format!(
                 "standing: {} operators stale on this GPU (they count 0 in S_agg): U re-measures them, M the selected one",
@@ -45,15 +48,23 @@ pub(crate) fn remeasure_selected(state: &mut AppState) -> Vec<Effect> {
 /// U: re-measure every operator whose standing is stale or missing, by weight.
 pub(crate) fn remeasure_stale(state: &mut AppState) -> Vec<Effect> {
     let ops: Vec<String> = state
+        .work
         .suite
         .by_weight(PhaseFilter::All)
         .into_iter()
         .map(|p| p.name.clone())
-        .filter(|op| !state.standing.view.entry(op).is_some_and(|e| e.fresh()))
-        .filter(|op| !state.jobs.values().any(|j| j.standing && &j.op == op))
+        .filter(|op| {
+            !state
+                .work
+                .standing
+                .view
+                .entry(op)
+                .is_some_and(|e| e.fresh())
+        })
+        .filter(|op| !state.work.jobs.values().any(|j| j.standing && &j.op == op))
         .collect();
     if ops.is_empty() {
-        state.log(
+        state.work.log(
             LogLevel::Info,
             "standing: nothing is stale (M re-measures the selected operator)".into(),
         );
@@ -65,8 +76,8 @@ pub(crate) fn remeasure_stale(state: &mut AppState) -> Vec<Effect> {
 /// Queues a full measurement of each operator's incumbent; each one is recorded in the standing
 /// when it ends.
 fn remeasure(state: &mut AppState, ops: Vec<String>) -> Vec<Effect> {
-    if let Err(e) = state.can_measure() {
-        state.log(
+    if let Err(e) = state.work.can_measure() {
+        state.work.log(
             LogLevel::Warn,
             format!("cannot re-measure the standing: {e}"),
         );
@@ -75,23 +86,23 @@ fn remeasure(state: &mut AppState, ops: Vec<String>) -> Vec<Effect> {
     let mut fx = Vec::new();
     let mut queued = 0;
     for op in &ops {
-        let Some(rev) = state.model.ops.get(op).and_then(|o| o.incumbent) else {
-            state.log(
+        let Some(rev) = state.work.model.ops.get(op).and_then(|o| o.incumbent) else {
+            state.work.log(
                 LogLevel::Warn,
                 format!("standing: {op} has no kernel to measure"),
             );
             continue;
         };
-        let f = state.measure_as(op, rev, true, true);
+        let f = state.work.measure_as(op, rev, true, true);
         if !f.is_empty() {
             queued += 1;
         }
         fx.extend(f);
     }
     if queued > 0 {
-        let (done, total) = state.standing.run.unwrap_or((0, 0));
-        state.standing.run = Some((done, total + queued));
-        state.log(
+        let (done, total) = state.work.standing.run.unwrap_or((0, 0));
+        state.work.standing.run = Some((done, total + queued));
+        state.work.log(
             LogLevel::Info,
             format!(
                 "standing: re-measuring {queued} incumbent{} in full (5 seeds) in the background",
@@ -105,10 +116,11 @@ fn remeasure(state: &mut AppState, ops: Vec<String>) -> Vec<Effect> {
 /// A standing job ended: its measurement becomes the operator's record (unless it ended
 /// without results: cancelled, or the worker lost).
 pub(crate) fn standing_job_done(state: &mut AppState, op: &str, rev: u32) -> Vec<Effect> {
-    if let Some((done, total)) = state.standing.run {
-        state.standing.run = (done + 1 < total).then_some((done + 1, total));
+    if let Some((done, total)) = state.work.standing.run {
+        state.work.standing.run = (done + 1 < total).then_some((done + 1, total));
     }
     let cancelled = state
+        .work
         .model
         .ops
         .get(op)
@@ -121,23 +133,29 @@ pub(crate) fn standing_job_done(state: &mut AppState, op: &str, rev: u32) -> Vec
     }
     // A run that lost shapes (its worker, say) does not replace the record.
     let got = state
+        .work
         .model
         .ops
         .get(op)
         .and_then(|o| o.rev(rev))
         .map(|r| r.measurement.results.len())
         .unwrap_or(0);
-    let all = state.suite.problem(op).map(|p| p.shapes.len()).unwrap_or(0);
+    let all = state
+        .work
+        .suite
+        .problem(op)
+        .map(|p| p.shapes.len())
+        .unwrap_or(0);
     if got < all {
-        state.log(
+        state.work.log(
             LogLevel::Warn,
             format!("standing: {op} v{rev} not recorded: {got} of its {all} shapes have a result"),
         );
         return vec![];
     }
-    let still_incumbent = state.model.ops.get(op).and_then(|o| o.incumbent) == Some(rev);
+    let still_incumbent = state.work.model.ops.get(op).and_then(|o| o.incumbent) == Some(rev);
     if !still_incumbent {
-        state.log(
+        state.work.log(
             LogLevel::Info,
             format!("standing: {op} v{rev} is no longer the incumbent; not recorded"),
         );
@@ -155,14 +173,15 @@ pub(crate) fn standing_after_accept(state: &mut AppState, op: &str, rev: u32) ->
     // A revision the session did not measure, accepted on the standing's measurement of its
     // very source: the record already holds it.
     let held = state
+        .work
         .model
         .ops
         .get(op)
         .and_then(|o| o.rev(rev))
-        .and_then(|r| state.standing_measurement(op, r))
+        .and_then(|r| state.work.standing_measurement(op, r))
         .is_some_and(|e| e.fresh());
     if held {
-        state.log(
+        state.work.log(
             LogLevel::Info,
             format!("standing: {op} v{rev} is the kernel its record measured; the record stays"),
         );
@@ -170,12 +189,13 @@ pub(crate) fn standing_after_accept(state: &mut AppState, op: &str, rev: u32) ->
     }
     let mut fx = record_revision(state, op, rev);
     let again = state
+        .work
         .model
         .ops
         .get(op)
         .and_then(|o| o.rev(rev))
-        .is_some_and(|r| r.measurement.mode != "full" || !state.measured_here(&r.measurement));
-    if again && !fx.is_empty() && state.can_measure().is_ok() {
+        .is_some_and(|r| r.measurement.mode != "full" || !state.work.measured_here(&r.measurement));
+    if again && !fx.is_empty() && state.work.can_measure().is_ok() {
         fx.extend(remeasure(state, vec![op.to_string()]));
     }
     fx
@@ -185,37 +205,45 @@ pub(crate) fn standing_after_accept(state: &mut AppState, op: &str, rev: u32) ->
 /// effect writes it).
 fn record_revision(state: &mut AppState, op: &str, rev: u32) -> Vec<Effect> {
     let Some(b) = bench(state) else {
-        state.log(
+        state.work.log(
             LogLevel::Warn,
             format!("standing: {op} v{rev} not recorded: no GPU or hardware profile"),
         );
         return vec![];
     };
-    let Some(p) = state.suite.problem(op).cloned() else {
+    let Some(p) = state.work.suite.problem(op).cloned() else {
         return vec![];
     };
-    let Some(print) = state.standing.store.print(op).cloned() else {
+    let Some(print) = state.work.standing.store.print(op).cloned() else {
         return vec![];
     };
-    let mut u =
-        match update_for_revision(&p, &print, &state.model, rev, &state.standing.session, &b) {
-            Ok(u) => u,
-            Err(e) => {
-                state.log(LogLevel::Warn, format!("standing: not recorded: {e}"));
-                return vec![];
-            }
-        };
+    let mut u = match update_for_revision(
+        &p,
+        &print,
+        &state.work.model,
+        rev,
+        &state.work.standing.session,
+        &b,
+    ) {
+        Ok(u) => u,
+        Err(e) => {
+            state
+                .work
+                .log(LogLevel::Warn, format!("standing: not recorded: {e}"));
+            return vec![];
+        }
+    };
     // The standing's own kernel measured again keeps where it came from.
-    if let Some(e) = state.standing.view.entry(op)
+    if let Some(e) = state.work.standing.view.entry(op)
         && e.source.as_deref() == Some(u.source.as_str())
     {
         u.record.origin = e.record.origin.clone();
     }
-    state.standing.store.apply(&b.hardware, &u);
-    state.restand();
+    state.work.standing.store.apply(&b.hardware, &u);
+    state.work.restand();
     vec![Effect::RecordStanding {
-        ws: state.standing.ws.clone(),
-        suite: state.suite.name.clone(),
+        ws: state.work.standing.ws.clone(),
+        suite: state.work.suite.name.clone(),
         hardware: b.hardware,
         update: Box::new(u),
     }]

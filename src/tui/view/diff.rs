@@ -4,26 +4,32 @@
 //! mark a line cut on that side. A search's matches are marked, the current one stronger.
 
 use super::{match_style, pane_block, search_label};
-use crate::tui::app::{AgentView, AppState, DiffMode, PaneId};
 use crate::tui::search::code_matches;
+use crate::tui::state::AppState;
 use crate::tui::text;
-use ratatui::prelude::*;
+use crate::tui::view_state::{DiffMode, PaneId};
+use crate::tui::workbench::AgentView;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     // The agent's iteration on the selected operator (its tool calls and the reply being
     // streamed) replaces the diff while it runs.
     if let Some(a) = s
         .selected_op()
-        .and_then(|op| s.running_agent(&op))
+        .and_then(|op| s.work.running_agent(&op))
         .filter(|a| !a.stream.is_empty() || !a.tools.is_empty())
     {
         draw_agent(f, r, s, a);
         return;
     }
-    let d = &s.diff;
-    let mode = match (s.full_source, s.diff_mode) {
+    let d = &s.view.diff;
+    let mode = match (s.view.full_source, s.view.diff_mode) {
         (true, _) => "[f]",
         (false, DiffMode::Parent) => "[d] +{a} −{r}",
         (false, DiffMode::Incumbent) => "[d] +{a} −{r}",
@@ -35,10 +41,10 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
             .replace("{r}", &d.removed.to_string())
     );
     let h = r.height.saturating_sub(2) as usize;
-    let start = s.diff_scroll.min(d.lines.len().saturating_sub(1));
+    let start = s.view.diff_scroll.min(d.lines.len().saturating_sub(1));
     let code_w = (r.width.saturating_sub(2) as usize).saturating_sub(d.gutter);
-    let hs = s.diff_hscroll;
-    let search = s.search.as_ref().filter(|q| !q.query.is_empty());
+    let hs = s.view.diff_hscroll;
+    let search = s.view.search.as_ref().filter(|q| !q.query.is_empty());
     let mut cut_right = Vec::new();
     let mut lines: Vec<Line> = Vec::with_capacity(h);
     for (row, i) in (start..d.lines.len()).take(h).enumerate() {
@@ -94,7 +100,7 @@ pub(crate) fn draw_diff(f: &mut Frame, r: Rect, s: &AppState) {
     }
     // where the view is: the search, the line, the column
     let mut at = Vec::new();
-    if let Some(q) = search.filter(|_| s.focus == PaneId::Diff) {
+    if let Some(q) = search.filter(|_| s.view.focus == PaneId::Diff) {
         let all = code_matches(d, &q.query);
         let cur = q
             .code_hit
@@ -142,7 +148,7 @@ fn thousands(n: u64) -> String {
 /// The agent pane: the iteration's tool calls (at most half the height, the latest), then the
 /// tail of the reply being streamed; the title shows the budgets spent.
 fn draw_agent(f: &mut Frame, r: Rect, s: &AppState, a: &AgentView) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let h = r.height.saturating_sub(2) as usize;
     let mut lines: Vec<Line> = Vec::new();
     let room = if a.stream.is_empty() { h } else { h / 2 };
@@ -165,7 +171,7 @@ fn draw_agent(f: &mut Frame, r: Rect, s: &AppState, a: &AgentView) {
             .map(|l| Line::from(Span::styled(l.to_string(), Style::default().fg(t.dim)))),
     );
     let mut title = format!("agent · {}", a.backend);
-    if let Some(b) = s.agent_cfg.as_ref().ok().map(|c| c.budget.tools)
+    if let Some(b) = s.work.agent_cfg.as_ref().ok().map(|c| c.budget.tools)
         && !a.tools.is_empty()
     {
         title.push_str(&format!(

@@ -2,17 +2,24 @@
 
 use super::{block, s_color};
 use crate::session::RevVerdict;
-use crate::tui::app::{AppState, Modal};
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+use crate::tui::view_state::Modal;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 
 pub(super) fn draw_editor(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
-    let Modal::Editor(ed) = &s.modal else { return };
+    let t = &s.view.theme;
+    let Modal::Editor(ed) = &s.view.modal else {
+        return;
+    };
     f.render_widget(Clear, r);
     let saved = ed
         .saved
-        .and_then(|rev| s.model.ops.get(&ed.op).and_then(|o| o.rev(rev)));
+        .and_then(|rev| s.work.model.ops.get(&ed.op).and_then(|o| o.rev(rev)));
     let mut status: Vec<Line> = Vec::new();
     if ed.confirm_discard {
         status.push(Line::from(Span::styled(

@@ -1,16 +1,21 @@
 //! The footer: the key bar of the commands available now, or the search prompt (`/query▏`)
 //! followed by the prompt's keys while a search is typed.
 
-use crate::tui::app::{AppState, Modal};
 use crate::tui::keymap::key_bar_within;
+use crate::tui::state::AppState;
 use crate::tui::text;
-use ratatui::prelude::*;
+use crate::tui::view_state::Modal;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(super) fn draw_footer(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let mut spans = vec![Span::raw(" ")];
-    if let Modal::Search(p) = &s.modal {
+    if let Modal::Search(p) = &s.view.modal {
         spans.push(Span::styled(
             "/",
             Style::default().fg(t.accent).add_modifier(Modifier::BOLD),

@@ -5,13 +5,18 @@
 
 use crate::pool::SeatState;
 use crate::suite::PhaseFilter;
-use crate::tui::app::{AppState, WorkerState};
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+use crate::tui::workbench::WorkerState;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
-    let stale = s.tally(PhaseFilter::All).stale;
+    let t = &s.view.theme;
+    let stale = s.work.tally(PhaseFilter::All).stale;
     let hs = Style::default().bg(t.header_bg).fg(t.header_fg);
     // Under 120 columns the agent moves to the second line; from 160 S_agg of every phase is
     // shown; from 200 the GPU's full name and the benchmark's rule spelled out.
@@ -22,16 +27,16 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         l1.push(Span::styled(format!("· {stale} stale "), hs.fg(t.warn)));
     }
     l1.push(Span::styled("│ ", hs));
-    match &s.worker {
+    match &s.work.worker {
         WorkerState::Ready { gpu, sm_clock_mhz } => {
             let gpu = if wide {
                 gpu.clone()
             } else {
                 gpu.trim_start_matches("NVIDIA ").to_string()
             };
-            let n = s.pool.workers.len();
+            let n = s.work.pool.workers.len();
             let workers = if n > 1 {
-                format!("{}/{n} workers ", s.pool.up())
+                format!("{}/{n} workers ", s.work.pool.up())
             } else {
                 "worker ".to_string()
             };
@@ -43,15 +48,15 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
                 },
                 hs,
             ));
-            let (txt, c) = if s.measuring() || s.pool.running > 0 {
+            let (txt, c) = if s.work.measuring() || s.work.pool.running > 0 {
                 ("busy", t.warn)
             } else {
                 ("ready", t.good)
             };
             l1.push(Span::styled(txt, hs.fg(c)));
-            if s.restarts > 0 {
+            if s.work.restarts > 0 {
                 l1.push(Span::styled(
-                    format!(" ({} restarts)", s.restarts),
+                    format!(" ({} restarts)", s.work.restarts),
                     hs.fg(t.warn),
                 ));
             }
@@ -63,15 +68,15 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         )),
     }
     let agent = agent_label(s);
-    let several = s.running_agents().len() > 1;
+    let several = s.work.running_agents().len() > 1;
     if !narrow {
         l1.push(Span::styled(if several { " │ " } else { " │ agent: " }, hs));
         l1.push(Span::styled(agent.clone(), hs.fg(t.dim)));
     }
     let mut l2 = vec![];
     let sub = Style::default().bg(t.bg).fg(t.dim);
-    if let Some(j) = s.jobs.values().next() {
-        if let Some((done, total)) = s.standing.run {
+    if let Some(j) = s.work.jobs.values().next() {
+        if let Some((done, total)) = s.work.standing.run {
             l2.push(Span::styled(
                 format!(" ◔ standing {}/{total} ·", done + 1),
                 Style::default().bg(t.bg).fg(t.warn),
@@ -89,8 +94,11 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
             ),
             Style::default().bg(t.bg).fg(t.warn),
         ));
-        if s.jobs.len() > 1 {
-            l2.push(Span::styled(format!("+{} queued ", s.jobs.len() - 1), sub));
+        if s.work.jobs.len() > 1 {
+            l2.push(Span::styled(
+                format!("+{} queued ", s.work.jobs.len() - 1),
+                sub,
+            ));
         }
         l2.push(Span::styled("│ ", sub));
     }
@@ -103,24 +111,24 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
         l2.push(Span::styled(label, sub));
     }
     // The operators and shapes the phase filter shows.
-    let shown = s.suite.by_weight(s.phase);
+    let shown = s.work.suite.by_weight(s.view.phase);
     l2.push(Span::styled(
         format!(
             " phase {} · {} operators · {} shapes · T_SOL on {}",
-            s.phase.name(),
+            s.view.phase.name(),
             shown.len(),
             shown.iter().map(|p| p.shapes.len()).sum::<usize>(),
-            s.hw.as_ref().map(|h| h.key.as_str()).unwrap_or("-")
+            s.work.hw.as_ref().map(|h| h.key.as_str()).unwrap_or("-")
         ),
         sub,
     ));
-    match (&s.replay, &s.session_name) {
+    match (&s.work.replay, &s.work.session_name) {
         (Some(r), _) => l2.push(Span::styled(format!(" · replay {}", r.file), sub)),
         (None, Some(n)) => l2.push(Span::styled(format!(" · session {n}"), sub)),
         (None, None) => l2.push(Span::styled(" · not recording", sub)),
     }
     l2.push(Span::styled(
-        format!(" · standing: {}", s.standing.view.short()),
+        format!(" · standing: {}", s.work.standing.view.short()),
         sub,
     ));
     let mut lines = vec![Line::from(l1).style(hs), Line::from(l2)];
@@ -135,14 +143,14 @@ pub(crate) fn draw_header(f: &mut Frame, r: Rect, s: &AppState) {
 fn s_agg_spans(s: &AppState, hs: Style, all: bool, wide: bool) -> Vec<Span<'static>> {
     let rule = if wide { "benchmark rule" } else { "bench rule" };
     if !all {
-        let phase = match s.phase {
+        let phase = match s.view.phase {
             PhaseFilter::All => String::new(),
             p => format!("{} ", p.name()),
         };
         return vec![
             Span::styled(format!(" S_agg {phase}"), hs),
             Span::styled(
-                s.s_agg_by_rule(s.phase).named(rule),
+                s.work.s_agg_by_rule(s.view.phase).named(rule),
                 hs.add_modifier(Modifier::BOLD),
             ),
             Span::styled(" ", hs),
@@ -151,14 +159,14 @@ fn s_agg_spans(s: &AppState, hs: Style, all: bool, wide: bool) -> Vec<Span<'stat
     vec![
         Span::styled(" S_agg ", hs),
         Span::styled(
-            s.s_agg_by_rule(PhaseFilter::All).named(rule),
+            s.work.s_agg_by_rule(PhaseFilter::All).named(rule),
             hs.add_modifier(Modifier::BOLD),
         ),
         Span::styled(
             format!(
                 " · prefill {} · decode {} ",
-                s.s_agg_by_rule(PhaseFilter::Prefill).pair(),
-                s.s_agg_by_rule(PhaseFilter::Decode).pair()
+                s.work.s_agg_by_rule(PhaseFilter::Prefill).pair(),
+                s.work.s_agg_by_rule(PhaseFilter::Decode).pair()
             ),
             hs,
         ),
@@ -187,13 +195,14 @@ pub fn agent_label(s: &AppState) -> String {
         _ => st.to_string(),
     };
     let state_of = |op: &str| {
-        s.model
+        s.work
+            .model
             .agents
             .get(op)
             .map(|r| r.state.clone())
             .unwrap_or_else(|| "starting".into())
     };
-    let running = s.running_agents();
+    let running = s.work.running_agents();
     if running.len() > 1 {
         let parts: Vec<String> = running
             .iter()
@@ -210,15 +219,17 @@ pub fn agent_label(s: &AppState) -> String {
     }
     // The one running, else the one the session heard of last.
     let shown = running.first().copied().or_else(|| {
-        s.model
+        s.work
+            .model
             .agent_op
             .as_ref()
-            .and_then(|op| s.agents.get(op))
-            .or_else(|| s.agents.values().next())
+            .and_then(|op| s.work.agents.get(op))
+            .or_else(|| s.work.agents.values().next())
     });
     match shown {
         Some(a) => {
             let reason = s
+                .work
                 .model
                 .agents
                 .get(&a.op)
@@ -235,9 +246,9 @@ pub fn agent_label(s: &AppState) -> String {
             }
             out
         }
-        None => match &s.model.agent_state {
-            Some(st) => with_reason(st, s.model.agent_reason.as_deref().map(short)),
-            None => match &s.agent_cfg {
+        None => match &s.work.model.agent_state {
+            Some(st) => with_reason(st, s.work.model.agent_reason.as_deref().map(short)),
+            None => match &s.work.agent_cfg {
                 Ok(c) => match &c.endpoint {
                     Some(e) => format!("idle (a starts {} · {})", c.backend.name(), e.model),
                     None => format!("idle (a starts the {})", c.backend.name()),
@@ -252,7 +263,7 @@ pub fn agent_label(s: &AppState) -> String {
 /// local worker down is the header's "no GPU"): per host the workers up, busy, starting and
 /// down; restarts; the shapes waiting in the queue.
 pub(crate) fn pool_line(s: &AppState) -> Option<Line<'static>> {
-    let p = &s.pool;
+    let p = &s.work.pool;
     let down = p
         .workers
         .iter()
@@ -260,7 +271,7 @@ pub(crate) fn pool_line(s: &AppState) -> Option<Line<'static>> {
     if p.workers.len() < 2 && !down {
         return None;
     }
-    let t = &s.theme;
+    let t = &s.view.theme;
     let sub = Style::default().bg(t.bg).fg(t.dim);
     let mut spans = vec![Span::styled(" workers:", sub)];
     for (i, (host, c)) in p.by_host().into_iter().enumerate() {

@@ -1,9 +1,13 @@
 //! The help modal: the key table by section, descriptions wrapped to the width.
 
 use super::{block, centered};
-use crate::tui::app::AppState;
 use crate::tui::keymap::help_rows;
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
 /// Words of `text` in lines of at most `w` characters.
@@ -27,7 +31,7 @@ fn wrap_words(text: &str, w: usize) -> Vec<String> {
 }
 
 pub(super) fn draw_help(f: &mut Frame, area: Rect, s: &AppState, scroll: u16) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let w = area.width.min(100);
     // key column: 2 + 30 + 1; the description wraps in what is left
     let desc_w = (w.saturating_sub(2) as usize).saturating_sub(33).max(16);

@@ -4,19 +4,29 @@
 
 use super::{match_style, pane_block, search_label};
 use crate::session::model::LogLevel;
-use crate::tui::app::{AppState, PaneId};
 use crate::tui::logview::{INDENT, newest_first};
+use crate::tui::state::AppState;
 use crate::tui::text;
-use ratatui::prelude::*;
+use crate::tui::view_state::PaneId;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(crate) fn draw_log(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let w = r.width.saturating_sub(2) as usize;
     let h = r.height.saturating_sub(2) as usize;
-    let need = h + s.log_scroll;
-    let query = s.search.as_ref().map(|q| q.query.as_str()).unwrap_or("");
-    let current = s.search.as_ref().and_then(|q| q.log_hit);
+    let need = h + s.view.log_scroll;
+    let query = s
+        .view
+        .search
+        .as_ref()
+        .map(|q| q.query.as_str())
+        .unwrap_or("");
+    let current = s.view.search.as_ref().and_then(|q| q.log_hit);
     // rows from the bottom up, until the view is full
     let mut rows: Vec<Line> = Vec::with_capacity(need);
     for (at, l) in newest_first(s) {
@@ -54,18 +64,18 @@ pub(crate) fn draw_log(f: &mut Frame, r: Rect, s: &AppState) {
         }
     }
     let end = rows.len().min(need);
-    let lines: Vec<Line> = rows[s.log_scroll.min(end)..end]
+    let lines: Vec<Line> = rows[s.view.log_scroll.min(end)..end]
         .iter()
         .rev()
         .cloned()
         .collect();
-    let mut title = if s.log_scroll > 0 {
-        format!("log · {} rows up (G follows)", s.log_scroll)
+    let mut title = if s.view.log_scroll > 0 {
+        format!("log · {} rows up (G follows)", s.view.log_scroll)
     } else {
         "log".into()
     };
-    if s.focus == PaneId::Log
-        && let Some(q) = s.search.as_ref().filter(|q| !q.query.is_empty())
+    if s.view.focus == PaneId::Log
+        && let Some(q) = s.view.search.as_ref().filter(|q| !q.query.is_empty())
     {
         let found: Vec<_> = newest_first(s)
             .filter(|(_, l)| text::matches(&l.text, &q.query))

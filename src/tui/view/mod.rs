@@ -21,7 +21,8 @@ mod shapes;
 pub(crate) use shapes::shown_figures;
 mod steer;
 
-use super::app::{AppState, Modal, PaneId};
+use super::state::AppState;
+use super::view_state::{Modal, PaneId};
 use confirm::draw_confirm;
 pub(crate) use diff::draw_diff;
 use editor::draw_editor;
@@ -29,11 +30,15 @@ use footer::draw_footer;
 pub use header::agent_label;
 pub(crate) use header::{draw_header, header_height};
 use help::draw_help;
-pub use layout::{Areas, areas, code_cols, diff_rows, left_width, log_size};
+pub use layout::{Areas, OpTable, areas, code_cols, diff_rows, left_width, log_size};
 pub(crate) use log::draw_log;
 pub(crate) use operators::draw_operators;
 pub use operators::sparkline;
-use ratatui::prelude::*;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Span;
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 use replay_bar::draw_replay_bar;
 pub(crate) use revisions::draw_revisions;
@@ -42,7 +47,7 @@ pub(crate) use shapes::draw_gauges;
 use steer::draw_steer;
 
 pub fn draw(f: &mut Frame, s: &AppState) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let area = f.area();
     f.render_widget(
         Block::default().style(Style::default().bg(t.bg).fg(t.fg)),
@@ -54,20 +59,20 @@ pub fn draw(f: &mut Frame, s: &AppState) {
     }
     let a = areas(s, area);
     draw_header(f, a.header, s);
-    draw_operators(f, a.operators, s, !a.full_table);
-    draw_revisions(f, a.revisions, s, !a.full_table);
+    draw_operators(f, a.operators, s, a.table);
+    draw_revisions(f, a.revisions, s, a.table == OpTable::Compact);
     if a.diff_shown {
         draw_diff(f, a.diff, s);
     }
     if let Some(g) = a.gauges {
         draw_gauges(f, g, s);
     }
-    if s.replay.is_some() {
+    if s.work.replay.is_some() {
         draw_replay_bar(f, a.replay, s);
     }
     draw_log(f, a.log, s);
     draw_footer(f, a.footer, s);
-    match &s.modal {
+    match &s.view.modal {
         Modal::None | Modal::Search(_) => {}
         Modal::Help { scroll } => draw_help(f, area, s, *scroll),
         Modal::ConfirmQuit => draw_confirm(f, area, s),
@@ -105,8 +110,12 @@ fn block<'a>(t: &super::theme::Theme, focused: bool, title: &str) -> Block<'a> {
 
 fn pane_block<'a>(s: &AppState, id: PaneId, title: &str) -> Block<'a> {
     block(
-        &s.theme,
-        s.focus == id && matches!(s.modal, Modal::None | Modal::Help { .. } | Modal::Search(_)),
+        &s.view.theme,
+        s.view.focus == id
+            && matches!(
+                s.view.modal,
+                Modal::None | Modal::Help { .. } | Modal::Search(_)
+            ),
         title,
     )
 }
@@ -133,11 +142,11 @@ fn search_label(query: &str, current: Option<usize>, n: usize) -> String {
 
 fn s_color(s: &AppState, v: f64) -> Color {
     if v >= 0.6 {
-        s.theme.good
+        s.view.theme.good
     } else if v >= 0.3 {
-        s.theme.warn
+        s.view.theme.warn
     } else {
-        s.theme.bad
+        s.view.theme.bad
     }
 }
 

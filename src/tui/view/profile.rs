@@ -2,8 +2,12 @@
 //! bytes over Q, or all of it in one line.
 
 use super::{block, fmt_ms};
-use crate::tui::app::AppState;
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 fn pct(v: Option<f64>) -> String {
@@ -12,7 +16,7 @@ fn pct(v: Option<f64>) -> String {
 
 /// A percentage as a bar of `w` cells.
 fn pct_bar(s: &AppState, v: Option<f64>, w: usize) -> Vec<Span<'static>> {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let x = v.unwrap_or(0.0).clamp(0.0, 100.0);
     let filled = ((x / 100.0) * w as f64).round() as usize;
     let c = if x >= 60.0 {
@@ -37,7 +41,7 @@ fn pct_bar(s: &AppState, v: Option<f64>, w: usize) -> Vec<Span<'static>> {
 
 /// The profile in one line (small terminals): as many figures as fit.
 pub(super) fn profile_line(s: &AppState, p: &crate::profile::Profile, w: usize) -> Line<'static> {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let k = p.main_kernel();
     let mut parts = vec![
         format!("ncu #{}", p.shape),
@@ -73,7 +77,7 @@ pub(super) fn profile_line(s: &AppState, p: &crate::profile::Profile, w: usize) 
 /// The profile's gauges: DRAM / SM throughput and occupancy bars, registers, the top warp
 /// stalls and DRAM bytes over Q.
 pub(super) fn draw_profile(f: &mut Frame, r: Rect, s: &AppState, p: &crate::profile::Profile) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let k = p.main_kernel();
     let inner_w = r.width.saturating_sub(2) as usize;
     let bar_w = if inner_w >= 60 { 20 } else { 10 };

@@ -1,12 +1,17 @@
 //! The replay bar: play state, speed, position in the recorded events and a progress bar.
 
-use crate::tui::app::{AppState, SPEEDS};
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+use crate::tui::workbench::SPEEDS;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 pub(super) fn draw_replay_bar(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
-    let Some(rp) = &s.replay else { return };
+    let t = &s.view.theme;
+    let Some(rp) = &s.work.replay else { return };
     let kind = rp
         .pos
         .checked_sub(1)

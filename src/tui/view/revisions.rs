@@ -5,17 +5,22 @@
 
 use super::{pane_block, s_color, window};
 use crate::session::{Decision, RevVerdict};
-use crate::tui::app::{AppState, PaneId};
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+use crate::tui::view_state::PaneId;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Span;
 use ratatui::widgets::{Row, Table};
 
 pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let op = s.selected_op().unwrap_or_default();
-    let o = s.model.ops.get(&op);
+    let o = s.work.model.ops.get(&op);
     let revs = o.map(|o| o.revisions.as_slice()).unwrap_or(&[]);
     let h = r.height.saturating_sub(2) as usize;
-    let start = window(s.rev_sel, h, revs.len());
+    let start = window(s.view.rev_sel, h, revs.len());
     let mut rows: Vec<Row> = Vec::with_capacity(h);
     for (i, rv) in revs.iter().enumerate().skip(start).take(h) {
         let inc = o.and_then(|o| o.incumbent) == Some(rv.rev);
@@ -28,7 +33,7 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
         };
         // A revision not measured in this session whose very source the standing measured
         // shows the standing's figure.
-        let standing = s.standing_measurement(&op, rv).map(|e| {
+        let standing = s.work.standing_measurement(&op, rv).map(|e| {
             let m = e.record.measurement.s_op;
             match e.fresh() {
                 true => format!("S {m:.3} std"),
@@ -66,7 +71,8 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
                 None => rv.rationale.clone(),
             };
             // Hidden from the agent's context by its latest dropout.
-            if s.model
+            if s.work
+                .model
                 .agents
                 .get(op.as_str())
                 .is_some_and(|a| a.masked.contains(&rv.rev))
@@ -76,7 +82,7 @@ pub(crate) fn draw_revisions(f: &mut Frame, r: Rect, s: &AppState, narrow: bool)
             cells.push(Span::styled(text, Style::default().fg(t.dim)));
         }
         let mut row = Row::new(cells);
-        if i == s.rev_sel {
+        if i == s.view.rev_sel {
             row = row.style(
                 Style::default()
                     .bg(t.selection_bg)

@@ -2,22 +2,31 @@
 //! shapes pane's figures: this session's measurement, else the standing's).
 
 use super::block;
-use crate::tui::app::AppState;
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::symbols::Marker;
+use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 use ratatui::widgets::canvas::{Canvas, Line as CLine, Points};
 
 pub(super) fn draw_roofline(f: &mut Frame, r: Rect, s: &AppState, op: &str) {
-    let t = &s.theme;
-    let Some(hw) = s.hw.as_ref() else {
+    let t = &s.view.theme;
+    let Some(hw) = s.work.hw.as_ref() else {
         f.render_widget(
             Paragraph::new("no hardware profile").block(block(t, false, "roofline")),
             r,
         );
         return;
     };
-    let infos = s.shape_info.get(op).map(|v| v.as_slice()).unwrap_or(&[]);
+    let infos = s
+        .work
+        .shape_info
+        .get(op)
+        .map(|v| v.as_slice())
+        .unwrap_or(&[]);
     // The selected revision's figures: this session's, else the standing's of its source.
     let figures = super::shapes::shown_figures(s, op).figures;
     let peak_max = hw.peak_flops.values().copied().fold(1.0f64, f64::max);

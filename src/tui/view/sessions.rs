@@ -1,14 +1,18 @@
 //! The recorded-sessions modal (no GPU): the sessions to open in replay.
 
 use super::{block, centered, window};
-use crate::tui::app::AppState;
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 
 /// No GPU: the recorded sessions, to open one in replay.
 pub(super) fn draw_sessions(f: &mut Frame, area: Rect, s: &AppState, sel: usize) {
-    let t = &s.theme;
-    let files = &s.recorded_sessions;
+    let t = &s.view.theme;
+    let files = &s.work.recorded_sessions;
     let w = area.width.saturating_sub(4).min(76);
     let h = (files.len() as u16 + 5).min(area.height.saturating_sub(2));
     let r = centered(area, w, h);

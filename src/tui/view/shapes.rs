@@ -10,8 +10,15 @@ use super::{fmt_ms, pane_block, s_color, window};
 use crate::contract::protocol::{Diagnostic, ShapeResult, Verdict};
 use crate::standing::ShapeMeasured;
 use crate::suite::roofline::Bottleneck;
-use crate::tui::app::{AppState, PaneId, ShapeInfo};
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+use crate::tui::text;
+use crate::tui::view_state::PaneId;
+use crate::tui::workbench::ShapeInfo;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use std::collections::BTreeMap;
 
@@ -72,7 +79,7 @@ pub(crate) fn shown_figures(s: &AppState, op: &str) -> Shown {
     let Some(rv) = s.selected_rev() else {
         return Shown::default();
     };
-    match s.standing_measurement(op, rv) {
+    match s.work.standing_measurement(op, rv) {
         Some(e) if e.fresh() => {
             let m = &e.record.measurement;
             Shown {
@@ -111,9 +118,14 @@ pub(crate) fn shown_figures(s: &AppState, op: &str) -> Shown {
 }
 
 pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let op = s.selected_op().unwrap_or_default();
-    let infos = s.shape_info.get(&op).map(|v| v.as_slice()).unwrap_or(&[]);
+    let infos = s
+        .work
+        .shape_info
+        .get(&op)
+        .map(|v| v.as_slice())
+        .unwrap_or(&[]);
     let rv = s.selected_rev();
     let Shown { figures, standing } = shown_figures(s, &op);
     let chart_h = if r.height >= 24 {
@@ -163,22 +175,27 @@ pub(crate) fn draw_gauges(f: &mut Frame, r: Rect, s: &AppState) {
         h = h.saturating_sub(1);
     }
     if let Some((_, note)) = &standing {
-        // Where room is short the GPU's vendor goes first.
-        let note = if note.chars().count() > inner_w {
+        // Where room is short the GPU's vendor goes first, then the note wraps.
+        let note = if text::cols(note) > inner_w {
             note.replace("NVIDIA ", "")
         } else {
             note.clone()
         };
-        lines.push(Line::from(Span::styled(note, Style::default().fg(t.info))));
-        h = h.saturating_sub(1);
+        for row in text::wrap(&note, inner_w, 0) {
+            lines.push(Line::from(Span::styled(
+                note[row].to_string(),
+                Style::default().fg(t.info),
+            )));
+            h = h.saturating_sub(1);
+        }
     }
-    let start = match s.shape_sel {
+    let start = match s.view.shape_sel {
         Some(i) => window(i, h, infos.len()),
-        None => s.gauge_scroll.min(infos.len().saturating_sub(1)),
+        None => s.view.gauge_scroll.min(infos.len().saturating_sub(1)),
     };
     for (i, si) in infos.iter().enumerate().skip(start).take(h) {
         let res = figures.get(&si.id);
-        let selected = s.shape_sel == Some(i);
+        let selected = s.view.shape_sel == Some(i);
         lines.push(shape_line(s, si, res, selected, bar_w, inner_w));
     }
     if infos.is_empty() {
@@ -224,7 +241,7 @@ fn shape_line(
     bar_w: usize,
     inner_w: usize,
 ) -> Line<'static> {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let mut spans = vec![Span::styled(
         format!("#{:<3}", si.id),
         if selected {

@@ -1,13 +1,16 @@
 //! The steer modal: a one-line prompt above the log, to send a hint for the selected operator.
 
 use super::block;
-use crate::tui::app::AppState;
-use ratatui::prelude::*;
+use crate::tui::state::AppState;
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Style;
 use ratatui::widgets::Clear;
 use ratatui_textarea::TextArea;
 
 pub(super) fn draw_steer(f: &mut Frame, area: Rect, s: &AppState, ta: &TextArea<'static>) {
-    let t = &s.theme;
+    let t = &s.view.theme;
     let w = area.width.saturating_sub(8).min(100);
     let r = Rect {
         x: area.x + (area.width - w) / 2,

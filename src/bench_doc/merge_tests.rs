@@ -1,4 +1,6 @@
 use super::merge;
+use crate::bench_doc::BenchDoc;
+use crate::bench_doc::tests::gpu;
 use crate::testing::suite;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -26,31 +28,43 @@ fn shape(id: u32, s: f64) -> Value {
 fn doc(shapes: Vec<Value>, sha: &str, wall: f64) -> Value {
     json!({
         "operator": "rms_norm", "kernel": "knowledge/templates/rms_norm_warp_per_row.cu",
-        "source_sha256": sha, "defines": {}, "gpu": {"name": "NVIDIA H200"},
+        "source_sha256": sha, "defines": {}, "gpu": gpu("NVIDIA H200"),
         "workers": ["vm:0"], "pool": {"workers": []}, "driver": "13.0", "nvrtc": "13.0",
         "hardware": "H200", "mode": "full", "verdict": "pass", "message": null,
         "compile": [], "shapes": shapes, "output": [], "s_op": 0.0, "s_op_benchmark": 0.0,
-        "incumbent": {"s_op": 0.1}, "wall_s": wall,
+        "incumbent": {"kernel": "problems/rms_norm/baseline.cu", "layer": "shipped", "mode": "full",
+                      "date": "2026-12-03", "s_op": 0.1},
+        "wall_s": wall,
     })
 }
 
-/// Why the merge of `a` and `b` is refused.
+/// Why the merge of `a` and `b` is refused (reading them, or joining them).
 fn refusal(a: &Value, b: Value) -> String {
-    merge(suite(), None, &files(vec![a.clone(), b])).unwrap_err()
+    joined(None, vec![a.clone(), b]).unwrap_err()
 }
 
-fn files(docs: Vec<Value>) -> Vec<(PathBuf, Value)> {
+/// The documents read as `bench --merge` reads its files `part0.json`, `part1.json`, …
+fn files(docs: Vec<Value>) -> Result<Vec<(PathBuf, BenchDoc)>, String> {
     docs.into_iter()
         .enumerate()
-        .map(|(k, d)| (PathBuf::from(format!("part{k}.json")), d))
+        .map(|(k, d)| {
+            let f = PathBuf::from(format!("part{k}.json"));
+            let doc = BenchDoc::from_value(d).map_err(|e| format!("{}: {e}", f.display()))?;
+            Ok((f, doc))
+        })
         .collect()
+}
+
+/// The joined document of `docs`, as JSON.
+fn joined(op: Option<&str>, docs: Vec<Value>) -> Result<Value, String> {
+    merge(suite(), op, &files(docs)?).map(|d| d.to_value())
 }
 
 #[test]
 fn joins_disjoint_parts_and_computes_s_op_over_the_union() {
     let a = doc(vec![shape(0, 0.1), shape(2, 0.3)], "abc", 10.0);
     let b = doc(vec![shape(1, 0.2)], "abc", 5.0);
-    let m = merge(suite(), Some("rms_norm"), &files(vec![a, b])).unwrap();
+    let m = joined(Some("rms_norm"), vec![a, b]).unwrap();
     let ids: Vec<u64> = m["shapes"]
         .as_array()
         .unwrap()
@@ -66,7 +80,7 @@ fn joins_disjoint_parts_and_computes_s_op_over_the_union() {
     );
     assert_eq!(m["wall_s"], json!(15.0));
     assert_eq!(m["verdict"], json!("pass"));
-    assert_eq!(m["incumbent"], Value::Null);
+    assert_eq!(m.get("incumbent"), Some(&Value::Null));
     assert_eq!(m["parts"][0]["file"], json!("part0.json"));
     assert_eq!(m["parts"][1]["shapes"], json!([1]));
     assert_eq!(m["date"], Value::Null, "parts without a date give none");
@@ -78,7 +92,7 @@ fn the_merged_run_is_dated_by_its_last_part() {
     let mut b = doc(vec![shape(1, 0.2)], "abc", 1.0);
     a["date"] = json!("2026-12-03 14:05:09");
     b["date"] = json!("2026-12-02 23:59:59");
-    let m = merge(suite(), Some("rms_norm"), &files(vec![a, b])).unwrap();
+    let m = joined(Some("rms_norm"), vec![a, b]).unwrap();
     assert_eq!(m["date"], json!("2026-12-03 14:05:09"));
 }
 
@@ -90,7 +104,7 @@ fn a_failed_part_makes_the_merge_fail_and_counts_zero() {
     b["verdict"] = json!("incorrect");
     b["message"] = json!("output `out` (seed 3): mismatch");
     let a = doc(vec![shape(0, 0.4), shape(2, 0.5)], "abc", 1.0);
-    let m = merge(suite(), None, &files(vec![a, b])).unwrap();
+    let m = joined(None, vec![a, b]).unwrap();
     assert_eq!(m["verdict"], json!("incorrect"));
     assert_eq!(m["message"], json!("output `out` (seed 3): mismatch"));
     // 0 (failed), 0.4, 0.5: the median is 0.4.
@@ -101,7 +115,7 @@ fn a_failed_part_makes_the_merge_fail_and_counts_zero() {
 fn refuses_a_shape_in_two_parts() {
     let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
     let b = doc(vec![shape(0, 0.2)], "abc", 1.0);
-    let e = merge(suite(), None, &files(vec![a, b])).unwrap_err();
+    let e = joined(None, vec![a, b]).unwrap_err();
     assert!(
         e.contains("shape 0 is in both part0.json and part1.json"),
         "{e}"
@@ -111,31 +125,26 @@ fn refuses_a_shape_in_two_parts() {
 #[test]
 fn refuses_parts_of_different_sources_gpus_or_modes() {
     let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
-    let e = merge(
-        suite(),
-        None,
-        &files(vec![a.clone(), doc(vec![shape(1, 0.2)], "def", 1.0)]),
-    )
-    .unwrap_err();
+    let e = refusal(&a, doc(vec![shape(1, 0.2)], "def", 1.0));
     assert!(
         e.contains("part1.json: source_sha256 is \"def\", part0.json has \"abc\""),
         "{e}"
     );
     let mut quick = doc(vec![shape(1, 0.2)], "abc", 1.0);
     quick["mode"] = json!("quick");
-    let e = merge(suite(), None, &files(vec![a.clone(), quick])).unwrap_err();
+    let e = joined(None, vec![a.clone(), quick]).unwrap_err();
     assert!(e.contains("mode is \"quick\""), "{e}");
     let mut h100 = doc(vec![shape(1, 0.2)], "abc", 1.0);
     h100["gpu"]["name"] = json!("NVIDIA H100");
     assert!(
-        merge(suite(), None, &files(vec![a.clone(), h100]))
+        joined(None, vec![a.clone(), h100])
             .unwrap_err()
             .contains("gpu is")
     );
     let mut defined = doc(vec![shape(1, 0.2)], "abc", 1.0);
     defined["defines"] = json!({"BLOCK": 256});
     assert!(
-        merge(suite(), None, &files(vec![a, defined]))
+        joined(None, vec![a, defined])
             .unwrap_err()
             .contains("defines is")
     );
@@ -146,14 +155,14 @@ fn refuses_documents_without_a_source_fingerprint_or_of_another_operator() {
     let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
     let mut old = doc(vec![shape(1, 0.2)], "abc", 1.0);
     old.as_object_mut().unwrap().remove("source_sha256");
-    let e = merge(suite(), None, &files(vec![a.clone(), old])).unwrap_err();
+    let e = joined(None, vec![a.clone(), old]).unwrap_err();
     assert!(e.contains("part1.json: no source_sha256"), "{e}");
     let b = doc(vec![shape(1, 0.2)], "abc", 1.0);
-    let e = merge(suite(), Some("silu_and_mul"), &files(vec![a.clone(), b])).unwrap_err();
+    let e = joined(Some("silu_and_mul"), vec![a.clone(), b]).unwrap_err();
     assert!(e.contains("are of `rms_norm`, not `silu_and_mul`"), "{e}");
-    let e = merge(suite(), None, &files(vec![a.clone(), json!({"hello": 1})])).unwrap_err();
+    let e = joined(None, vec![a.clone(), json!({"hello": 1})]).unwrap_err();
     assert!(e.contains("part1.json: not a bench document"), "{e}");
-    let e = merge(suite(), None, &files(vec![a])).unwrap_err();
+    let e = joined(None, vec![a]).unwrap_err();
     assert!(e.contains("at least two"), "{e}");
 }
 
@@ -161,7 +170,7 @@ fn refuses_documents_without_a_source_fingerprint_or_of_another_operator() {
 fn refuses_a_shape_the_operator_does_not_have() {
     let a = doc(vec![shape(0, 0.1)], "abc", 1.0);
     let b = doc(vec![shape(9999, 0.2)], "abc", 1.0);
-    let e = merge(suite(), None, &files(vec![a, b])).unwrap_err();
+    let e = joined(None, vec![a, b]).unwrap_err();
     assert!(e.contains("rms_norm has no shape 9999"), "{e}");
 }
 
@@ -171,7 +180,7 @@ fn a_shape_asked_for_without_a_result_counts_zero_and_fails_the_merge() {
     let a = doc(vec![shape(0, 0.1), shape(2, 0.3)], "abc", 10.0);
     let mut b = doc(vec![shape(1, 0.2)], "abc", 5.0);
     b["shapes_asked"] = json!([1, 3]);
-    let m = merge(suite(), None, &files(vec![a, b])).unwrap();
+    let m = joined(None, vec![a, b]).unwrap();
     assert_eq!(m["shapes_asked"], json!([0, 1, 2, 3]));
     assert!(
         (m["s_op"].as_f64().unwrap() - 0.15).abs() < 1e-12,
@@ -179,7 +188,7 @@ fn a_shape_asked_for_without_a_result_counts_zero_and_fails_the_merge() {
         m["s_op"]
     );
     assert_eq!(m["parts"][1]["missing"], json!([3]));
-    assert_eq!(m["pool"], Value::Null);
+    assert_eq!(m.get("pool"), Some(&Value::Null));
     // A result for a shape the part was not asked for, or a shape asked for twice: refused.
     let mut c = doc(vec![shape(1, 0.2)], "abc", 5.0);
     c["shapes_asked"] = json!([3]);
@@ -204,7 +213,7 @@ fn the_benchmark_compatible_s_op_is_computed_again() {
     let mut a = doc(vec![shape(0, 0.4), shape(2, 0.5)], "abc", 1.0);
     a["s_op_benchmark"] = json!(0.99);
     let b = doc(vec![strict_only], "abc", 1.0);
-    let m = merge(suite(), None, &files(vec![a, b])).unwrap();
+    let m = joined(None, vec![a, b]).unwrap();
     // Strict: 0.4, 0.5, 0.6; benchmark-compatible: 0.4, 0.5 and a 0.
     assert!(
         (m["s_op"].as_f64().unwrap() - 0.5).abs() < 1e-12,
@@ -228,12 +237,7 @@ fn refuses_a_part_scored_against_another_t_sol_or_with_a_bad_id() {
         e.contains("part1.json: shape 1 was scored against T_SOL"),
         "{e}"
     );
-    let m = merge(
-        suite(),
-        None,
-        &files(vec![a.clone(), doc(vec![shape(1, 0.2)], "abc", 1.0)]),
-    )
-    .unwrap();
+    let m = joined(None, vec![a.clone(), doc(vec![shape(1, 0.2)], "abc", 1.0)]).unwrap();
     assert_eq!(m["sol_checked"], json!(true));
     // 2^32 is no shape id (it must not wrap to shape 0).
     let mut wrapped = shape(1, 0.2);
@@ -279,7 +283,7 @@ fn the_joined_run_is_dated_by_its_last_part() {
     };
     let a = dated(vec![shape(0, 0.1)], "2026-12-03 09:00:00");
     let b = dated(vec![shape(1, 0.2)], "2026-12-04 01:30:00");
-    let m = merge(suite(), None, &files(vec![b.clone(), a.clone()])).unwrap();
+    let m = joined(None, vec![b.clone(), a.clone()]).unwrap();
     assert_eq!(m["date"], json!("2026-12-04 01:30:00"));
     assert_eq!(m["tool_version"], json!("0.1.0"));
     assert_eq!(m["parts"][1]["date"], json!("2026-12-03 09:00:00"));
@@ -288,6 +292,6 @@ fn the_joined_run_is_dated_by_its_last_part() {
     assert!(refusal(&a, newer).contains("part1.json: tool_version is"));
     let mut undated = doc(vec![shape(1, 0.2)], "abc", 1.0);
     undated["tool_version"] = json!("0.1.0");
-    let m = merge(suite(), None, &files(vec![a, undated])).unwrap();
+    let m = joined(None, vec![a, undated]).unwrap();
     assert!(m.get("date").is_none(), "{}", m["date"]);
 }

@@ -52,6 +52,21 @@ pub enum ExportError {
     },
 }
 
+/// Why a shape's environment, buffers or binding could not be had for an export.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    /// The problem's parameters, dimensions or dtypes on the shape (its file and line named).
+    #[error(transparent)]
+    Problem(#[from] crate::suite::LoadError),
+    #[error("launch plan {0}")]
+    Plan(#[from] PlanError),
+    /// A binding step's expression.
+    #[error(transparent)]
+    Expr(#[from] crate::suite::expr::ExprError),
+    #[error("shape {shape} gives no `{name}`")]
+    NoValue { shape: u32, name: String },
+}
+
 /// The output formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -98,7 +113,7 @@ pub fn check(p: &Problem, kernel: &Kernel) -> Result<Checked, ExportError> {
             msg,
         };
         let env = p.env(s).map_err(|e| fail(e.to_string()))?;
-        let sizes = buffer_bytes(p, &plan, &env).map_err(fail)?;
+        let sizes = buffer_bytes(p, &plan, &env).map_err(|e| fail(e.to_string()))?;
         let penv = plan.env(&env, &defines);
         let launches = plan
             .resolve(&penv, &|n| sizes.contains_key(n))
@@ -116,11 +131,15 @@ pub fn check(p: &Problem, kernel: &Kernel) -> Result<Checked, ExportError> {
 }
 
 /// The bytes of every buffer a plan can name on a shape: inputs, outputs, scratch.
-pub fn buffer_bytes(p: &Problem, plan: &Plan, env: &Env) -> Result<BTreeMap<String, u64>, String> {
+pub fn buffer_bytes(
+    p: &Problem,
+    plan: &Plan,
+    env: &Env,
+) -> Result<BTreeMap<String, u64>, ShapeError> {
     let mut out = BTreeMap::new();
     for t in p.inputs.iter().chain(&p.outputs) {
-        let dims = p.tensor_dims(t, env).map_err(|e| e.to_string())?;
-        let dtype = p.tensor_dtype(t, env).map_err(|e| e.to_string())?;
+        let dims = p.tensor_dims(t, env)?;
+        let dtype = p.tensor_dtype(t, env)?;
         let esize = crate::suite::dtype_size(&dtype).unwrap_or(1) as u64;
         out.insert(
             t.name.clone(),
@@ -128,10 +147,7 @@ pub fn buffer_bytes(p: &Problem, plan: &Plan, env: &Env) -> Result<BTreeMap<Stri
         );
     }
     let penv = plan.env(env, &plan.defines);
-    for (s, n) in plan
-        .scratch_sizes(&penv)
-        .map_err(|e| format!("launch plan line {}: {}", e.line, e.msg))?
-    {
+    for (s, n) in plan.scratch_sizes(&penv)? {
         let esize = crate::suite::dtype_size(&s.dtype).unwrap_or(1) as u64;
         out.insert(s.name.clone(), n.max(1) * esize);
     }

@@ -42,6 +42,16 @@ pub struct Suite {
     pub hardware: Vec<HardwareProfile>,
 }
 
+/// A hardware key (`--hardware`, the settings' `hardware`) that no profile of the suite has.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("unknown hardware `{key}` (known: {})", known.join(", "))]
+pub struct UnknownHardware {
+    pub key: String,
+    pub known: Vec<String>,
+}
+
+crate::error::text_at_the_edge!(UnknownHardware);
+
 impl Suite {
     /// Loads the suite from a source, validating every file.
     pub fn load(source: SuiteSource) -> Result<Suite, LoadError> {
@@ -187,13 +197,14 @@ impl Suite {
         v
     }
 
-    pub fn hardware(&self, key: &str) -> Result<&HardwareProfile, String> {
+    /// The hardware profile of a key or name (either case).
+    pub fn hardware(&self, key: &str) -> Result<&HardwareProfile, UnknownHardware> {
         self.hardware
             .iter()
             .find(|h| h.key.eq_ignore_ascii_case(key) || h.name.eq_ignore_ascii_case(key))
-            .ok_or_else(|| {
-                let keys: Vec<&str> = self.hardware.iter().map(|h| h.key.as_str()).collect();
-                format!("unknown hardware `{key}` (known: {})", keys.join(", "))
+            .ok_or_else(|| UnknownHardware {
+                key: key.to_string(),
+                known: self.hardware.iter().map(|h| h.key.clone()).collect(),
             })
     }
 

@@ -1,6 +1,7 @@
 //! Deep profiles: the candidate under Nsight Compute, in a separate process, turned into gauges
 //! and findings (docs/profiler.md); and `sass`, the static summary of a kernel's machine code
-//! (`compile --sass`).
+//! (`compile --sass`). Files: `ncu` (the raw page), `source` (the source page: where warps
+//! wait), `findings`, `sass`, `error` (`ProfileError`, `PageError`).
 
 pub mod error;
 pub mod findings;

@@ -13,8 +13,9 @@
 //! outputs on the device), `timing` (cold-L2 timing), `calibrate`, `job` (one job end to end),
 //! `stdio` (the protocol kept apart from what kernels print), `env_scrub` (what a worker and its
 //! children inherit of the environment), `locate` (the CUDA installation), `simulate` (a worker
-//! without a GPU, for tests); this file holds the main loop, the event writer (on the private
-//! protocol descriptor, see `stdio`) and `profile-target`.
+//! without a GPU, for tests), `error` (`GpuError`: what failed, sticky or not, and whose fault
+//! it is); this file holds the main loop, the event writer (on the private protocol
+//! descriptor, see `stdio`) and `profile-target`.
 //!
 //! Invariants: every CUDA call's error is checked and a sticky one ends the worker; candidate
 //! code only ever runs through `Gpu::enqueue` on buffers the harness made and poisoned; nothing

@@ -169,11 +169,11 @@ fn snapshot_the_shapes_pane_shows_the_standings_figures() {
         "{out}"
     );
     assert!(
-        out.contains("standing, measured 2026-12-03 on H200"),
+        out.contains("standing, measured 2026-01-15 on H200"),
         "{out}"
     );
     assert!(
-        out.contains("unified_attention             36.1% 0.430  ○ shipped"),
+        out.contains("unified_attention             36.1% 0.500  ○ shipped"),
         "{out}"
     );
     insta::assert_snapshot!("standing_shapes_200x50", out);

@@ -1,8 +1,9 @@
 //! Typed errors of the settings: `ConfigError`, shared by the settings file (`config`) and the
-//! `[[workers]]` tables it holds (`pool::config`). Other domains keep theirs beside their code
-//! (`suite::LoadError`, `contract::plan::PlanError`, `suite::expr::ExprError`,
-//! `worker::device::GpuError`, `session::error::SessionError`); a command turns any of them into
-//! its message and exit code at the edge (`cli`).
+//! `[[workers]]` tables it holds (`pool::config`); and `text_at_the_edge!`, which gives a typed
+//! error its `String` form, so that `?` carries it into a function that returns a message. Other
+//! domains keep their errors beside their code (each module's are named in
+//! docs/architecture.md, "Where things live"); a command turns any of them into its message and
+//! exit code at the edge (`cli`), the TUI into a line of its log.
 //!
 //! Invariant: this module uses no other module of the crate (it is of the lowest layer).
 
@@ -35,9 +36,19 @@ pub enum ConfigError {
     KeyFileNotPrivate { file: PathBuf, mode: u32 },
 }
 
-/// Commands and the TUI report errors as text at their edge.
-impl From<ConfigError> for String {
-    fn from(e: ConfigError) -> String {
-        e.to_string()
-    }
+/// Commands and the TUI report errors as text at their edge: `String: From<E>` for each typed
+/// error named, so that `?` carries one into a function that returns its message.
+macro_rules! text_at_the_edge {
+    ($($t:ty),+ $(,)?) => {
+        $(
+            impl From<$t> for String {
+                fn from(e: $t) -> String {
+                    e.to_string()
+                }
+            }
+        )+
+    };
 }
+pub(crate) use text_at_the_edge;
+
+text_at_the_edge!(ConfigError);

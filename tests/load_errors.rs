@@ -231,6 +231,7 @@ fn hardware_errors() {
     assert!(
         s.hardware("H999")
             .unwrap_err()
+            .to_string()
             .contains("unknown hardware `H999` (known: T)")
     );
 }

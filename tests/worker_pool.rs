@@ -10,7 +10,7 @@ use atrex_tui::contract::runner::{JobEvent, Runner};
 use atrex_tui::pool::client::{WorkerClient, WorkerConfig};
 use atrex_tui::pool::config::WorkerSpec;
 use atrex_tui::pool::launch_command::LaunchTemplate;
-use atrex_tui::pool::{Pool, PoolOptions, SeatState};
+use atrex_tui::pool::{Pool, PoolOptions, SeatState, WorkerError};
 use common::standins::{self, Drop};
 use std::path::Path;
 use std::time::Duration;
@@ -329,8 +329,9 @@ async fn a_version_mismatch_is_refused_naming_the_worker_and_both_versions() {
     cfg.label = Some("old-box".into());
     let c = WorkerClient::spawn(cfg);
     let e = c.hello().await.unwrap_err();
+    assert!(matches!(e, WorkerError::Handshake(_)), "{e:?}");
     assert_eq!(
-        e,
+        e.to_string(),
         format!(
             "worker old-box runs atrex-tui unknown (protocol 2); this is atrex-tui {TOOL_VERSION} (protocol {PROTOCOL_VERSION}): install the same atrex-tui version on both sides"
         )

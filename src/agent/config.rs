@@ -57,9 +57,24 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|s| !s.trim().is_empty())
 }
 
+/// A backend that the settings and the environment do not say enough about.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("no model for the OpenAI-compatible backend: set ATREX_MODEL or `model` in [agent]")]
+    NoOpenaiModel,
+    #[error("no model for the Anthropic backend: set ATREX_MODEL or `anthropic_model` in [agent]")]
+    NoAnthropicModel,
+    #[error(
+        "no Anthropic API key: set ANTHROPIC_API_KEY or `anthropic_api_key` in [agent] (file mode 0600)"
+    )]
+    NoAnthropicKey,
+}
+
+crate::error::text_at_the_edge!(EndpointError);
+
 /// Resolves settings + environment (the environment wins) for a backend (None: the configured
 /// one, else the tuner).
-pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConfig, String> {
+pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConfig, EndpointError> {
     let backend = want.or(s.backend).unwrap_or(BackendKind::Tuner);
     let endpoint = match backend {
         BackendKind::Tuner => None,
@@ -67,9 +82,9 @@ pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConf
             let base_url = env("OPENAI_BASE_URL")
                 .or(s.base_url.clone())
                 .unwrap_or_else(|| "https://api.openai.com/v1".into());
-            let model = env("ATREX_MODEL").or(s.model.clone()).ok_or(
-                "no model for the OpenAI-compatible backend: set ATREX_MODEL or `model` in [agent]",
-            )?;
+            let model = env("ATREX_MODEL")
+                .or(s.model.clone())
+                .ok_or(EndpointError::NoOpenaiModel)?;
             let key = env("OPENAI_API_KEY")
                 .or(s.api_key.clone())
                 .unwrap_or_default();
@@ -88,10 +103,10 @@ pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConf
             let model = env("ATREX_MODEL")
                 .or(s.anthropic_model.clone())
                 .or(s.model.clone())
-                .ok_or("no model for the Anthropic backend: set ATREX_MODEL or `anthropic_model` in [agent]")?;
+                .ok_or(EndpointError::NoAnthropicModel)?;
             let key = env("ANTHROPIC_API_KEY")
                 .or(s.anthropic_api_key.clone())
-                .ok_or("no Anthropic API key: set ANTHROPIC_API_KEY or `anthropic_api_key` in [agent] (file mode 0600)")?;
+                .ok_or(EndpointError::NoAnthropicKey)?;
             Some(Endpoint {
                 kind: backend,
                 base_url,

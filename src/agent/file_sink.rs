@@ -6,6 +6,7 @@
 use super::driver::Sink;
 use super::llm::Delta;
 use crate::session::{Recording, SessionEvent};
+use crate::standing::error::RecordError;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A recording shared by the agents of one run.
@@ -22,7 +23,7 @@ pub struct FileSink {
     /// Records accepted revisions in the workspace's standing, when set.
     pub keeper: Option<crate::standing::accept::Keeper>,
     /// Where the standing was written (or why not), per accepted revision.
-    pub standing: Vec<(u32, Result<std::path::PathBuf, String>)>,
+    pub standing: Vec<(u32, Result<std::path::PathBuf, RecordError>)>,
 }
 
 impl FileSink {
@@ -122,7 +123,7 @@ impl Sink for FileSink {
         };
         let appended = self.recording().append(ev);
         if let Err(e) = appended {
-            self.errors.push(e);
+            self.errors.push(e.to_string());
         }
         if let (Some(rev), Some(k)) = (accepted, &self.keeper) {
             // The record is taken under the session's lock and written after it is released:

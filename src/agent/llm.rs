@@ -45,26 +45,27 @@ pub enum Delta<'a> {
     Text(&'a str),
 }
 
-/// Why a completion failed for good.
-#[derive(Debug, Clone, PartialEq)]
+/// Why a completion failed for good. Each holds the last attempt's cause in words (its HTTP
+/// status and a bounded excerpt of the body, scrubbed of secrets).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmError {
     /// Authentication, not found, unknown model, bad request: retrying will not help.
+    #[error("{0}")]
     Fatal(String),
     /// Retries spent on 429 / 5xx / timeouts.
+    #[error("{0} (retries spent)")]
     Exhausted(String),
     /// The server refused a request with tools (the model or the server has no tool calling).
+    #[error("tools refused: {0}")]
     ToolsRefused(String),
 }
 
-impl std::fmt::Display for LlmError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LlmError::Fatal(m) => f.write_str(m),
-            LlmError::Exhausted(m) => write!(f, "{m} (retries spent)"),
-            LlmError::ToolsRefused(m) => write!(f, "tools refused: {m}"),
-        }
-    }
-}
+/// The HTTP client could not be made (its TLS backend).
+#[derive(Debug, thiserror::Error)]
+#[error("HTTP client: {0}")]
+pub struct HttpClientError(#[from] reqwest::Error);
+
+crate::error::text_at_the_edge!(LlmError, HttpClientError);
 
 enum Attempt {
     Retry(String, Option<Duration>),
@@ -94,11 +95,10 @@ impl LlmClient {
         timeout: Duration,
         retries: u32,
         max_reply_tokens: u32,
-    ) -> Result<LlmClient, String> {
+    ) -> Result<LlmClient, HttpClientError> {
         let http = reqwest::Client::builder()
             .connect_timeout(timeout.min(Duration::from_secs(30)))
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+            .build()?;
         Ok(LlmClient {
             endpoint,
             http,

@@ -12,6 +12,41 @@
 //! - its error says only "error applying hunk #N", where the model is told here which hunk, at
 //!   which line, and what the file has against what the hunk expects.
 
+/// A diff that cannot be applied. Its message names the hunk and, where the file differs, the
+/// line and both texts, so that a model can correct it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PatchError {
+    #[error("bad hunk header `{0}`")]
+    BadHeader(String),
+    #[error("the diff has no hunks (`@@ -a,b +c,d @@`)")]
+    NoHunks,
+    /// `hunk`: 1-based; `header`: its `@@` line.
+    #[error("patch does not apply: hunk {hunk} ({header}): {mismatch}")]
+    DoesNotApply {
+        hunk: usize,
+        header: String,
+        mismatch: Mismatch,
+    },
+}
+
+crate::error::text_at_the_edge!(PatchError);
+
+/// Where a hunk's context and the file part, at the hunk's stated position.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Mismatch {
+    #[error("its context is not in the file")]
+    NotInFile,
+    /// `line`: 1-based; both texts trimmed.
+    #[error("line {line} is `{got}`, the hunk expects `{want}`")]
+    Line {
+        line: usize,
+        got: String,
+        want: String,
+    },
+    #[error("the file ends before line {0}")]
+    FileEnds(usize),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 struct Hunk {
     old_start: usize,
@@ -20,7 +55,7 @@ struct Hunk {
     lines: Vec<(char, String)>,
 }
 
-fn parse_hunks(diff: &str) -> Result<Vec<Hunk>, String> {
+fn parse_hunks(diff: &str) -> Result<Vec<Hunk>, PatchError> {
     let mut hunks = Vec::new();
     let mut cur: Option<Hunk> = None;
     for raw in diff.lines() {
@@ -33,13 +68,13 @@ fn parse_hunks(diff: &str) -> Result<Vec<Hunk>, String> {
             let old = inner
                 .split_whitespace()
                 .find(|t| t.starts_with('-'))
-                .ok_or_else(|| format!("bad hunk header `{raw}`"))?;
+                .ok_or_else(|| PatchError::BadHeader(raw.to_string()))?;
             let start: usize = old[1..]
                 .split(',')
                 .next()
                 .unwrap_or("")
                 .parse()
-                .map_err(|_| format!("bad hunk header `{raw}`"))?;
+                .map_err(|_| PatchError::BadHeader(raw.to_string()))?;
             cur = Some(Hunk {
                 old_start: start,
                 header: raw.to_string(),
@@ -69,7 +104,7 @@ fn parse_hunks(diff: &str) -> Result<Vec<Hunk>, String> {
         hunks.push(h);
     }
     if hunks.is_empty() {
-        return Err("the diff has no hunks (`@@ -a,b +c,d @@`)".into());
+        return Err(PatchError::NoHunks);
     }
     Ok(hunks)
 }
@@ -83,7 +118,7 @@ fn matches_at(lines: &[&str], at: usize, old: &[&str]) -> bool {
 }
 
 /// Applies `diff` to `source`. Errors name the hunk and the first line that does not match.
-pub fn apply(source: &str, diff: &str) -> Result<String, String> {
+pub fn apply(source: &str, diff: &str) -> Result<String, PatchError> {
     let hunks = parse_hunks(diff)?;
     let mut lines: Vec<String> = source.lines().map(|s| s.to_string()).collect();
     // Offset between the original numbering and the current buffer.
@@ -113,30 +148,29 @@ pub fn apply(source: &str, diff: &str) -> Result<String, String> {
         };
         let Some(at) = at else {
             // Explain the first mismatching line at the stated position.
-            let mut why = String::from("its context is not in the file");
+            let mut mismatch = Mismatch::NotInFile;
             for (i, l) in old.iter().enumerate() {
                 match view.get(want + i) {
                     Some(got) if got.trim_end() == l.trim_end() => continue,
                     Some(got) => {
-                        why = format!(
-                            "line {} is `{}`, the hunk expects `{}`",
-                            want + i + 1,
-                            got.trim(),
-                            l.trim()
-                        );
+                        mismatch = Mismatch::Line {
+                            line: want + i + 1,
+                            got: got.trim().to_string(),
+                            want: l.trim().to_string(),
+                        };
                         break;
                     }
                     None => {
-                        why = format!("the file ends before line {}", want + i + 1);
+                        mismatch = Mismatch::FileEnds(want + i + 1);
                         break;
                     }
                 }
             }
-            return Err(format!(
-                "patch does not apply: hunk {} ({}): {why}",
-                n + 1,
-                h.header
-            ));
+            return Err(PatchError::DoesNotApply {
+                hunk: n + 1,
+                header: h.header.clone(),
+                mismatch,
+            });
         };
         lines.splice(at..at + old.len(), new.iter().cloned());
         delta += new.len() as isize - old.len() as isize;
@@ -194,7 +228,7 @@ mod tests {
     #[test]
     fn a_patch_that_does_not_apply_says_where() {
         let d = "@@ -2,3 +2,3 @@\n b\n-zz\n+C\n d\n";
-        let e = apply(SRC, d).unwrap_err();
+        let e = apply(SRC, d).unwrap_err().to_string();
         assert!(e.contains("hunk 1") && e.contains("line 3"), "{e}");
         assert!(apply(SRC, "no hunks here").is_err());
     }
@@ -246,7 +280,7 @@ mod tests {
         fn its_error_does_not_say_where() {
             let d = "@@ -2,3 +2,3 @@\n b\n-zz\n+C\n d\n";
             assert_eq!(diffy(SRC, d).unwrap_err(), "error applying hunk #1");
-            let e = apply(SRC, d).unwrap_err();
+            let e = apply(SRC, d).unwrap_err().to_string();
             assert!(e.ends_with("line 3 is `c`, the hunk expects `zz`"), "{e}");
         }
 

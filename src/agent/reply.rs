@@ -42,7 +42,7 @@ pub fn format_instructions() -> String {
 }
 
 /// The short corrective message sent once after an unparseable reply.
-pub fn corrective(err: &str) -> String {
+pub fn corrective(err: &ReplyError) -> String {
     format!(
         "Your reply could not be used: {err}. Answer again with the `Hypothesis:` and \
          `Category:` lines and exactly one ```cuda block (the full file) or ```diff block."
@@ -91,16 +91,31 @@ fn blocks(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// What a reply lacks: said back to the model in the corrective message.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ReplyError {
+    #[error("no `Hypothesis:` line")]
+    NoHypothesis,
+    #[error("no `Category:` line")]
+    NoCategory,
+    #[error("unknown category `{0}` (one of {all})", all = CATEGORIES.join(", "))]
+    UnknownCategory(String),
+    #[error("no ```cuda or ```diff block")]
+    NoCode,
+    #[error("the ```diff block has no `@@` hunk")]
+    NoHunk,
+    #[error(
+        "the ```cuda block is not a complete kernel file: it has no `/* atrex:plan` launch plan"
+    )]
+    NotAKernelFile,
+}
+
 /// Parses a reply. Errors say what is missing, for the corrective message.
-pub fn parse(text: &str) -> Result<Reply, String> {
-    let hypothesis = field(text, "Hypothesis").ok_or("no `Hypothesis:` line")?;
-    let cat = field(text, "Category").ok_or("no `Category:` line")?;
-    let category = normalize_category(&cat).ok_or_else(|| {
-        format!(
-            "unknown category `{cat}` (one of {})",
-            CATEGORIES.join(", ")
-        )
-    })?;
+pub fn parse(text: &str) -> Result<Reply, ReplyError> {
+    let hypothesis = field(text, "Hypothesis").ok_or(ReplyError::NoHypothesis)?;
+    let cat = field(text, "Category").ok_or(ReplyError::NoCategory)?;
+    let category =
+        normalize_category(&cat).ok_or_else(|| ReplyError::UnknownCategory(cat.clone()))?;
     let bs = blocks(text);
     let code: Vec<&(String, String)> = bs
         .iter()
@@ -112,21 +127,18 @@ pub fn parse(text: &str) -> Result<Reply, String> {
         })
         .collect();
     let Some((info, body)) = code.last() else {
-        return Err("no ```cuda or ```diff block".into());
+        return Err(ReplyError::NoCode);
     };
     let is_diff = matches!(info.as_str(), "diff" | "patch" | "udiff")
         || (info.is_empty() && body.lines().any(|l| l.starts_with("@@")));
     let change = if is_diff {
         if !body.lines().any(|l| l.starts_with("@@")) {
-            return Err("the ```diff block has no `@@` hunk".into());
+            return Err(ReplyError::NoHunk);
         }
         Change::Patch(body.clone())
     } else {
         if !body.contains(crate::contract::plan::PLAN_START) {
-            return Err(
-                "the ```cuda block is not a complete kernel file: it has no `/* atrex:plan` launch plan"
-                    .into(),
-            );
+            return Err(ReplyError::NotAKernelFile);
         }
         Change::Full(body.clone())
     };
@@ -161,26 +173,31 @@ mod tests {
         assert!(
             parse("```cuda\n/* atrex:plan */\n```")
                 .unwrap_err()
+                .to_string()
                 .contains("Hypothesis")
         );
         assert!(
             parse("Hypothesis: h\n```cuda\nx\n```")
                 .unwrap_err()
+                .to_string()
                 .contains("Category")
         );
         assert!(
             parse("Hypothesis: h\nCategory: magic\n```cuda\nx\n```")
                 .unwrap_err()
+                .to_string()
                 .contains("unknown category")
         );
         assert!(
             parse("Hypothesis: h\nCategory: fusion\nno code")
                 .unwrap_err()
+                .to_string()
                 .contains("no ```")
         );
         assert!(
             parse("Hypothesis: h\nCategory: fusion\n```cuda\nint x;\n```")
                 .unwrap_err()
+                .to_string()
                 .contains("launch plan")
         );
     }

@@ -78,11 +78,11 @@ impl Measurer for WorkerMeasurer {
                 };
                 collect(runner, job, self.progress).await
             }
-            Err(e) => Outcome::failed(e),
+            Err(e) => Outcome::failed(e.to_string()),
         }
     }
 
-    async fn hold(&mut self) -> Result<String, String> {
+    async fn hold(&mut self) -> Result<String, crate::pool::PoolError> {
         let lease = self.pool.lease().await?;
         let name = lease.name.clone();
         self.held = Some(lease);
@@ -97,11 +97,8 @@ impl Measurer for WorkerMeasurer {
         &mut self,
         source: &str,
         shape: u32,
-    ) -> Result<crate::profile::Profile, String> {
-        let seat = self
-            .profiler
-            .clone()
-            .ok_or("deep profiles are not available here")?;
+    ) -> Result<crate::profile::Profile, ProfileFailure> {
+        let seat = self.profiler.clone().ok_or(ProfileFailure::Unavailable)?;
         let cand = self.candidate(source);
         let p = self.problem.clone();
         let resources =
@@ -122,8 +119,8 @@ impl Measurer for WorkerMeasurer {
             )
             .map(|p| p.without_raw())
         })
-        .await
-        .map_err(|e| format!("the profiler task failed: {e}"))?
+        .await?
+        .map_err(ProfileFailure::from)
     }
 }
 
@@ -197,12 +194,27 @@ impl Proposer for AnyProposer {
     }
 }
 
+/// Why an agent could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The operator's reference.cu.
+    #[error(transparent)]
+    Reference(#[from] crate::contract::kernels::KernelError),
+    /// The incumbent's launch plan, which the tuner steps through.
+    #[error(transparent)]
+    Tuner(#[from] super::tuner::BaseError),
+    #[error(transparent)]
+    Http(#[from] super::llm::HttpClientError),
+}
+
+crate::error::text_at_the_edge!(SetupError);
+
 /// Builds the backend of a configuration.
 pub fn make_proposer(
     cfg: &AgentConfig,
     state: &AgentState,
     seed: u64,
-) -> Result<AnyProposer, String> {
+) -> Result<AnyProposer, SetupError> {
     match (cfg.backend, &cfg.endpoint) {
         (BackendKind::Tuner, _) | (_, None) => {
             let mut t =
@@ -327,7 +339,7 @@ pub fn build<G: Gate, S: Sink>(
     s: Setup<'_>,
     gate: G,
     sink: S,
-) -> Result<Driver<AnyProposer, WorkerMeasurer, G, S>, String> {
+) -> Result<Driver<AnyProposer, WorkerMeasurer, G, S>, SetupError> {
     let reference = crate::contract::kernels::suite_kernel(s.suite, &s.problem, "reference.cu")?;
     let mut proposer = make_proposer(s.cfg, &s.state, s.seed)?;
     if let AnyProposer::Tuner(t) = &mut proposer {

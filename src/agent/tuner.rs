@@ -7,6 +7,14 @@ use crate::contract::plan;
 use crate::suite::expr::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+/// A source whose launch plan the tuner cannot read: its name and the plan's error.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{name}: {source}")]
+pub struct BaseError {
+    pub name: String,
+    pub source: plan::PlanError,
+}
+
 /// A starting source of the search: the incumbent, or a template variant.
 #[derive(Debug, Clone)]
 pub struct Base {
@@ -19,8 +27,11 @@ pub struct Base {
 }
 
 impl Base {
-    pub fn from_source(name: &str, source: &str) -> Result<Base, String> {
-        let p = plan::parse(source).map_err(|e| format!("{name}: {e}"))?;
+    pub fn from_source(name: &str, source: &str) -> Result<Base, BaseError> {
+        let p = plan::parse(source).map_err(|source| BaseError {
+            name: name.to_string(),
+            source,
+        })?;
         let mut tune = Vec::new();
         let mut start = Vec::new();
         for (k, vals) in &p.tune {

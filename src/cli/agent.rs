@@ -8,8 +8,7 @@ use super::agent_report::{Report, print_text, report_json};
 use crate::agent::AgentState;
 use crate::agent::StopReason;
 use crate::agent::config::{self, BackendKind};
-use crate::agent::driver::DecisionMode;
-use crate::agent::driver::Sink;
+use crate::agent::driver::{DecisionMode, Driver, Gate, Measurer, Proposer, Sink};
 use crate::agent::file_sink::{FileSink, SharedRecording};
 use crate::agent::setup::{self, NoGate, Setup};
 use crate::pool::PoolOptions;
@@ -91,18 +90,7 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
         .iter()
         .map(|p| crate::contract::kernels::suite_kernel(suite, p, "baseline.cu"))
         .collect::<Result<Vec<_>, _>>()?;
-    let cfg_file = a
-        .config
-        .map(|p| p.to_path_buf())
-        .or_else(crate::config::Settings::default_path);
-    let settings = crate::config::Settings::load(cfg_file.as_deref())?;
-    let mut cfg = config::resolve(&settings.agent, a.backend)?;
-    if let Some(n) = a.max_iters {
-        cfg.budget.max_iters = n;
-    }
-    if a.no_tools {
-        cfg.budget.tools.enabled = false;
-    }
+    let cfg = agent_config(&a)?;
     // The session's lock is taken before anything else (one writer per file, held until the
     // command ends), then a session to continue is checked (read only).
     let lock = a
@@ -154,19 +142,13 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
             if ops.len() > 1 {
                 sink.prefix = Some(p.name.clone());
             }
-            sink.keeper = Some(crate::standing::accept::Keeper {
-                ws: ws.clone(),
-                suite: suite.name.clone(),
-                problem: p.clone(),
-                print: crate::standing::OpPrint::of(suite, p),
-                bench: crate::standing::accept::Bench {
-                    gpu: dev.name.clone(),
-                    driver: driver.clone(),
-                    nvrtc: nvrtc.clone(),
-                    hardware: hw.key.clone(),
-                },
-                session: crate::standing::accept::session_label(&ws.dir, &path),
-            });
+            let bench = crate::standing::accept::Bench {
+                gpu: dev.name.clone(),
+                driver: driver.clone(),
+                nvrtc: nvrtc.clone(),
+                hardware: hw.key.clone(),
+            };
+            sink.keeper = Some(keeper(ws, suite, p, bench, &path));
             if k == 0 {
                 sink.record(run_start.clone());
             }
@@ -232,38 +214,98 @@ pub fn run(ws: &Workspace, suite: &Suite, a: Args<'_>) -> Result<i32, String> {
                 stop,
             })
             .collect();
-        if a.json {
-            let docs: Vec<serde_json::Value> = reports
-                .iter()
-                .zip(&drivers)
-                .map(|(r, d)| report_json(r, d))
-                .collect();
-            let doc = match docs.as_slice() {
-                [one] => one.clone(),
-                _ => json!({
-                    "session": path.display().to_string(),
-                    "workers": workers,
-                    "wall_s": wall_s,
-                    "agents": docs,
-                }),
-            };
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-            );
-        } else {
-            for (r, d) in reports.iter().zip(&drivers) {
-                print_text(r, &d.state);
-            }
-            if ops.len() > 1 {
-                println!("wall {wall_s:.0} s for {} agents", ops.len());
-            }
-        }
+        let done = Done {
+            path: &path,
+            workers: &workers,
+            wall_s,
+        };
+        print_reports(&reports, &drivers, &done, a.json)?;
         let failed = stops
             .iter()
             .any(|s| matches!(s, StopReason::Backend(_) | StopReason::Measurement(_)));
         Ok(if failed { 1 } else { 0 })
     })
+}
+
+/// The agent's configuration: the settings file (`--config`, else the default one) with the
+/// environment, and the command's own limits over them.
+fn agent_config(a: &Args<'_>) -> Result<config::AgentConfig, String> {
+    let cfg_file = a
+        .config
+        .map(|p| p.to_path_buf())
+        .or_else(crate::config::Settings::default_path);
+    let settings = crate::config::Settings::load(cfg_file.as_deref())?;
+    let mut cfg = config::resolve(&settings.agent, a.backend)?;
+    if let Some(n) = a.max_iters {
+        cfg.budget.max_iters = n;
+    }
+    if a.no_tools {
+        cfg.budget.tools.enabled = false;
+    }
+    Ok(cfg)
+}
+
+/// What records an operator's accepted revisions in the workspace's standing.
+fn keeper(
+    ws: &Workspace,
+    suite: &Suite,
+    p: &Problem,
+    bench: crate::standing::accept::Bench,
+    session: &Path,
+) -> crate::standing::accept::Keeper {
+    crate::standing::accept::Keeper {
+        ws: ws.clone(),
+        suite: suite.name.clone(),
+        problem: p.clone(),
+        print: crate::standing::OpPrint::of(suite, p),
+        bench,
+        session: crate::standing::accept::session_label(&ws.dir, session),
+    }
+}
+
+/// What the run as a whole says besides each agent's report.
+struct Done<'a> {
+    path: &'a Path,
+    workers: &'a [String],
+    wall_s: f64,
+}
+
+/// Each agent's report: one JSON document (one per agent, in one document when there are
+/// several), or a line each.
+fn print_reports<P: Proposer, M: Measurer, G: Gate>(
+    reports: &[Report<'_>],
+    drivers: &[Driver<P, M, G, FileSink>],
+    done: &Done<'_>,
+    json: bool,
+) -> Result<(), String> {
+    if json {
+        let docs: Vec<serde_json::Value> = reports
+            .iter()
+            .zip(drivers)
+            .map(|(r, d)| report_json(r, d))
+            .collect();
+        let doc = match docs.as_slice() {
+            [one] => one.clone(),
+            _ => json!({
+                "session": done.path.display().to_string(),
+                "workers": done.workers,
+                "wall_s": done.wall_s,
+                "agents": docs,
+            }),
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        for (r, d) in reports.iter().zip(drivers) {
+            print_text(r, &d.state);
+        }
+        if reports.len() > 1 {
+            println!("wall {:.0} s for {} agents", done.wall_s, reports.len());
+        }
+    }
+    Ok(())
 }
 
 /// The hardware profile named with `--hardware`, else the one matching the device.

@@ -64,7 +64,7 @@ pub(super) fn report_json<P: Proposer, M: Measurer, G: Gate>(
         "write_errors": d.sink.errors,
         "standing": d.sink.standing.iter().map(|(rev, w)| match w {
             Ok(f) => json!({"rev": rev, "file": f.display().to_string()}),
-            Err(e) => json!({"rev": rev, "error": e}),
+            Err(e) => json!({"rev": rev, "error": e.to_string()}),
         }).collect::<Vec<_>>(),
     })
 }

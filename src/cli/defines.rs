@@ -6,26 +6,62 @@
 //! tried. The name must be one of the plan's: an
 //! unknown name is most likely a typo.
 
-use crate::contract::plan::clip;
+use crate::contract::kernels::KernelError;
+use crate::contract::plan::rewrite::RewriteError;
+use crate::contract::plan::{PlanError, clip};
 use crate::contract::protocol::Source;
 use crate::suite::expr::Value;
 use crate::suite::{Problem, Suite};
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// A `--define` that cannot be applied. `arg`, `name` and `args` as the command line gave them
+/// (clipped); `kernel`: the kernel's name (its file, or `OP baseline`).
+#[derive(Debug, thiserror::Error)]
+pub enum DefineError {
+    #[error("--define `{arg}`: expected KEY=VALUE")]
+    NotKeyValue { arg: String },
+    #[error("--define `{arg}`: `{name}` is not a parameter name")]
+    NotAName { arg: String, name: String },
+    #[error("{kernel}: {source}")]
+    Plan { kernel: String, source: PlanError },
+    /// `tune`: the plan's tunable parameters, joined (or "none").
+    #[error("{kernel}: `{name}` is not a tunable parameter of its plan (its [tune]: {tune})")]
+    NotTunable {
+        kernel: String,
+        name: String,
+        tune: String,
+    },
+    /// A value outside its `[tune]` list that could not be added to it.
+    #[error("{kernel}: {source}")]
+    Extend {
+        kernel: String,
+        source: RewriteError,
+    },
+    #[error("{kernel} with {args}: {source}")]
+    Set {
+        kernel: String,
+        args: String,
+        source: RewriteError,
+    },
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+}
+
+crate::error::text_at_the_edge!(DefineError);
+
 /// Parses `KEY=VALUE`: VALUE as in the plan's TOML (integer, float, boolean, quoted string),
 /// else a bare string.
-pub fn parse(arg: &str) -> Result<(String, Value), String> {
+pub fn parse(arg: &str) -> Result<(String, Value), DefineError> {
     let (k, v) = arg
         .split_once('=')
-        .ok_or_else(|| format!("--define `{}`: expected KEY=VALUE", clip(arg)))?;
+        .ok_or_else(|| DefineError::NotKeyValue { arg: clip(arg) })?;
     let (k, v) = (k.trim(), v.trim());
     if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(format!(
-            "--define `{}`: `{}` is not a parameter name",
-            clip(arg),
-            clip(k)
-        ));
+        return Err(DefineError::NotAName {
+            arg: clip(arg),
+            name: clip(k),
+        });
     }
     // As the plan writes values (TOML); a bare word is a string.
     let value = toml::from_str::<toml::Table>(&format!("v = {v}"))
@@ -36,26 +72,29 @@ pub fn parse(arg: &str) -> Result<(String, Value), String> {
 }
 
 /// The source with its `[defines]` set to the given values (unchanged when there are none).
-pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
+pub fn apply(mut src: Source, args: &[String]) -> Result<Source, DefineError> {
     if args.is_empty() {
         return Ok(src);
     }
-    let plan = crate::contract::plan::parse(&src.code).map_err(|e| format!("{}: {e}", src.name))?;
+    let plan = crate::contract::plan::parse(&src.code).map_err(|source| DefineError::Plan {
+        kernel: src.name.clone(),
+        source,
+    })?;
     let mut defines = BTreeMap::new();
     for a in args {
         let (k, v) = parse(a)?;
         // A name the plan does not know is most likely a typo: it would only add a -D nobody reads.
         if !plan.tune.contains_key(&k) && !plan.defines.contains_key(&k) {
             let known: Vec<&str> = plan.tune.keys().map(|k| k.as_str()).collect();
-            return Err(format!(
-                "{}: `{k}` is not a tunable parameter of its plan (its [tune]: {})",
-                src.name,
-                if known.is_empty() {
+            return Err(DefineError::NotTunable {
+                kernel: src.name.clone(),
+                name: k,
+                tune: if known.is_empty() {
                     "none".to_string()
                 } else {
                     known.join(", ")
-                }
-            ));
+                },
+            });
         }
         defines.insert(k, v);
     }
@@ -65,13 +104,24 @@ pub fn apply(mut src: Source, args: &[String]) -> Result<Source, String> {
             .get(k)
             .is_some_and(|vals| !vals.iter().any(|a| a.num_eq(v)))
         {
-            src.code = crate::contract::plan::rewrite::extend_tune(&src.code, k, v)
-                .map_err(|e| format!("{}: {e}", src.name))?;
+            src.code =
+                crate::contract::plan::rewrite::extend_tune(&src.code, k, v).map_err(|source| {
+                    DefineError::Extend {
+                        kernel: src.name.clone(),
+                        source,
+                    }
+                })?;
         }
     }
     let shown: Vec<String> = args.iter().map(|a| clip(a)).collect();
-    src.code = crate::contract::plan::rewrite::set_defines(&src.code, &defines)
-        .map_err(|e| format!("{} with {}: {e}", src.name, shown.join(" ")))?;
+    src.code =
+        crate::contract::plan::rewrite::set_defines(&src.code, &defines).map_err(|source| {
+            DefineError::Set {
+                kernel: src.name.clone(),
+                args: shown.join(" "),
+                source,
+            }
+        })?;
     src.name = format!("{} ({})", src.name, shown.join(", "));
     Ok(src)
 }
@@ -82,7 +132,7 @@ pub fn candidate(
     p: &Problem,
     kernel: Option<&Path>,
     args: &[String],
-) -> Result<Source, String> {
+) -> Result<Source, DefineError> {
     apply(
         crate::contract::kernels::candidate_kernel(suite, p, kernel)?,
         args,
@@ -103,8 +153,16 @@ mod tests {
         assert_eq!(parse(" EPS = 1e-6").unwrap().1, Value::Float(1e-6));
         assert_eq!(parse("FAST=true").unwrap().1, Value::Bool(true));
         assert_eq!(parse("MODE=\"x\"").unwrap().1, Value::Str("x".into()));
-        assert!(parse("BLOCK").unwrap_err().contains("KEY=VALUE"));
-        assert!(parse("a-b=1").unwrap_err().contains("not a parameter name"));
+        assert!(
+            parse("BLOCK")
+                .unwrap_err()
+                .to_string()
+                .contains("KEY=VALUE")
+        );
+        assert!(matches!(
+            parse("a-b=1").unwrap_err(),
+            DefineError::NotAName { .. }
+        ));
     }
 
     #[test]
@@ -144,7 +202,9 @@ mod tests {
             plan.tune["BKV"],
             crate::contract::plan::parse(&base.code).unwrap().tune["BKV"]
         );
-        let e = candidate(&suite, p, None, &["NOPE=1".into()]).unwrap_err();
+        let e = candidate(&suite, p, None, &["NOPE=1".into()])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("`NOPE` is not a tunable parameter")
                 && e.contains("(its [tune]: BKV, PV_SPLIT, WARPS)"),

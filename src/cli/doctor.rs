@@ -143,8 +143,10 @@ pub fn nvrtc_status() -> Result<String, String> {
 
 /// How compiles on this machine are confined: a compiler process started to confine itself as
 /// for a compile, and asked.
-pub fn compiler_confinement() -> Result<crate::worker::compile_child::confine::Confinement, String>
-{
+pub fn compiler_confinement() -> Result<
+    crate::worker::compile_child::confine::Confinement,
+    crate::worker::compile_child::ChildError,
+> {
     use crate::worker::compile_child;
     compile_child::probe(&compile_child::child_exe())
 }
@@ -187,12 +189,51 @@ pub fn workspace_problem(ws: &Workspace) -> Option<String> {
     }
 }
 
+/// What `doctor` finds: every check's outcome, and the problems among them.
+struct Findings {
+    suite: Result<crate::suite::Suite, crate::suite::LoadError>,
+    probe: Result<crate::contract::protocol::ProbeInfo, crate::pool::WorkerError>,
+    ncu: Option<std::path::PathBuf>,
+    cfg: ConfigReport,
+    pool: super::doctor_workers::WorkersReport,
+    nvrtc: Result<String, String>,
+    colours: &'static str,
+    confinement: Result<
+        crate::worker::compile_child::confine::Confinement,
+        crate::worker::compile_child::ChildError,
+    >,
+    standing: Option<(crate::standing::Standing, crate::standing::Tally)>,
+    ws_problem: Option<String>,
+    /// Everything reported that is wrong; a missing GPU, NVRTC or ncu is not.
+    problems: Vec<String>,
+}
+
 pub fn run(
     ws: &Workspace,
     config: Option<&std::path::Path>,
     workers: Option<&std::path::Path>,
     as_json: bool,
 ) -> Result<i32, String> {
+    let f = check(ws, config, workers);
+    let code = if f.problems.is_empty() { 0 } else { 1 };
+    if as_json {
+        let doc = findings_json(ws, &f);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
+        );
+    } else {
+        print_findings(ws, &f);
+    }
+    Ok(code)
+}
+
+/// Runs every check.
+fn check(
+    ws: &Workspace,
+    config: Option<&std::path::Path>,
+    workers: Option<&std::path::Path>,
+) -> Findings {
     let suite = crate::suite::Suite::load(ws.suite_source());
     let probe = crate::pool::client::probe_blocking(0);
     let ncu = find_ncu();
@@ -238,60 +279,73 @@ pub fn run(
         problems.extend(v.problems.iter().cloned());
     }
     problems.extend(pool.problems());
-    let code = if problems.is_empty() { 0 } else { 1 };
-    if as_json {
-        let doc = json!({
-            "ok": problems.is_empty(),
-            "problems": problems,
-            "version": env!("CARGO_PKG_VERSION"),
-            "workspace": ws.dir.display().to_string(),
-            "workspace_reason": ws.reason,
-            "workspace_problem": ws_problem,
-            "config": {
-                "path": cfg.path.as_ref().map(|p| p.display().to_string()),
-                "state": cfg.state,
-                "problems": cfg.problems,
-            },
-            "suite": match &suite { Ok(s) => json!({"source": s.source.describe(), "operators": s.problems.len(), "shapes": s.shape_count()}), Err(e) => json!({"error": e.to_string()}) },
-            "gpu": match &probe { Ok(p) => serde_json::to_value(p).unwrap_or_default(), Err(e) => json!({"error": e}) },
-            "nvrtc": match &nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e}) },
-            "compiler_confinement": match &confinement {
-                Ok(c) => json!({"active": c.active(), "confinement": c, "text": c.describe()}),
-                Err(e) => json!({"active": false, "error": e}),
-            },
-            "ncu": ncu.as_ref().map(|p| p.display().to_string()),
-            "llm": cfg.llm,
-            "workers": pool.to_json(),
-            "terminal_colours": colours,
-            "standing": standing.as_ref().map(|(v, t)| json!({
-                "hardware": v.hardware,
-                "file": v.file.display().to_string(),
-                "source": v.describe(),
-                "measured": t.measured,
-                "stale": t.stale,
-                "missing": t.missing,
-                "problems": v.problems,
-            })),
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?
-        );
-        return Ok(code);
+    Findings {
+        suite,
+        probe,
+        ncu,
+        cfg,
+        pool,
+        nvrtc,
+        colours,
+        confinement,
+        standing,
+        ws_problem,
+        problems,
     }
+}
+
+/// `doctor --json`.
+fn findings_json(ws: &Workspace, f: &Findings) -> serde_json::Value {
+    json!({
+        "ok": f.problems.is_empty(),
+        "problems": f.problems,
+        "version": env!("CARGO_PKG_VERSION"),
+        "workspace": ws.dir.display().to_string(),
+        "workspace_reason": ws.reason,
+        "workspace_problem": f.ws_problem,
+        "config": {
+            "path": f.cfg.path.as_ref().map(|p| p.display().to_string()),
+            "state": f.cfg.state,
+            "problems": f.cfg.problems,
+        },
+        "suite": match &f.suite { Ok(s) => json!({"source": s.source.describe(), "operators": s.problems.len(), "shapes": s.shape_count()}), Err(e) => json!({"error": e.to_string()}) },
+        "gpu": match &f.probe { Ok(p) => serde_json::to_value(p).unwrap_or_default(), Err(e) => json!({"error": e.to_string()}) },
+        "nvrtc": match &f.nvrtc { Ok(v) => json!({"version": v}), Err(e) => json!({"error": e.to_string()}) },
+        "compiler_confinement": match &f.confinement {
+            Ok(c) => json!({"active": c.active(), "confinement": c, "text": c.describe()}),
+            Err(e) => json!({"active": false, "error": e.to_string()}),
+        },
+        "ncu": f.ncu.as_ref().map(|p| p.display().to_string()),
+        "llm": f.cfg.llm,
+        "workers": f.pool.to_json(),
+        "terminal_colours": f.colours,
+        "standing": f.standing.as_ref().map(|(v, t)| json!({
+            "hardware": v.hardware,
+            "file": v.file.display().to_string(),
+            "source": v.describe(),
+            "measured": t.measured,
+            "stale": t.stale,
+            "missing": t.missing,
+            "problems": v.problems,
+        })),
+    })
+}
+
+/// `doctor`'s text: a line per check, then the problems.
+fn print_findings(ws: &Workspace, f: &Findings) {
     println!("atrex-tui {}", env!("CARGO_PKG_VERSION"));
     println!("workspace:  {} ({})", ws.dir.display(), ws.reason);
-    if let Some(p) = &ws_problem {
+    if let Some(p) = &f.ws_problem {
         println!("  problem:  {p}");
     }
-    match &cfg.path {
-        Some(p) => println!("config:     {} ({})", p.display(), cfg.state),
-        None => println!("config:     {}", cfg.state),
+    match &f.cfg.path {
+        Some(p) => println!("config:     {} ({})", p.display(), f.cfg.state),
+        None => println!("config:     {}", f.cfg.state),
     }
-    for e in &cfg.problems {
+    for e in &f.cfg.problems {
         println!("  problem:  {e}");
     }
-    match &suite {
+    match &f.suite {
         Ok(s) => println!(
             "suite:      {} — {} operators, {} shapes",
             s.source.describe(),
@@ -300,7 +354,7 @@ pub fn run(
         ),
         Err(e) => println!("suite:      error: {e}"),
     }
-    if let Some((v, t)) = &standing {
+    if let Some((v, t)) = &f.standing {
         println!(
             "standing:   {} {} — {} measured, {} stale, {} without a record",
             v.hardware,
@@ -313,7 +367,7 @@ pub fn run(
             println!("  problem:  {p}");
         }
     }
-    match &probe {
+    match &f.probe {
         Ok(p) => {
             println!("driver:     CUDA {} (libcuda found)", p.driver_version);
             if p.devices.is_empty() {
@@ -336,32 +390,31 @@ pub fn run(
         }
         Err(e) => println!("gpu:        unavailable ({e}); browse, replay and edit still work"),
     }
-    match &nvrtc {
+    match &f.nvrtc {
         Ok(v) => println!("nvrtc:      {v}"),
         Err(e) => println!("nvrtc:      {e}"),
     }
-    match &confinement {
+    match &f.confinement {
         Ok(c) => println!("compiler confinement: {}", c.describe()),
         Err(e) => println!("compiler confinement: unknown ({e})"),
     }
-    match &ncu {
+    match &f.ncu {
         Some(p) => println!("ncu:        {}", p.display()),
         None => println!("ncu:        not found (deep profiles unavailable)"),
     }
-    println!("llm:        {}", cfg.llm);
-    pool.print();
-    println!("colours:    {colours}");
-    if problems.is_empty() {
+    println!("llm:        {}", f.cfg.llm);
+    f.pool.print();
+    println!("colours:    {}", f.colours);
+    if f.problems.is_empty() {
         println!("result:     nothing wrong");
     } else {
         println!(
             "result:     {} problem{} (exit status 1):",
-            problems.len(),
-            if problems.len() == 1 { "" } else { "s" }
+            f.problems.len(),
+            if f.problems.len() == 1 { "" } else { "s" }
         );
-        for p in &problems {
+        for p in &f.problems {
             println!("  - {p}");
         }
     }
-    Ok(code)
 }

@@ -346,6 +346,7 @@ fn keep(
     // Named from the workspace, like the session: the document speaks of the project, not of
     // the machine it ran on.
     w.map(|w| PathBuf::from(crate::standing::accept::session_label(&ws.dir, &w.file)))
+        .map_err(String::from)
 }
 
 /// What `measure --json` prints: the session's view of the measurement (revision, decision,

@@ -8,13 +8,42 @@
 
 use super::protocol::*;
 use super::{compare, draws};
-use crate::suite::expr;
+use crate::suite::expr::{self, ExprError};
 use crate::suite::hardware::HardwareProfile;
-use crate::suite::{Problem, TensorSpec};
+use crate::suite::roofline::NoPeak;
+use crate::suite::{LoadError, Problem, TensorSpec};
+
+/// Why a job could not be built from a problem.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JobError {
+    /// A tensor's generator (`generator`, as the problem writes it) does not parse or evaluate.
+    #[error("generator `{generator}`: {source}")]
+    Generator {
+        generator: String,
+        source: ExprError,
+    },
+    #[error("generator `{generator}`: argument {value} is not a number")]
+    GeneratorArgument { generator: String, value: String },
+    #[error("generator `{generator}` is not of the form name(args)")]
+    GeneratorForm { generator: String },
+    #[error("{operator} has no shape {shape}")]
+    NoShape { operator: String, shape: u32 },
+    /// A shape's parameters, tensors or work (the problem file's line named).
+    #[error(transparent)]
+    Problem(#[from] LoadError),
+    #[error(transparent)]
+    Sol(#[from] NoPeak),
+}
+
+crate::error::text_at_the_edge!(JobError);
 
 /// Resolves a generator string (`normal(1 / sqrt(H))`) against a shape's environment.
-pub fn resolve_gen(gen_src: &str, env: &expr::Env) -> Result<GenSpec, String> {
-    let e = expr::parse(gen_src).map_err(|e| format!("generator `{gen_src}`: {e}"))?;
+pub fn resolve_gen(gen_src: &str, env: &expr::Env) -> Result<GenSpec, JobError> {
+    let generator = |source| JobError::Generator {
+        generator: gen_src.to_string(),
+        source,
+    };
+    let e = expr::parse(gen_src).map_err(generator)?;
     match e {
         expr::Expr::Var(name, _) => Ok(GenSpec {
             kind: name,
@@ -23,11 +52,10 @@ pub fn resolve_gen(gen_src: &str, env: &expr::Env) -> Result<GenSpec, String> {
         expr::Expr::Call(name, args, _) => {
             let mut out = Vec::new();
             for a in args {
-                let v = a
-                    .eval(env)
-                    .map_err(|e| format!("generator `{gen_src}`: {e}"))?;
-                out.push(v.as_f64().ok_or_else(|| {
-                    format!("generator `{gen_src}`: argument {v} is not a number")
+                let v = a.eval(env).map_err(generator)?;
+                out.push(v.as_f64().ok_or_else(|| JobError::GeneratorArgument {
+                    generator: gen_src.to_string(),
+                    value: v.to_string(),
                 })?);
             }
             Ok(GenSpec {
@@ -35,9 +63,9 @@ pub fn resolve_gen(gen_src: &str, env: &expr::Env) -> Result<GenSpec, String> {
                 args: out,
             })
         }
-        _ => Err(format!(
-            "generator `{gen_src}` is not of the form name(args)"
-        )),
+        _ => Err(JobError::GeneratorForm {
+            generator: gen_src.to_string(),
+        }),
     }
 }
 
@@ -46,11 +74,11 @@ fn tensor_desc(
     t: &TensorSpec,
     env: &expr::Env,
     input: bool,
-) -> Result<TensorDesc, String> {
-    let dims = p.tensor_dims(t, env).map_err(|e| e.to_string())?;
+) -> Result<TensorDesc, JobError> {
+    let dims = p.tensor_dims(t, env)?;
     Ok(TensorDesc {
         name: t.name.clone(),
-        dtype: p.tensor_dtype(t, env).map_err(|e| e.to_string())?,
+        dtype: p.tensor_dtype(t, env)?,
         dims: dims.into_iter().map(|d| d as u64).collect(),
         generator: if input {
             Some(resolve_gen(&t.generator, env)?)
@@ -67,10 +95,11 @@ pub fn shape_job(
     p: &Problem,
     shape_id: u32,
     hw: Option<&HardwareProfile>,
-) -> Result<ShapeJob, String> {
-    let s = p
-        .shape(shape_id)
-        .ok_or_else(|| format!("{} has no shape {shape_id}", p.name))?;
+) -> Result<ShapeJob, JobError> {
+    let s = p.shape(shape_id).ok_or_else(|| JobError::NoShape {
+        operator: p.name.clone(),
+        shape: shape_id,
+    })?;
     shape_job_for(p, s, hw)
 }
 
@@ -79,9 +108,9 @@ pub fn shape_job_for(
     p: &Problem,
     s: &crate::suite::Shape,
     hw: Option<&HardwareProfile>,
-) -> Result<ShapeJob, String> {
-    let env = p.env(s).map_err(|e| e.to_string())?;
-    let w = p.work_in(&env, s.id).map_err(|e| e.to_string())?;
+) -> Result<ShapeJob, JobError> {
+    let env = p.env(s)?;
+    let w = p.work_in(&env, s.id)?;
     let sol_s = match hw {
         Some(h) => crate::suite::roofline::sol(&w, h)?.sol_s,
         None => 0.0,
@@ -134,7 +163,7 @@ pub fn build_job(
     kind: JobKind,
     mode: Mode,
     hw: Option<&HardwareProfile>,
-) -> Result<Job, String> {
+) -> Result<Job, JobError> {
     let shapes = shape_ids
         .iter()
         .map(|id| shape_job(p, *id, hw))

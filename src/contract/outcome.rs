@@ -210,6 +210,18 @@ fn padded<'a>(
     roofline::s_op(&scores)
 }
 
+/// Why a candidate's kernel resources could not be had.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ResourcesError {
+    #[error(transparent)]
+    Job(#[from] crate::contract::job::JobError),
+    /// `message`: the worker's (the compile log's first error, or why the job failed).
+    #[error("{candidate}: does not compile: {message}")]
+    DoesNotCompile { candidate: String, message: String },
+}
+
+crate::error::text_at_the_edge!(ResourcesError);
+
 /// Compiles a candidate on the worker's GPU and returns its kernels' resources (registers,
 /// shared memory, spills); Err when it does not compile.
 pub async fn compile_resources(
@@ -217,7 +229,7 @@ pub async fn compile_resources(
     p: &Problem,
     candidate: &Source,
     shape_id: u32,
-) -> Result<Option<std::collections::BTreeMap<String, KernelResources>>, String> {
+) -> Result<Option<std::collections::BTreeMap<String, KernelResources>>, ResourcesError> {
     let job = crate::contract::job::build_job(
         p,
         candidate.clone(),
@@ -229,11 +241,10 @@ pub async fn compile_resources(
     )?;
     let o = collect(client, job, false).await;
     if !matches!(o.verdict, Some(Verdict::Pass)) {
-        return Err(format!(
-            "{}: does not compile: {}",
-            candidate.name,
-            o.message.unwrap_or_else(|| "compile error".into())
-        ));
+        return Err(ResourcesError::DoesNotCompile {
+            candidate: candidate.name.clone(),
+            message: o.message.unwrap_or_else(|| "compile error".into()),
+        });
     }
     Ok(o.compiled.iter().find_map(|e| match e {
         Event::Compiled {

@@ -167,11 +167,9 @@ pub struct TensorData {
 }
 
 impl TensorData {
-    pub fn bytes(&self) -> Result<Vec<u8>, String> {
+    pub fn bytes(&self) -> Result<Vec<u8>, base64::DecodeError> {
         use base64::Engine;
-        base64::engine::general_purpose::STANDARD
-            .decode(&self.data_b64)
-            .map_err(|e| e.to_string())
+        base64::engine::general_purpose::STANDARD.decode(&self.data_b64)
     }
 }
 

@@ -486,11 +486,12 @@ fn why_unknown(p: &Problem, known: &BTreeSet<String>, name: &str, depth: usize) 
 }
 
 /// The environment the steps give for a shape, from what its inputs would look like.
-pub fn apply(p: &Problem, b: &Binding, shape: &Shape) -> Result<Env, String> {
-    let truth = p.env(shape).map_err(|e| e.to_string())?;
+pub fn apply(p: &Problem, b: &Binding, shape: &Shape) -> Result<Env, super::ShapeError> {
+    use super::ShapeError;
+    let truth = p.env(shape)?;
     let mut env = Env::new();
     for t in &p.inputs {
-        let dims = p.tensor_dims(t, &truth).map_err(|e| e.to_string())?;
+        let dims = p.tensor_dims(t, &truth)?;
         for (j, d) in dims.iter().enumerate() {
             env.insert(observed(&t.name, j), Value::Int(*d as i128));
         }
@@ -500,18 +501,23 @@ pub fn apply(p: &Problem, b: &Binding, shape: &Shape) -> Result<Env, String> {
             Step::Init { name } => truth
                 .get(name)
                 .cloned()
-                .ok_or_else(|| format!("shape {} gives no `{name}`", shape.id))?,
+                .ok_or_else(|| ShapeError::NoValue {
+                    shape: shape.id,
+                    name: name.clone(),
+                })?,
             Step::Default { value, .. } => value.clone(),
-            Step::Dim { inverse, .. } => inverse.eval(&env).map_err(|e| e.to_string())?,
-            Step::Let { expr, .. } => expr.eval(&env).map_err(|e| e.to_string())?,
-            Step::Dtype { tensor, .. } => Value::Str(
-                p.tensor_dtype(&p.inputs[*tensor], &truth)
-                    .map_err(|e| e.to_string())?,
-            ),
-            Step::Holds { name, .. } => truth
-                .get(name)
-                .cloned()
-                .ok_or_else(|| format!("shape {} gives no `{name}`", shape.id))?,
+            Step::Dim { inverse, .. } => inverse.eval(&env)?,
+            Step::Let { expr, .. } => expr.eval(&env)?,
+            Step::Dtype { tensor, .. } => Value::Str(p.tensor_dtype(&p.inputs[*tensor], &truth)?),
+            Step::Holds { name, .. } => {
+                truth
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| ShapeError::NoValue {
+                        shape: shape.id,
+                        name: name.clone(),
+                    })?
+            }
         };
         env.insert(s.name().to_string(), v);
     }
@@ -527,7 +533,7 @@ pub fn verify(p: &Problem, b: &Binding) -> Result<(), ExportError> {
             msg,
         };
         let truth = p.env(shape).map_err(|e| fail(e.to_string()))?;
-        let env = apply(p, b, shape).map_err(fail)?;
+        let env = apply(p, b, shape).map_err(|e| fail(e.to_string()))?;
         for n in &b.needed {
             if env.get(n) != truth.get(n) {
                 return Err(fail(format!(

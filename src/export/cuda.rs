@@ -344,12 +344,39 @@ fn eval(
     Ok(())
 }
 
+/// `resolve` of the launcher: the plan for a set of parameters, as the harness resolves it
+/// (each part below writes its piece of the function, in order).
 fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportError> {
     o.push_str(
         "// The plan for a set of parameters: every launch with its grid, block, shared memory and\n\
          // arguments, the tensor maps, the scratch buffers in the workspace and the outputs' shapes.\n\
          inline bool resolve(const Params& p, rt::Plan* plan, std::string* error) {\n  rt::Ctx c;\n  rt::Env E;\n",
     );
+    resolve_tensors(o, p)?;
+    let buffers = resolve_scratch(o, p, c)?;
+    o.push_str("  rt::lay_out(*plan);\n");
+    resolve_whens(o, c)?;
+    let maps: Vec<&plan::TensorMap> = used_maps(c).collect();
+    resolve_tensor_maps(o, c, &maps, &buffers)?;
+    resolve_launches(o, c, &maps, &buffers)?;
+    if let Some(first) = c
+        .plan
+        .launches
+        .first()
+        .filter(|_| c.plan.launches.iter().any(|l| l.when.is_some()))
+    {
+        let _ = writeln!(
+            o,
+            "  if (plan->launches.empty()) {{\n    c.at({});\n    c.fail(\"no launch runs on this shape: every `when` is false\");\n    return c.report(error);\n  }}",
+            s(&format!("launch plan line {}", first.line))
+        );
+    }
+    o.push_str("  return true;\n}\n\n");
+    Ok(())
+}
+
+/// The parameters, the `let`s and every input's and output's dtype and dimensions.
+fn resolve_tensors(o: &mut String, p: &Problem) -> Result<(), ExportError> {
     for (name, d) in &p.params {
         let _ = writeln!(o, "  E[{}] = {};", s(name), param_value(name, &d.ty)?);
     }
@@ -394,6 +421,11 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             );
         }
     }
+    Ok(())
+}
+
+/// The defines, and the scratch buffers; the buffers by name (inputs, outputs, scratch).
+fn resolve_scratch(o: &mut String, p: &Problem, c: &Checked) -> Result<Vec<String>, ExportError> {
     // The plan's environment: the shape's, the defines winning.
     for (k, v) in &c.defines {
         let _ = writeln!(o, "  E[{}] = {};", s(k), cpp_value(v)?);
@@ -427,7 +459,11 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
         );
         buffers.push(sc.name.clone());
     }
-    o.push_str("  rt::lay_out(*plan);\n");
+    Ok(buffers)
+}
+
+/// Every launch's `when`, before any tensor map.
+fn resolve_whens(o: &mut String, c: &Checked) -> Result<(), ExportError> {
     // Every launch's `when` first: a tensor map is built only where a launch that uses it runs
     // (as the harness resolves a map only for a launch that runs).
     for (i, l) in c.plan.launches.iter().enumerate() {
@@ -443,8 +479,17 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             );
         }
     }
-    let maps: Vec<&plan::TensorMap> = used_maps(c).collect();
-    for t in &maps {
+    Ok(())
+}
+
+/// The tensor maps the launches use, each where a launch that uses it runs.
+fn resolve_tensor_maps(
+    o: &mut String,
+    c: &Checked,
+    maps: &[&plan::TensorMap],
+    buffers: &[String],
+) -> Result<(), ExportError> {
+    for t in maps {
         let buffer = buffers.iter().position(|b| b == &t.tensor).unwrap_or(0);
         let users: Vec<(usize, &plan::Launch)> = c
             .plan
@@ -529,6 +574,16 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             );
         }
     }
+    Ok(())
+}
+
+/// The launches: grid, block, shared memory, cluster and arguments.
+fn resolve_launches(
+    o: &mut String,
+    c: &Checked,
+    maps: &[&plan::TensorMap],
+    buffers: &[String],
+) -> Result<(), ExportError> {
     let ks = kernels(c);
     for (i, l) in c.plan.launches.iter().enumerate() {
         let at = |what: &str, e: &PlanExpr| {
@@ -605,19 +660,6 @@ fn resolve_fn(o: &mut String, p: &Problem, c: &Checked) -> Result<(), ExportErro
             s(&format!("launch plan line {}: kernel {}", l.line, l.kernel))
         );
     }
-    if let Some(first) = c
-        .plan
-        .launches
-        .first()
-        .filter(|_| c.plan.launches.iter().any(|l| l.when.is_some()))
-    {
-        let _ = writeln!(
-            o,
-            "  if (plan->launches.empty()) {{\n    c.at({});\n    c.fail(\"no launch runs on this shape: every `when` is false\");\n    return c.report(error);\n  }}",
-            s(&format!("launch plan line {}", first.line))
-        );
-    }
-    o.push_str("  return true;\n}\n\n");
     Ok(())
 }
 

@@ -40,13 +40,31 @@ pub enum ExportError {
     Binding { shape: u32, msg: String },
     #[error("{what} cannot be exported: {why}")]
     Unsupported { what: String, why: String },
+    /// The incumbent the standing names cannot be read.
     #[error("{0}")]
     Kernel(String),
+    #[error(transparent)]
+    Baseline(#[from] crate::contract::kernels::KernelError),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// Why a shape's environment, buffers or binding could not be had for an export.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ShapeError {
+    /// The problem's parameters, dimensions or dtypes on the shape (its file and line named).
+    #[error(transparent)]
+    Problem(#[from] crate::suite::LoadError),
+    #[error("launch plan {0}")]
+    Plan(#[from] PlanError),
+    /// A binding step's expression.
+    #[error(transparent)]
+    Expr(#[from] crate::suite::expr::ExprError),
+    #[error("shape {shape} gives no `{name}`")]
+    NoValue { shape: u32, name: String },
 }
 
 /// The output formats.
@@ -95,7 +113,7 @@ pub fn check(p: &Problem, kernel: &Kernel) -> Result<Checked, ExportError> {
             msg,
         };
         let env = p.env(s).map_err(|e| fail(e.to_string()))?;
-        let sizes = buffer_bytes(p, &plan, &env).map_err(fail)?;
+        let sizes = buffer_bytes(p, &plan, &env).map_err(|e| fail(e.to_string()))?;
         let penv = plan.env(&env, &defines);
         let launches = plan
             .resolve(&penv, &|n| sizes.contains_key(n))
@@ -113,11 +131,15 @@ pub fn check(p: &Problem, kernel: &Kernel) -> Result<Checked, ExportError> {
 }
 
 /// The bytes of every buffer a plan can name on a shape: inputs, outputs, scratch.
-pub fn buffer_bytes(p: &Problem, plan: &Plan, env: &Env) -> Result<BTreeMap<String, u64>, String> {
+pub fn buffer_bytes(
+    p: &Problem,
+    plan: &Plan,
+    env: &Env,
+) -> Result<BTreeMap<String, u64>, ShapeError> {
     let mut out = BTreeMap::new();
     for t in p.inputs.iter().chain(&p.outputs) {
-        let dims = p.tensor_dims(t, env).map_err(|e| e.to_string())?;
-        let dtype = p.tensor_dtype(t, env).map_err(|e| e.to_string())?;
+        let dims = p.tensor_dims(t, env)?;
+        let dtype = p.tensor_dtype(t, env)?;
         let esize = crate::suite::dtype_size(&dtype).unwrap_or(1) as u64;
         out.insert(
             t.name.clone(),
@@ -125,10 +147,7 @@ pub fn buffer_bytes(p: &Problem, plan: &Plan, env: &Env) -> Result<BTreeMap<Stri
         );
     }
     let penv = plan.env(env, &plan.defines);
-    for (s, n) in plan
-        .scratch_sizes(&penv)
-        .map_err(|e| format!("launch plan line {}: {}", e.line, e.msg))?
-    {
+    for (s, n) in plan.scratch_sizes(&penv)? {
         let esize = crate::suite::dtype_size(&s.dtype).unwrap_or(1) as u64;
         out.insert(s.name.clone(), n.max(1) * esize);
     }
@@ -212,8 +231,7 @@ pub fn incumbent(
             ))),
         };
     }
-    let b = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")
-        .map_err(ExportError::Kernel)?;
+    let b = crate::contract::kernels::suite_kernel(suite, p, "baseline.cu")?;
     Ok(Kernel {
         source: b.code,
         origin: format!(

@@ -142,8 +142,8 @@ fn items(es: &[PlanExpr]) -> String {
     format!("({})", v.join(", "))
 }
 
+/// The operator's tables: defines, tensors, the binding's steps, and the launch plan.
 fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
-    let plan = &c.plan;
     out.push_str("# -- the operator's tables -------------------------------------------------------------------\n\n");
     let defines: Vec<String> = c
         .defines
@@ -162,6 +162,13 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
         if opts.len() == 1 { "," } else { "" }
     );
 
+    tensor_tables(out, p, b);
+    bind_tables(out, p, b);
+    plan_tables(out, &c.plan);
+}
+
+/// `_INPUTS` (with the binding's checks) and `_OUTPUTS`.
+fn tensor_tables(out: &mut String, p: &Problem, b: &Binding) {
     out.push_str("_INPUTS = (\n");
     for (i, t) in p.inputs.iter().enumerate() {
         let (dtype, dtype_expr) = dtype_fields(&t.dtype, b.dtype_checks.contains(&i));
@@ -196,7 +203,12 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
             if dims.len() == 1 { "," } else { "" }
         );
     }
-    out.push_str(")\n\n_BIND = (\n");
+    out.push_str(")\n\n");
+}
+
+/// `_BIND` (the steps that recover a shape from a forward's arguments) and `_HOLDS`.
+fn bind_tables(out: &mut String, p: &Problem, b: &Binding) {
+    out.push_str("_BIND = (\n");
     for st in &b.steps {
         let line = match st {
             Step::Init { name } => format!("('init', {})", s(name)),
@@ -232,7 +244,10 @@ fn tables(out: &mut String, p: &Problem, c: &Checked, b: &Binding) {
         holds.join(", "),
         if holds.len() == 1 { "," } else { "" }
     );
+}
 
+/// `_TENSOR_MAPS`, `_SCRATCH` and `_LAUNCHES`: the launch plan.
+fn plan_tables(out: &mut String, plan: &plan::Plan) {
     out.push_str("_TENSOR_MAPS = {\n");
     for t in &plan.tensor_maps {
         let esize = tma_esize(&t.dtype);

@@ -104,7 +104,7 @@ pub(super) struct JobRun {
 
 pub(super) struct LeaseWait {
     pub(super) model: Option<String>,
-    pub(super) reply: oneshot::Sender<Result<Lease, String>>,
+    pub(super) reply: oneshot::Sender<Result<Lease, super::PoolError>>,
 }
 
 pub(super) struct Actor {
@@ -237,13 +237,12 @@ impl Actor {
         }
     }
 
-    pub(super) fn greeted(&mut self, w: usize, result: Result<Event, String>) {
+    pub(super) fn greeted(&mut self, w: usize, result: Result<Event, super::WorkerError>) {
         let Some(seat) = self.seats.get_mut(w) else {
             return;
         };
         let name = seat.name();
-        let identity =
-            result.and_then(|ev| handshake::check(&name, &ev).map_err(|e| e.to_string()));
+        let identity = result.and_then(|ev| Ok(handshake::check(&name, &ev)?));
         match identity {
             Ok(id) if id.device.is_some() => {
                 seat.identity = Some(id);
@@ -265,7 +264,7 @@ impl Actor {
                 seat.identity = Some(id);
                 self.down(w, why);
             }
-            Err(e) => self.down(w, e),
+            Err(e) => self.down(w, e.to_string()),
         }
     }
 

@@ -5,6 +5,7 @@
 //! measured it (`ShapeResult::worker`). The process itself (start, greeting, streams, log,
 //! stop) is `process`'s.
 
+use super::error::WorkerError;
 use super::guard::JobGuard;
 use super::process::{Proc, drop_proc, ensure, exit_reason, request_reply, send, sync_id};
 use super::stop::Ending;
@@ -133,10 +134,10 @@ enum Msg {
         id: u64,
     },
     Hello {
-        reply: oneshot::Sender<Result<Event, String>>,
+        reply: oneshot::Sender<Result<Event, WorkerError>>,
     },
     Calibrate {
-        reply: oneshot::Sender<Result<Event, String>>,
+        reply: oneshot::Sender<Result<Event, WorkerError>>,
     },
 }
 
@@ -204,35 +205,33 @@ impl WorkerClient {
         if self.tx.send(Msg::Cancel { id }).is_err() {}
     }
 
-    pub async fn hello(&self) -> Result<Event, String> {
+    pub async fn hello(&self) -> Result<Event, WorkerError> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Msg::Hello { reply: tx })
-            .map_err(|_| "worker supervisor stopped".to_string())?;
-        rx.await
-            .map_err(|_| "worker supervisor stopped".to_string())?
+            .map_err(|_| WorkerError::SupervisorStopped)?;
+        rx.await.map_err(|_| WorkerError::SupervisorStopped)?
     }
 
     /// The device this worker serves, with the driver and NVRTC; Err says why there is none.
-    pub async fn device(&self) -> Result<(DeviceInfo, ProbeInfo), String> {
+    pub async fn device(&self) -> Result<(DeviceInfo, ProbeInfo), WorkerError> {
         match self.hello().await? {
             Event::Hello {
                 device: Some(d),
                 probe,
                 ..
             } => Ok((d, probe)),
-            Event::Hello { device: None, .. } => Err("the worker found no such GPU".into()),
-            other => Err(format!("unexpected worker reply {other:?}")),
+            Event::Hello { device: None, .. } => Err(WorkerError::NoGpu),
+            other => Err(WorkerError::Unexpected(format!("{other:?}"))),
         }
     }
 
-    pub async fn calibrate(&self) -> Result<Event, String> {
+    pub async fn calibrate(&self) -> Result<Event, WorkerError> {
         let (tx, rx) = oneshot::channel();
         self.tx
             .send(Msg::Calibrate { reply: tx })
-            .map_err(|_| "worker supervisor stopped".to_string())?;
-        rx.await
-            .map_err(|_| "worker supervisor stopped".to_string())?
+            .map_err(|_| WorkerError::SupervisorStopped)?;
+        rx.await.map_err(|_| WorkerError::SupervisorStopped)?
     }
 }
 
@@ -371,7 +370,7 @@ impl Supervised<'_> {
                         &events,
                         JobEvent::WorkerLost {
                             verdict: Verdict::Error,
-                            message: e,
+                            message: e.to_string(),
                         },
                     );
                     return Flow::Go;
@@ -471,7 +470,7 @@ impl Supervised<'_> {
                         }
                         Ok(None) => {
                             let reason = exit_reason(p).await;
-                            return Pass::Lost(Verdict::Fault, reason, false);
+                            return Pass::Lost(Verdict::Fault, reason.to_string(), false);
                         }
                         Ok(Some(l)) => {
                             let ev = match serde_json::from_str::<Event>(&l) {
@@ -482,7 +481,7 @@ impl Supervised<'_> {
                                 }
                             };
                             match guard.accept(ev) {
-                                Err(e) => return Pass::Lost(Verdict::Error, e, true),
+                                Err(e) => return Pass::Lost(Verdict::Error, e.to_string(), true),
                                 Ok(None) => {}
                                 Ok(Some(mut ev)) => {
                                     let done = matches!(ev, Event::Done { .. });
@@ -513,7 +512,7 @@ impl Supervised<'_> {
                         }
                         Some(Msg::Submit { id, job, events }) => self.queue.push_back((id, job, events)),
                         Some(Msg::Hello { reply }) => { answer(reply, p.hello.clone()); }
-                        Some(Msg::Calibrate { reply }) => { answer(reply, Err("the worker is busy with a job".into())); }
+                        Some(Msg::Calibrate { reply }) => { answer(reply, Err(WorkerError::Busy)); }
                     }
                 }
             }
@@ -522,16 +521,16 @@ impl Supervised<'_> {
 }
 
 /// Starts a worker, asks for the device description, and stops it (for `doctor`).
-pub fn probe_blocking(device: u32) -> Result<ProbeInfo, String> {
+pub fn probe_blocking(device: u32) -> Result<ProbeInfo, WorkerError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| super::RuntimeError(e.into()))?;
     rt.block_on(async {
         let c = WorkerClient::spawn(WorkerConfig::new(device));
         match c.hello().await? {
             Event::Hello { probe, .. } => Ok(probe),
-            other => Err(format!("unexpected reply {other:?}")),
+            other => Err(WorkerError::Unexpected(format!("{other:?}"))),
         }
     })
 }

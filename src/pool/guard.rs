@@ -14,6 +14,26 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Shapes lost in a row after which a job stops.
 pub const MAX_CONSECUTIVE_LOST: u32 = 3;
 
+/// An event the job does not allow: a protocol error that ends the job, never a result.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("an event for job {event} while job {running} is running")]
+    OtherJob { event: u64, running: u64 },
+    #[error("an unrequested hello or calibration during a job")]
+    Unrequested,
+    /// `what`: the event's kind in words ("progress", "a check", …).
+    #[error("{what} for shape {shape}, which is not in job {job}")]
+    NotInJob {
+        what: &'static str,
+        shape: u32,
+        job: u64,
+    },
+    #[error("{what} for shape {shape} after its result")]
+    AfterResult { what: &'static str, shape: u32 },
+    #[error("a second result for shape {shape}")]
+    SecondResult { shape: u32 },
+}
+
 /// What to do after the worker was lost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AfterLoss {
@@ -60,35 +80,38 @@ impl JobGuard {
         }
     }
 
-    fn in_job(&self, shape: u32, what: &str) -> Result<(), String> {
+    fn in_job(&self, shape: u32, what: &'static str) -> Result<(), ProtocolError> {
         if self.shapes.contains(&shape) {
             Ok(())
         } else {
-            Err(format!(
-                "{what} for shape {shape}, which is not in job {}",
-                self.id
-            ))
+            Err(ProtocolError::NotInJob {
+                what,
+                shape,
+                job: self.id,
+            })
         }
     }
 
     /// Checks one event: Ok(Some) to pass on, Ok(None) to keep back, Err for a protocol error.
-    pub fn accept(&mut self, ev: Event) -> Result<Option<Event>, String> {
+    pub fn accept(&mut self, ev: Event) -> Result<Option<Event>, ProtocolError> {
         if ev.id() != self.id {
-            return Err(format!(
-                "an event for job {} while job {} is running",
-                ev.id(),
-                self.id
-            ));
+            return Err(ProtocolError::OtherJob {
+                event: ev.id(),
+                running: self.id,
+            });
         }
         match &ev {
             Event::Hello { .. } | Event::Calibration { .. } => {
-                return Err("an unrequested hello or calibration during a job".into());
+                return Err(ProtocolError::Unrequested);
             }
             Event::Progress { shape, stage, .. } => {
                 if let Some(s) = shape {
                     self.in_job(*s, "progress")?;
                     if self.reported.contains(s) {
-                        return Err(format!("progress for shape {s} after its result"));
+                        return Err(ProtocolError::AfterResult {
+                            what: "progress",
+                            shape: *s,
+                        });
                     }
                 }
                 self.current = shape.map(|s| (s, stage.clone()));
@@ -96,10 +119,10 @@ impl JobGuard {
             Event::Checked { result, .. } => {
                 self.in_job(result.shape, "a check")?;
                 if self.reported.contains(&result.shape) {
-                    return Err(format!(
-                        "a check for shape {} after its result",
-                        result.shape
-                    ));
+                    return Err(ProtocolError::AfterResult {
+                        what: "a check",
+                        shape: result.shape,
+                    });
                 }
                 self.checked.insert(result.shape, result.clone());
                 return Ok(None);
@@ -107,7 +130,9 @@ impl JobGuard {
             Event::ShapeDone { result, .. } => {
                 self.in_job(result.shape, "a result")?;
                 if !self.reported.insert(result.shape) {
-                    return Err(format!("a second result for shape {}", result.shape));
+                    return Err(ProtocolError::SecondResult {
+                        shape: result.shape,
+                    });
                 }
                 self.current = None;
                 self.consecutive_lost = 0;
@@ -303,18 +328,29 @@ mod tests {
                 .is_some()
         );
         let e = g.accept(done(7, result(1, Verdict::Pass))).unwrap_err();
-        assert!(e.contains("second result for shape 1"), "{e}");
+        assert_eq!(e, ProtocolError::SecondResult { shape: 1 });
+        assert_eq!(e.to_string(), "a second result for shape 1");
     }
 
     #[test]
     fn foreign_jobs_and_shapes_are_protocol_errors() {
         let mut g = JobGuard::new(7, &job(&[1, 2]));
         let e = g.accept(done(8, result(1, Verdict::Pass))).unwrap_err();
-        assert!(e.contains("job 8 while job 7"), "{e}");
+        assert!(e.to_string().contains("job 8 while job 7"), "{e}");
         let e = g.accept(done(7, result(9, Verdict::Pass))).unwrap_err();
-        assert!(e.contains("shape 9, which is not in job 7"), "{e}");
+        assert!(
+            e.to_string().contains("shape 9, which is not in job 7"),
+            "{e}"
+        );
         let e = g.accept(progress(7, 3, "check")).unwrap_err();
-        assert!(e.contains("shape 3"), "{e}");
+        assert_eq!(
+            e,
+            ProtocolError::NotInJob {
+                what: "progress",
+                shape: 3,
+                job: 7
+            }
+        );
         let e = g
             .accept(Event::Output {
                 id: 7,
@@ -323,7 +359,7 @@ mod tests {
                 dropped: 0,
             })
             .unwrap_err();
-        assert!(e.contains("shape 4"), "{e}");
+        assert!(e.to_string().contains("shape 4"), "{e}");
     }
 
     #[test]

@@ -46,14 +46,14 @@ pub(super) enum Cmd {
     },
     Lease {
         model: Option<String>,
-        reply: oneshot::Sender<Result<Lease, String>>,
+        reply: oneshot::Sender<Result<Lease, super::PoolError>>,
     },
     Release {
         worker: usize,
     },
     Greeted {
         worker: usize,
-        result: Result<Event, String>,
+        result: Result<Event, super::WorkerError>,
     },
     Retry {
         worker: usize,
@@ -192,16 +192,15 @@ impl Pool {
     }
 
     /// Holds one worker (of this handle's GPU model) until the lease is dropped.
-    pub async fn lease(&self) -> Result<Lease, String> {
+    pub async fn lease(&self) -> Result<Lease, super::PoolError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Cmd::Lease {
                 model: self.model.clone(),
                 reply,
             })
-            .map_err(|_| "the worker pool has stopped".to_string())?;
-        rx.await
-            .map_err(|_| "the worker pool has stopped".to_string())?
+            .map_err(|_| super::PoolError::Stopped)?;
+        rx.await.map_err(|_| super::PoolError::Stopped)?
     }
 }
 

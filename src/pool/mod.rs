@@ -1,7 +1,8 @@
 //! Distribution: the workers that measure, and the one queue in front of them.
 //!
 //! Files: `client` (one worker: its jobs in order, the watchdog, restarts), `process` (its
-//! process: start, greeting, streams, log), `guard` (every event
+//! process: start, greeting, streams, log), `error` (why a worker or the pool could not do
+//! what was asked; how a worker ended), `guard` (every event
 //! of a job checked against the job; what is kept when a worker is lost), `handshake` (`hello`:
 //! versions must agree), `stop` (how a worker's launcher is asked to end), `config` (the
 //! `[[workers]]` tables: which workers a command uses), `launch_command` (a launch template:
@@ -19,6 +20,7 @@
 mod actor;
 pub mod client;
 pub mod config;
+pub mod error;
 pub(crate) mod guard;
 mod handle;
 pub(crate) mod handshake;
@@ -30,14 +32,16 @@ mod status;
 pub(crate) mod stop;
 mod units;
 
-pub use handle::{Lease, Pool, PoolOptions};
-pub use status::{PoolStatus, SeatState, WorkerStatus};
+pub use actor::{MAX_BACKOFF, MAX_CONSECUTIVE_LOST, backoff};
+pub use error::{PoolError, RuntimeError, WorkerError};
+pub use handle::{JOIN_LATER, Lease, Pool, PoolOptions};
+pub use status::{HostCount, PoolStatus, SeatState, WorkerStatus};
 
 /// The async runtime that worker clients, the TUI's tasks and the agent run on.
-pub fn runtime() -> Result<tokio::runtime::Runtime, String> {
+pub fn runtime() -> Result<tokio::runtime::Runtime, RuntimeError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))
+        .map_err(|e| RuntimeError(e.into()))
 }

@@ -7,6 +7,7 @@
 //! words on stderr and where its log is, never by a bare "broken pipe".
 
 use super::client::WorkerConfig;
+use super::error::{Exit, ExitCause, WorkerError};
 use super::stop::{Ending, Launched};
 use crate::contract::protocol::*;
 use std::collections::VecDeque;
@@ -27,7 +28,7 @@ pub(super) struct Proc {
     log: Option<PathBuf>,
     /// Its answer to the handshake's `hello` (Err: it answered with an error, e.g. no GPU; it
     /// still compiles).
-    pub(super) hello: Result<Event, String>,
+    pub(super) hello: Result<Event, WorkerError>,
     /// The name its results carry: the label, else `host:device`.
     pub(super) who: String,
     /// How long it took from launch to its answer to `hello`.
@@ -56,7 +57,7 @@ const LOG_LIMIT: u64 = 16 << 20;
 
 /// Starts the worker and greets it: a worker that does not answer `hello`, or whose versions
 /// differ from this build's, is stopped and the start fails.
-pub(super) async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
+pub(super) async fn start(cfg: &WorkerConfig) -> Result<Proc, WorkerError> {
     let t0 = tokio::time::Instant::now();
     let mut p = spawn(cfg)?;
     let id = sync_id();
@@ -74,20 +75,21 @@ pub(super) async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
             Err(_) => {
                 // A launcher still waiting (srun for its allocation) is asked to withdraw.
                 p.stop(Ending::Lost).await;
-                return Err(format!(
-                    "worker {} did not answer hello within {:.0} s",
-                    cfg.display_name(),
-                    cfg.hello_timeout.as_secs_f64()
-                ));
+                return Err(WorkerError::HelloTimeout {
+                    worker: cfg.display_name(),
+                    secs: cfg.hello_timeout.as_secs_f64(),
+                });
             }
             Ok(None) => {
-                let why = exit_reason(&mut p).await;
                 // Nothing was started anew: the start itself failed.
-                let why = why.replace("; a new worker was started", "");
-                return Err(format!(
-                    "worker {} ended before answering hello: {why}",
-                    cfg.display_name()
-                ));
+                let exit = Exit {
+                    restarted: false,
+                    ..exit_reason(&mut p).await
+                };
+                return Err(WorkerError::EndedBeforeHello {
+                    worker: cfg.display_name(),
+                    exit,
+                });
             }
             Ok(Some(l)) => l,
         };
@@ -99,7 +101,7 @@ pub(super) async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
         }
         p.took = t0.elapsed();
         if let Event::Error { message, .. } = ev {
-            p.hello = Err(message);
+            p.hello = Err(WorkerError::Refused(message));
             return Ok(p);
         }
         let host = match &ev {
@@ -119,14 +121,14 @@ pub(super) async fn start(cfg: &WorkerConfig) -> Result<Proc, String> {
             }
             Err(e) => {
                 p.stop(Ending::Answering).await;
-                Err(e.to_string())
+                Err(e.into())
             }
         };
     }
 }
 
 /// Starts the worker process.
-pub(super) fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
+pub(super) fn spawn(cfg: &WorkerConfig) -> Result<Proc, WorkerError> {
     let argv = cfg.argv();
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
@@ -141,18 +143,16 @@ pub(super) fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
         .stderr(Stdio::piped())
         // A launcher is asked to end rather than killed (see `stop`).
         .kill_on_drop(cfg.launch.is_none());
-    let mut child = cmd.spawn().map_err(|e| {
-        format!(
-            "cannot start the worker {}: {e}",
-            match &cfg.label {
-                Some(l) => format!("{l} (`{}`)", cfg.command_line()),
-                None => format!("`{}`", cfg.command_line()),
-            }
-        )
+    let mut child = cmd.spawn().map_err(|e| WorkerError::Spawn {
+        worker: match &cfg.label {
+            Some(l) => format!("{l} (`{}`)", cfg.command_line()),
+            None => format!("`{}`", cfg.command_line()),
+        },
+        source: e.into(),
     })?;
-    let stdin = child.stdin.take().ok_or("worker has no stdin")?;
-    let stdout = child.stdout.take().ok_or("worker has no stdout")?;
-    let stderr = child.stderr.take().ok_or("worker has no stderr")?;
+    let stdin = child.stdin.take().ok_or(WorkerError::NoStream("stdin"))?;
+    let stdout = child.stdout.take().ok_or(WorkerError::NoStream("stdout"))?;
+    let stderr = child.stderr.take().ok_or(WorkerError::NoStream("stderr"))?;
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut r = BufReader::new(stdout).lines();
@@ -214,7 +214,7 @@ pub(super) fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
         lines: rx,
         last_words,
         log: cfg.log.clone(),
-        hello: Err("no hello yet".into()),
+        hello: Err(WorkerError::NoHello),
         who: cfg
             .label
             .clone()
@@ -223,55 +223,46 @@ pub(super) fn spawn(cfg: &WorkerConfig) -> Result<Proc, String> {
     })
 }
 
-pub(super) async fn send(p: &mut Proc, r: &Request) -> Result<(), String> {
-    let mut line = serde_json::to_string(r).map_err(|e| e.to_string())?;
+pub(super) async fn send(p: &mut Proc, r: &Request) -> Result<(), WorkerError> {
+    let mut line = serde_json::to_string(r).map_err(|e| WorkerError::Encode(e.into()))?;
     line.push('\n');
-    p.stdin
-        .write_all(line.as_bytes())
-        .await
-        .map_err(|e| format!("worker stdin: {e}"))?;
-    p.stdin
-        .flush()
-        .await
-        .map_err(|e| format!("worker stdin: {e}"))
+    let stdin = |e: std::io::Error| WorkerError::Stdin(e.into());
+    p.stdin.write_all(line.as_bytes()).await.map_err(stdin)?;
+    p.stdin.flush().await.map_err(stdin)
 }
 
-/// Describes how a worker ended, with its last words on stderr and where its log is.
-pub(super) async fn exit_reason(p: &mut Proc) -> String {
+/// Describes how a worker ended, with its last words on stderr and where its log is (a new
+/// worker takes its place).
+pub(super) async fn exit_reason(p: &mut Proc) -> Exit {
     let how = match tokio::time::timeout(Duration::from_millis(500), p.child.child.wait()).await {
         Ok(Ok(st)) => {
             #[cfg(unix)]
             {
                 use std::os::unix::process::ExitStatusExt;
-                if let Some(sig) = st.signal() {
-                    return with_words(p, format!("worker killed by signal {sig}")).await;
+                match st.signal() {
+                    Some(sig) => ExitCause::Signal(sig),
+                    None => ExitCause::Status(st.to_string()),
                 }
             }
-            format!("worker exited with {st}")
+            #[cfg(not(unix))]
+            ExitCause::Status(st.to_string())
         }
-        _ => "worker stopped answering".into(),
+        _ => ExitCause::StoppedAnswering,
     };
-    with_words(p, how).await
-}
-
-async fn with_words(p: &Proc, how: String) -> String {
     // Give the stderr reader a moment to catch the last lines.
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let words = p
+    let last_words = p
         .last_words
         .lock()
         .ok()
-        .and_then(|w| w.iter().rev().find(|l| !l.trim().is_empty()).cloned());
-    let mut s = how;
-    if let Some(w) = words {
-        let w: String = w.chars().take(200).collect();
-        s.push_str(&format!(" (its last words: {w})"));
+        .and_then(|w| w.iter().rev().find(|l| !l.trim().is_empty()).cloned())
+        .map(|w| w.chars().take(200).collect());
+    Exit {
+        how,
+        last_words,
+        log: p.log.clone(),
+        restarted: true,
     }
-    s.push_str("; a new worker was started");
-    if let Some(l) = &p.log {
-        s.push_str(&format!("; worker log: {}", l.display()));
-    }
-    s
 }
 
 /// Waits for one reply to a synchronous request (hello, calibrate).
@@ -280,19 +271,19 @@ pub(super) async fn request_reply(
     req: Request,
     id: u64,
     limit: Duration,
-) -> Result<Event, String> {
+) -> Result<Event, WorkerError> {
     send(p, &req).await?;
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         match tokio::time::timeout_at(deadline, p.lines.recv()).await {
-            Err(_) => return Err("worker did not answer in time".into()),
-            Ok(None) => return Err(exit_reason(p).await),
+            Err(_) => return Err(WorkerError::NoAnswer),
+            Ok(None) => return Err(WorkerError::Ended(exit_reason(p).await)),
             Ok(Some(l)) => {
                 if let Ok(ev) = serde_json::from_str::<Event>(&l)
                     && ev.id() == id
                 {
                     return match ev {
-                        Event::Error { message, .. } => Err(message),
+                        Event::Error { message, .. } => Err(WorkerError::Refused(message)),
                         other => Ok(other),
                     };
                 }
@@ -306,7 +297,7 @@ pub(super) async fn ensure<'a>(
     cfg: &WorkerConfig,
     proc: &'a mut Option<Proc>,
     start_us: &std::sync::atomic::AtomicU64,
-) -> Result<&'a mut Proc, String> {
+) -> Result<&'a mut Proc, WorkerError> {
     let alive = match proc.as_mut() {
         Some(p) => matches!(p.child.child.try_wait(), Ok(None)),
         None => false,
@@ -317,8 +308,7 @@ pub(super) async fn ensure<'a>(
         start_us.store(us, std::sync::atomic::Ordering::SeqCst);
         *proc = Some(p);
     }
-    proc.as_mut()
-        .ok_or_else(|| "worker did not start".to_string())
+    proc.as_mut().ok_or(WorkerError::NotStarted)
 }
 
 /// Stops the worker, if there is one (see `stop`).

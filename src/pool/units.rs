@@ -146,7 +146,11 @@ impl Actor {
             };
             if (0..seats.len()).any(|w| scheduler::fits(w, &p, &seats)) {
                 self.leases.push_back(l);
-            } else if l.reply.send(Err(why(&p))).is_err() {
+            } else if l
+                .reply
+                .send(Err(super::PoolError::Unplaceable { why: why(&p) }))
+                .is_err()
+            {
                 // The requester stopped waiting.
             }
         }

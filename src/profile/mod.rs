@@ -1,7 +1,9 @@
 //! Deep profiles: the candidate under Nsight Compute, in a separate process, turned into gauges
 //! and findings (docs/profiler.md); and `sass`, the static summary of a kernel's machine code
-//! (`compile --sass`).
+//! (`compile --sass`). Files: `ncu` (the raw page), `source` (the source page: where warps
+//! wait), `findings`, `sass`, `error` (`ProfileError`, `PageError`).
 
+pub mod error;
 pub mod findings;
 pub mod ncu;
 pub mod sass;
@@ -13,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub use error::{PageError, ProfileError};
 pub use findings::{Finding, classify};
 pub use ncu::{KernelProfile, parse_raw_csv};
 pub use source::{SourceProfile, parse_source_csv};
@@ -104,9 +107,8 @@ pub struct NcuOptions {
 }
 
 impl NcuOptions {
-    pub fn find() -> Result<NcuOptions, String> {
-        let ncu = crate::worker::locate::find_tool("ncu")
-            .ok_or("ncu (Nsight Compute) not found on PATH or in the CUDA installation: deep profiles are unavailable; event-timing gauges still work")?;
+    pub fn find() -> Result<NcuOptions, ProfileError> {
+        let ncu = crate::worker::locate::find_tool("ncu").ok_or(ProfileError::NoNcu)?;
         Ok(NcuOptions {
             ncu,
             clock_control: "none".into(),
@@ -136,21 +138,23 @@ fn available_sections(ncu: &Path) -> Vec<&'static str> {
 }
 
 /// One page of an exported report (`ncu --import REPORT --csv --page PAGE ...`), as text.
-fn import_page(opts: &NcuOptions, report: &Path, page: &[&str]) -> Result<String, String> {
+fn import_page(opts: &NcuOptions, report: &Path, page: &[&str]) -> Result<String, ProfileError> {
     let out = std::process::Command::new(&opts.ncu)
         .arg("--import")
         .arg(report)
         .arg("--csv")
         .args(page)
         .output()
-        .map_err(|e| format!("cannot start {}: {e}", opts.ncu.display()))?;
+        .map_err(|source| ProfileError::Start {
+            ncu: opts.ncu.clone(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!(
-            "ncu --import {} {}: {}",
-            report.display(),
-            page.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        return Err(ProfileError::Import {
+            report: report.to_path_buf(),
+            page: page.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -161,9 +165,12 @@ pub fn run_ncu(
     opts: &NcuOptions,
     job: &Job,
     device: u32,
-) -> Result<(Vec<KernelProfile>, Vec<SourceProfile>), String> {
-    let plan = crate::contract::plan::parse(&job.candidate.code)
-        .map_err(|e| format!("{}: launch plan, {e}", job.candidate.name))?;
+) -> Result<(Vec<KernelProfile>, Vec<SourceProfile>), ProfileError> {
+    let plan =
+        crate::contract::plan::parse(&job.candidate.code).map_err(|source| ProfileError::Plan {
+            candidate: job.candidate.name.clone(),
+            source,
+        })?;
     let mut names: Vec<String> = plan.launches.iter().map(|l| l.kernel.clone()).collect();
     names.dedup();
     let dir = std::env::temp_dir().join(format!(
@@ -171,15 +178,15 @@ pub fn run_ncu(
         std::process::id(),
         Instant::now().elapsed().as_nanos()
     ));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let scratch = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| ProfileError::Scratch { path, source }
+    };
+    std::fs::create_dir_all(&dir).map_err(scratch(&dir))?;
     let job_file = dir.join("job.json");
     let log_file = dir.join("ncu.csv");
-    std::fs::write(
-        &job_file,
-        serde_json::to_vec(job).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    std::fs::write(&job_file, serde_json::to_vec(job)?).map_err(scratch(&job_file))?;
+    let exe = std::env::current_exe().map_err(scratch(Path::new("this program")))?;
     let report = dir.join("report.ncu-rep");
     let mut cmd = std::process::Command::new(&opts.ncu);
     if opts.source {
@@ -208,9 +215,10 @@ pub fn run_ncu(
     crate::worker::env_scrub::scrub(&mut cmd);
     cmd.stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped());
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", opts.ncu.display()))?;
+    let mut child = cmd.spawn().map_err(|source| ProfileError::Start {
+        ncu: opts.ncu.clone(),
+        source,
+    })?;
     let t0 = Instant::now();
     let status = loop {
         match child.try_wait() {
@@ -219,14 +227,13 @@ pub fn run_ncu(
                 if t0.elapsed() > opts.timeout {
                     let _ = child.kill();
                     let _ = child.wait();
-                    return Err(format!(
-                        "ncu did not finish within {} s",
-                        opts.timeout.as_secs()
-                    ));
+                    return Err(ProfileError::Timeout {
+                        secs: opts.timeout.as_secs(),
+                    });
                 }
                 std::thread::sleep(Duration::from_millis(50));
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(ProfileError::Wait(e)),
         }
     };
     let mut stderr = String::new();
@@ -236,7 +243,7 @@ pub fn run_ncu(
     }
     let log = std::fs::read_to_string(&log_file).unwrap_or_default();
     let pages = if log.contains("ERR_NVGPUCTRPERM") || stderr.contains("ERR_NVGPUCTRPERM") {
-        Err("ncu is not permitted to read the GPU's performance counters on this machine (ERR_NVGPUCTRPERM); event-timing gauges still work".to_string())
+        Err(ProfileError::NoPermission)
     } else if opts.source && report.exists() {
         import_page(opts, &report, &["--page", "raw"]).and_then(|raw| {
             let src = import_page(
@@ -270,9 +277,10 @@ pub fn run_ncu(
             .rev()
             .collect::<Vec<_>>()
             .join("\n");
-        return Err(format!(
-            "ncu profiled no kernel of the candidate (exit {status}): {tail}"
-        ));
+        return Err(ProfileError::NoKernel {
+            status: status.to_string(),
+            tail,
+        });
     }
     Ok((kernels, source))
 }
@@ -295,7 +303,7 @@ pub fn profile(
     gpu: Gpu<'_>,
     opts: &NcuOptions,
     compile_resources: Option<&std::collections::BTreeMap<String, KernelResources>>,
-) -> Result<Profile, String> {
+) -> Result<Profile, ProfileError> {
     let t0 = Instant::now();
     let hw = gpu
         .name
@@ -319,8 +327,11 @@ pub fn profile(
     }
     let shape = p
         .shape(shape_id)
-        .ok_or_else(|| format!("{} has no shape {shape_id}", p.name))?;
-    let w = p.work(shape).map_err(|e| e.to_string())?;
+        .ok_or_else(|| crate::contract::job::JobError::NoShape {
+            operator: p.name.clone(),
+            shape: shape_id,
+        })?;
+    let w = p.work(shape)?;
     let dram: f64 = kernels
         .iter()
         .filter_map(|k| Some(k.dram_read_bytes? + k.dram_write_bytes?))

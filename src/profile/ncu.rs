@@ -1,6 +1,7 @@
 //! Parsing Nsight Compute's raw page (`--csv --page raw`): a header of metric names, a row of
 //! units, then one row per profiled kernel launch.
 
+use super::PageError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -74,7 +75,7 @@ pub(super) fn number(s: &str) -> Option<f64> {
 
 /// Parses the raw page. Returns one profile per launch; an empty list when the text holds no
 /// table (the caller says why).
-pub fn parse_raw_csv(text: &str) -> Result<Vec<KernelProfile>, String> {
+pub fn parse_raw_csv(text: &str) -> Result<Vec<KernelProfile>, PageError> {
     let lines: Vec<&str> = text.lines().collect();
     let Some(h) = lines
         .iter()
@@ -93,17 +94,14 @@ pub fn parse_raw_csv(text: &str) -> Result<Vec<KernelProfile>, String> {
         .flexible(true)
         .from_reader(table.as_bytes());
     let mut records = reader.records();
-    let row =
-        |r: Option<Result<csv::StringRecord, csv::Error>>| -> Result<Option<Vec<String>>, String> {
-            match r {
-                None => Ok(None),
-                Some(Ok(rec)) => Ok(Some(rec.iter().map(|f| f.to_string()).collect())),
-                Some(Err(e)) => Err(format!("ncu table: {e}")),
-            }
-        };
+    let row = |r: Option<Result<csv::StringRecord, csv::Error>>| match r {
+        None => Ok(None),
+        Some(Ok(rec)) => Ok(Some(rec.iter().map(|f| f.to_string()).collect::<Vec<_>>())),
+        Some(Err(e)) => Err(PageError::Table(e)),
+    };
     let header = row(records.next())?.unwrap_or_default();
     let col = |name: &str| header.iter().position(|c| c == name);
-    let name_col = col("Kernel Name").ok_or("ncu table has no `Kernel Name` column")?;
+    let name_col = col("Kernel Name").ok_or(PageError::NoKernelName)?;
     let mut out = Vec::new();
     let mut units: Vec<String> = Vec::new();
     let mut first = true;

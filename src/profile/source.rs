@@ -9,6 +9,7 @@
 //! a warp spinning on an mbarrier collects samples that cost nothing if it has nothing else to
 //! do, which is why waits are reported by barrier rather than folded into one figure.
 
+use super::PageError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -89,7 +90,7 @@ fn bracket(sass: &str) -> Option<&str> {
 
 /// Parses the source page: one summary per profiled kernel, in the page's order. An error
 /// names what is missing; a page without a kernel block gives an empty list.
-pub fn parse_source_csv(text: &str) -> Result<Vec<SourceProfile>, String> {
+pub fn parse_source_csv(text: &str) -> Result<Vec<SourceProfile>, PageError> {
     let mut out = Vec::new();
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
@@ -99,7 +100,7 @@ pub fn parse_source_csv(text: &str) -> Result<Vec<SourceProfile>, String> {
     let mut columns: Option<Columns> = None;
     let mut rows: Vec<Row> = Vec::new();
     for rec in reader.records() {
-        let rec = rec.map_err(|e| format!("ncu source page: {e}"))?;
+        let rec = rec.map_err(PageError::Source)?;
         let first = rec.get(0).unwrap_or("").trim();
         if first == "Kernel Name" {
             if let Some(k) = kernel.take() {
@@ -133,12 +134,12 @@ struct Columns {
 }
 
 impl Columns {
-    fn of(header: &csv::StringRecord) -> Result<Columns, String> {
+    fn of(header: &csv::StringRecord) -> Result<Columns, PageError> {
         let find = |name: &str| {
             header
                 .iter()
                 .position(|h| h.trim() == name)
-                .ok_or_else(|| format!("ncu source page: no `{name}` column"))
+                .ok_or_else(|| PageError::NoColumn(name.to_string()))
         };
         let stalls = header
             .iter()
@@ -423,6 +424,6 @@ mod tests {
                 .is_empty()
         );
         let e = parse_source_csv("\"Kernel Name\",\"k\",\n\"Address\",\"Source\"\n").unwrap_err();
-        assert!(e.contains("Warp Stall Sampling"), "{e}");
+        assert!(e.to_string().contains("Warp Stall Sampling"), "{e}");
     }
 }

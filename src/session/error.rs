@@ -49,9 +49,4 @@ pub enum SessionError {
     Other { file: String, message: String },
 }
 
-/// Commands and the TUI report errors as text at their edge.
-impl From<SessionError> for String {
-    fn from(e: SessionError) -> String {
-        e.to_string()
-    }
-}
+crate::error::text_at_the_edge!(SessionError);

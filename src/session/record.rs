@@ -8,6 +8,22 @@ use crate::contract::protocol::*;
 use crate::contract::runner::{JobEvent, Runner};
 use crate::suite::{Problem, Suite};
 
+/// Why an event was not recorded, or a revision not measured.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordingError {
+    /// The session file (the event was applied to the state all the same).
+    #[error(transparent)]
+    Write(#[from] super::error::SessionError),
+    #[error("{operator} v{rev} is not in the session")]
+    NoRevision { operator: String, rev: u32 },
+    #[error(transparent)]
+    Reference(#[from] crate::contract::kernels::KernelError),
+    #[error(transparent)]
+    Job(#[from] crate::contract::job::JobError),
+}
+
+crate::error::text_at_the_edge!(RecordingError);
+
 /// A session written headlessly (`measure`, `agent`): every event numbered by the recorder,
 /// appended to the file (when there is one) and applied to the state.
 pub struct Recording {
@@ -29,7 +45,7 @@ impl Recording {
     /// event was applied to the state (nothing shown is lost; the file stops where it failed).
     /// A revision the event refers to that the session does not hold yet (the starting kernel,
     /// v0) is recorded just before it.
-    pub fn append(&mut self, ev: SessionEvent) -> Result<Record, String> {
+    pub fn append(&mut self, ev: SessionEvent) -> Result<Record, RecordingError> {
         if let Some(first) = self.model.unrecorded_referent(&ev) {
             self.append(first)?;
         }
@@ -50,7 +66,7 @@ impl Recording {
         rationale: &str,
         source: &str,
         via: Option<&str>,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, RecordingError> {
         // The suite baseline is revision 0; every other revision takes the next number.
         let rev = match author {
             Author::Baseline | Author::Incumbent => 0,
@@ -87,14 +103,17 @@ impl Recording {
         mode: Mode,
         hw: Option<&crate::suite::hardware::HardwareProfile>,
         progress: bool,
-    ) -> Result<Option<f64>, String> {
+    ) -> Result<Option<f64>, RecordingError> {
         let source = self
             .model
             .ops
             .get(&p.name)
             .and_then(|o| o.rev(rev))
             .map(|r| r.source.clone())
-            .ok_or_else(|| format!("{} v{rev} is not in the session", p.name))?;
+            .ok_or_else(|| RecordingError::NoRevision {
+                operator: p.name.clone(),
+                rev,
+            })?;
         let reference = crate::contract::kernels::suite_kernel(suite, p, "reference.cu")?;
         let ids: Vec<u32> = p.shapes.iter().map(|s| s.id).collect();
         let job = crate::contract::job::build_job(
@@ -169,7 +188,7 @@ impl Recording {
         rev: u32,
         decision: Decision,
         by: DecidedBy,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordingError> {
         self.append(SessionEvent::Decision {
             op: p.name.clone(),
             rev,

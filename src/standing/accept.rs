@@ -3,6 +3,7 @@
 //! latest measurement — into a record of the workspace's standing.
 
 use super::build::{self, Context};
+use super::error::RecordError;
 use super::format::Origin;
 use super::stale::OpPrint;
 use super::store::{self, Update, Written};
@@ -40,15 +41,21 @@ pub fn update_for_revision(
     rev: u32,
     session: &str,
     bench: &Bench,
-) -> Result<Update, String> {
+) -> Result<Update, RecordError> {
     let r = model
         .ops
         .get(&p.name)
         .and_then(|o| o.rev(rev))
-        .ok_or_else(|| format!("{} v{rev} is not in the session", p.name))?;
+        .ok_or_else(|| RecordError::NoRevision {
+            operator: p.name.clone(),
+            rev,
+        })?;
     let m = &r.measurement;
     if !matches!(m.status, MeasureStatus::Done(_)) || m.results.is_empty() {
-        return Err(format!("{} v{rev} has no finished measurement", p.name));
+        return Err(RecordError::NotMeasured {
+            operator: p.name.clone(),
+            rev,
+        });
     }
     let results: Vec<_> = m.results.values().cloned().collect();
     let ctx = made_on(m.made.as_ref(), bench);
@@ -116,12 +123,12 @@ pub struct Keeper {
 
 impl Keeper {
     /// Records the accepted revision `rev` of the session's state.
-    pub fn accept(&self, model: &Model, rev: u32) -> Result<Written, String> {
+    pub fn accept(&self, model: &Model, rev: u32) -> Result<Written, RecordError> {
         self.write(self.update(model, rev)?)
     }
 
     /// The record of the accepted revision `rev` (taken while the session's state is at hand).
-    pub fn update(&self, model: &Model, rev: u32) -> Result<Update, String> {
+    pub fn update(&self, model: &Model, rev: u32) -> Result<Update, RecordError> {
         update_for_revision(
             &self.problem,
             &self.print,
@@ -134,12 +141,12 @@ impl Keeper {
 
     /// Writes a record (which may wait for another process's turn on the standing's lock: call
     /// it without holding the session).
-    pub fn write(&self, u: Update) -> Result<Written, String> {
+    pub fn write(&self, u: Update) -> Result<Written, RecordError> {
         store::record(&self.ws, &self.suite, &self.bench.hardware, &[u])
     }
 
     /// What a command prints after recording: where, and a backup if one was made.
-    pub fn report(&self, rev: u32, w: &Result<Written, String>) -> String {
+    pub fn report(&self, rev: u32, w: &Result<Written, RecordError>) -> String {
         match w {
             Ok(w) => {
                 let mut s = format!(

@@ -6,11 +6,13 @@
 //! (paths, atomic writes, backups, recording), `stale` (an operator's fingerprints and
 //! staleness; the fingerprints themselves are `crate::fingerprint`'s), `build` (records from
 //! measurements and from bench JSON), `accept` (an accepted revision into a record), `shipped`
-//! (the H200 standing built into the binary). `Store` reads everything
+//! (the H200 standing built into the binary), `error` (a record not written, a record's kernel
+//! not read). `Store` reads everything
 //! once; `Store::view` judges it for a hardware profile and GPU without reading anything.
 
 pub mod accept;
 pub mod build;
+pub mod error;
 pub mod format;
 pub mod shipped;
 pub mod stale;
@@ -420,7 +422,8 @@ impl Store {
             .collect();
         for k in names {
             if let std::collections::btree_map::Entry::Vacant(e) = self.kernels.entry(k) {
-                let text = store::read_kernel(ws, source, e.key());
+                // Kept as the staleness judgement words it (`stale::Now::source`).
+                let text = store::read_kernel(ws, source, e.key()).map_err(|e| e.to_string());
                 e.insert(text);
             }
         }

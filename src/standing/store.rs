@@ -4,6 +4,7 @@
 //! mid-write leaves the previous file whole. A file that cannot be used is moved aside to a
 //! backup before a new one takes its place.
 
+use super::error::{KernelReadError, RecordError};
 use super::format::{self, BadFile, Record, StandingFile};
 use crate::suite::{SuiteSource, Workspace};
 use std::io::Write;
@@ -52,38 +53,43 @@ pub const TEMPLATES: &str = "knowledge/templates/";
 
 /// The source of a template of the built-in knowledge base, by its path
 /// (`knowledge/templates/NAME.cu`).
-pub fn template_source(rel: &str) -> Result<String, String> {
+pub fn template_source(rel: &str) -> Result<String, KernelReadError> {
     let inner = rel
         .strip_prefix("knowledge/")
-        .ok_or_else(|| format!("`{rel}` is not under knowledge/"))?;
+        .ok_or_else(|| KernelReadError::NotUnderKnowledge(rel.to_string()))?;
     crate::suite::EMBEDDED_KNOWLEDGE
         .get_file(inner)
         .and_then(|f| f.contents_utf8())
         .map(str::to_string)
-        .ok_or_else(|| format!("{rel}: no such template in the built-in knowledge base"))
+        .ok_or_else(|| KernelReadError::NoTemplate(rel.to_string()))
 }
 
 /// Reads a record's kernel: `problems/…` through the suite (the workspace's problems/ or the
 /// built-in copy), `knowledge/templates/…` from the built-in knowledge base, anything else
 /// relative to the workspace. Paths that leave the workspace are refused.
-pub fn read_kernel(ws: &Path, suite: &SuiteSource, rel: &str) -> Result<String, String> {
+pub fn read_kernel(ws: &Path, suite: &SuiteSource, rel: &str) -> Result<String, KernelReadError> {
     let p = Path::new(rel);
     if p.is_absolute()
         || p.components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
-        return Err(format!("`{rel}` is not a path inside the workspace"));
+        return Err(KernelReadError::NotInWorkspace(rel.to_string()));
     }
     if rel.starts_with(TEMPLATES) {
         return template_source(rel);
     }
     if let Some(inner) = rel.strip_prefix("problems/") {
-        return suite
-            .read_checked(inner)
-            .and_then(|t| t.ok_or_else(|| "missing".into()))
-            .map_err(|e| format!("{}: {e}", suite.display_path(inner)));
+        let file = suite.display_path(inner);
+        return match suite.read_checked(inner) {
+            Ok(Some(t)) => Ok(t),
+            Ok(None) => Err(KernelReadError::Missing { file }),
+            Err(source) => Err(KernelReadError::Unusable { file, source }),
+        };
     }
-    std::fs::read_to_string(ws.join(rel)).map_err(|e| format!("{rel}: {e}"))
+    std::fs::read_to_string(ws.join(rel)).map_err(|source| KernelReadError::Io {
+        kernel: rel.to_string(),
+        source,
+    })
 }
 
 /// Writes a file atomically: a temporary file in the same folder, flushed to disk, renamed over
@@ -216,7 +222,7 @@ pub fn record(
     suite: &str,
     hardware: &str,
     updates: &[Update],
-) -> Result<Written, String> {
+) -> Result<Written, RecordError> {
     // Writers record one after the other: each reads the file, adds its operators and writes it
     // whole, so two at once would lose one's record. Agents of one process take turns on the
     // mutex; processes (the TUI, `measure`, `bench --all --record`, agents) on the file lock.
@@ -230,7 +236,7 @@ pub fn record(
             let same = std::fs::read_to_string(&path).is_ok_and(|t| t == u.source);
             if !same {
                 write_atomic(&path, u.source.as_bytes())
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                    .map_err(|source| RecordError::Io { path, source })?;
             }
         }
     }
@@ -239,9 +245,10 @@ pub fn record(
         Ok(Some(d)) => (d, None),
         Ok(None) => (StandingFile::new(suite, &key), None),
         Err(bad) => {
-            let to = backup(&file).map_err(|e| {
-                format!("{bad}; it cannot be moved aside ({e}), so nothing was recorded")
-            })?;
+            let to = match backup(&file) {
+                Ok(to) => to,
+                Err(source) => return Err(RecordError::NoBackup { bad, source }),
+            };
             (StandingFile::new(suite, &key), Some((to, bad.to_string())))
         }
     };
@@ -249,8 +256,9 @@ pub fn record(
     for u in updates {
         doc.operators.insert(u.op.clone(), u.record.clone());
     }
-    write_atomic(&file, doc.to_text().as_bytes())
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+    if let Err(source) = write_atomic(&file, doc.to_text().as_bytes()) {
+        return Err(RecordError::Io { path: file, source });
+    }
     Ok(Written { file, backup })
 }
 
@@ -270,17 +278,23 @@ pub fn lock_path(file: &Path) -> PathBuf {
 /// Takes the standing file's lock (an exclusive advisory lock on its `.lock` file, released
 /// when the returned handle drops, also when the process dies): waits up to LOCK_WAIT for a
 /// writer in another process, then refuses, naming the lock file.
-fn lock(file: &Path) -> Result<std::fs::File, String> {
+fn lock(file: &Path) -> Result<std::fs::File, RecordError> {
     let path = lock_path(file);
     if let Some(d) = path.parent() {
-        std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        std::fs::create_dir_all(d).map_err(|source| RecordError::Io {
+            path: d.to_path_buf(),
+            source,
+        })?;
     }
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
         .open(&path)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| RecordError::Io {
+            path: path.clone(),
+            source,
+        })?;
     let start = std::time::Instant::now();
     loop {
         match f.try_lock() {
@@ -289,14 +303,16 @@ fn lock(file: &Path) -> Result<std::fs::File, String> {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(format!(
-                    "{}: another process has held the standing's lock for {} s; nothing was recorded",
-                    path.display(),
-                    LOCK_WAIT.as_secs()
-                ));
+                return Err(RecordError::Busy {
+                    lock: path,
+                    secs: LOCK_WAIT.as_secs(),
+                });
             }
             Err(std::fs::TryLockError::Error(e)) => {
-                return Err(format!("{}: cannot lock ({e})", path.display()));
+                return Err(RecordError::Lock {
+                    lock: path,
+                    source: e,
+                });
             }
         }
     }

@@ -9,7 +9,7 @@
 //! one input and only inputs of a dtype it applies to, with the dimensions it needs; a `custom`
 //! pass names none; names are unique, so a failure message can name its draw.
 
-use super::expr::{self, Value};
+use super::expr::{self, ExprError, Value};
 use super::load::{LoadError, line_of};
 use super::problem::TensorSpec;
 use serde::Deserialize;
@@ -66,42 +66,101 @@ pub const PASS_KINDS: &[&str] = &[
     "custom(code)",
 ];
 
+/// A pass (`kind(args)`, as the problem file writes it in `pass`) that cannot be resolved on a
+/// shape.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PassError {
+    #[error("pass `{pass}`: {source}")]
+    Expr { pass: String, source: ExprError },
+    #[error("pass `{pass}` is not of the form kind(args)")]
+    Form { pass: String },
+    /// `index`: 1-based.
+    #[error("pass `{pass}`: argument {index} is not a number")]
+    NotANumber { pass: String, index: usize },
+    #[error("pass `{pass}`: argument {index} is not an integer")]
+    NotAnInteger { pass: String, index: usize },
+    #[error("pass `{pass}`: `{kind}` takes {want} argument(s), not {got}")]
+    Arity {
+        pass: String,
+        kind: String,
+        want: usize,
+        got: usize,
+    },
+    #[error("pass `{pass}`: group size {size} is not positive")]
+    GroupSize { pass: String, size: i64 },
+    #[error("pass `{pass}`: [{lo}, {hi}) is an empty range")]
+    EmptyRange { pass: String, lo: i64, hi: i64 },
+    #[error("pass `{pass}`: modulus {modulus} is not positive")]
+    Modulus { pass: String, modulus: i64 },
+    #[error("pass `{pass}`: range {range} is not in [1, 2^31]")]
+    Range { pass: String, range: i64 },
+    #[error("pass `{pass}`: draw code 0 is the random draw")]
+    RandomDrawCode { pass: String },
+    #[error("pass `{pass}`: unknown kind `{kind}` (known: {known})", known = PASS_KINDS.join(", "))]
+    UnknownKind { pass: String, kind: String },
+}
+
+/// Why a pass may not rewrite a tensor.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Inapplicable {
+    #[error("a custom pass rewrites no named input")]
+    Custom,
+    #[error("{value} is not exactly representable in {dtype}")]
+    NotRepresentable { value: f64, dtype: String },
+    #[error("the pass does not apply to {0}")]
+    Dtype(String),
+    #[error("a row pass needs a tensor of 2 or more dimensions")]
+    NotRows,
+    #[error("{elements} elements are not whole groups of {group}")]
+    NotWholeGroups { elements: u64, group: u64 },
+}
+
 impl Pass {
     /// Parses `kind(args)` and evaluates the arguments in a shape's environment.
-    pub fn resolve(src: &str, env: &expr::Env) -> Result<Pass, String> {
-        let e = expr::parse(src).map_err(|e| format!("pass `{src}`: {e}"))?;
+    pub fn resolve(src: &str, env: &expr::Env) -> Result<Pass, PassError> {
+        let pass = || src.to_string();
+        let expr_error = |source| PassError::Expr {
+            pass: pass(),
+            source,
+        };
+        let e = expr::parse(src).map_err(expr_error)?;
         let (kind, args) = match e {
             expr::Expr::Var(name, _) => (name, Vec::new()),
             expr::Expr::Call(name, args, _) => {
                 let mut vals = Vec::new();
                 for a in args {
-                    let v = a.eval(env).map_err(|e| format!("pass `{src}`: {e}"))?;
-                    vals.push(v);
+                    vals.push(a.eval(env).map_err(expr_error)?);
                 }
                 (name, vals)
             }
-            _ => return Err(format!("pass `{src}` is not of the form kind(args)")),
+            _ => return Err(PassError::Form { pass: pass() }),
         };
-        let num = |i: usize| -> Result<f64, String> {
-            match args.get(i).and_then(Value::as_f64) {
-                Some(x) if x.is_finite() => Ok(x),
-                _ => Err(format!("pass `{src}`: argument {} is not a number", i + 1)),
-            }
+        let num = |i: usize| match args.get(i).and_then(Value::as_f64) {
+            Some(x) if x.is_finite() => Ok(x),
+            _ => Err(PassError::NotANumber {
+                pass: pass(),
+                index: i + 1,
+            }),
         };
-        let int = |i: usize| -> Result<i64, String> {
+        let int = |i: usize| {
             args.get(i)
                 .and_then(Value::as_int)
                 .and_then(|x| i64::try_from(x).ok())
-                .ok_or_else(|| format!("pass `{src}`: argument {} is not an integer", i + 1))
+                .ok_or_else(|| PassError::NotAnInteger {
+                    pass: pass(),
+                    index: i + 1,
+                })
         };
-        let arity = |n: usize| -> Result<(), String> {
+        let arity = |n: usize| {
             if args.len() == n {
                 Ok(())
             } else {
-                Err(format!(
-                    "pass `{src}`: `{kind}` takes {n} argument(s), not {}",
-                    args.len()
-                ))
+                Err(PassError::Arity {
+                    pass: pass(),
+                    kind: kind.clone(),
+                    want: n,
+                    got: args.len(),
+                })
             }
         };
         let p = match kind.as_str() {
@@ -113,14 +172,18 @@ impl Pass {
                 arity(1)?;
                 match int(0)? {
                     g if g > 0 => Pass::ZeroGroups(g as u64),
-                    g => return Err(format!("pass `{src}`: group size {g} is not positive")),
+                    size => return Err(PassError::GroupSize { pass: pass(), size }),
                 }
             }
             "one_value" => {
                 arity(2)?;
                 let (lo, hi) = (int(0)?, int(1)?);
                 if hi <= lo {
-                    return Err(format!("pass `{src}`: [{lo}, {hi}) is an empty range"));
+                    return Err(PassError::EmptyRange {
+                        pass: pass(),
+                        lo,
+                        hi,
+                    });
                 }
                 Pass::OneValue(lo, hi)
             }
@@ -128,30 +191,38 @@ impl Pass {
                 arity(1)?;
                 match int(0)? {
                     n if n > 0 => Pass::Wrap(n),
-                    n => return Err(format!("pass `{src}`: modulus {n} is not positive")),
+                    modulus => {
+                        return Err(PassError::Modulus {
+                            pass: pass(),
+                            modulus,
+                        });
+                    }
                 }
             }
             "permute" => {
                 arity(1)?;
                 match int(0)? {
                     n if n > 0 && n <= 1 << 31 => Pass::Permute(n),
-                    n => {
-                        return Err(format!("pass `{src}`: range {n} is not in [1, 2^31]"));
+                    range => {
+                        return Err(PassError::Range {
+                            pass: pass(),
+                            range,
+                        });
                     }
                 }
             }
             "custom" => {
                 arity(1)?;
                 match int(0)? {
-                    0 => return Err(format!("pass `{src}`: draw code 0 is the random draw")),
+                    0 => return Err(PassError::RandomDrawCode { pass: pass() }),
                     c => Pass::Custom(c),
                 }
             }
             other => {
-                return Err(format!(
-                    "pass `{src}`: unknown kind `{other}` (known: {})",
-                    PASS_KINDS.join(", ")
-                ));
+                return Err(PassError::UnknownKind {
+                    pass: pass(),
+                    kind: other.to_string(),
+                });
             }
         };
         Ok(p)
@@ -159,7 +230,7 @@ impl Pass {
 
     /// Whether the pass may rewrite a tensor of this dtype with these dimensions (the reason
     /// when not).
-    pub fn applies_to(&self, dtype: &str, dims: &[u64]) -> Result<(), String> {
+    pub fn applies_to(&self, dtype: &str, dims: &[u64]) -> Result<(), Inapplicable> {
         let float = matches!(dtype, "bf16" | "fp16" | "fp32");
         let fp8 = dtype.starts_with("fp8");
         let int = matches!(dtype, "int32" | "int64");
@@ -174,9 +245,12 @@ impl Pass {
         };
         if !ok {
             return Err(match self {
-                Pass::Custom(_) => "a custom pass rewrites no named input".into(),
-                Pass::ConstRows(v) if fp8 => format!("{v} is not exactly representable in {dtype}"),
-                _ => format!("the pass does not apply to {dtype}"),
+                Pass::Custom(_) => Inapplicable::Custom,
+                Pass::ConstRows(v) if fp8 => Inapplicable::NotRepresentable {
+                    value: *v,
+                    dtype: dtype.to_string(),
+                },
+                _ => Inapplicable::Dtype(dtype.to_string()),
             });
         }
         let rows = matches!(
@@ -184,12 +258,15 @@ impl Pass {
             Pass::ZeroRows | Pass::ConstRows(_) | Pass::ScaleRows(_)
         );
         if rows && dims.len() < 2 {
-            return Err("a row pass needs a tensor of 2 or more dimensions".into());
+            return Err(Inapplicable::NotRows);
         }
         if let Pass::ZeroGroups(g) = self
             && !n.is_multiple_of(*g)
         {
-            return Err(format!("{n} elements are not whole groups of {g}"));
+            return Err(Inapplicable::NotWholeGroups {
+                elements: n,
+                group: *g,
+            });
         }
         Ok(())
     }
@@ -359,7 +436,7 @@ mod tests {
             ("shuffle(2)", "unknown kind `shuffle`"),
             ("scale_rows(Q)", "Q"),
         ] {
-            let m = Pass::resolve(bad, &env).unwrap_err();
+            let m = Pass::resolve(bad, &env).unwrap_err().to_string();
             assert!(m.contains(why), "{bad}: {m}");
         }
     }

@@ -29,9 +29,45 @@ pub struct Disagreement {
     pub theirs: String,
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))
+/// A benchmark checkout's file that cannot be read as this import needs it; each names the
+/// file (and the line, where JSON is malformed).
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}:{}: {source}", path.display(), source.line())]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("{}: not an object", .0.display())]
+    NotAnObject(PathBuf),
+    #[error("{}: shape {shape}: unsupported value for {param}", file.display())]
+    Value {
+        file: PathBuf,
+        shape: String,
+        param: String,
+    },
+    #[error("{}: shape key `{key}` is not an integer", file.display())]
+    ShapeKey { file: PathBuf, key: String },
+}
+
+crate::error::text_at_the_edge!(ImportError);
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError {
+    let path = path.to_path_buf();
+    move |source| ImportError::Io { path, source }
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, ImportError> {
+    let text = std::fs::read_to_string(path).map_err(io_error(path))?;
+    serde_json::from_str(&text).map_err(|source| ImportError::Json {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Benchmark data of one operator.
@@ -53,27 +89,31 @@ pub struct BenchRoof {
     pub sol_ms: BTreeMap<String, f64>,
 }
 
-fn shape_id(k: &str, file: &Path) -> Result<u32, String> {
-    k.parse::<u32>()
-        .map_err(|_| format!("{}: shape key `{k}` is not an integer", file.display()))
+fn shape_id(k: &str, file: &Path) -> Result<u32, ImportError> {
+    k.parse::<u32>().map_err(|_| ImportError::ShapeKey {
+        file: file.to_path_buf(),
+        key: k.to_string(),
+    })
 }
 
 /// Reads one operator's files under DIR/data/<op>/.
-pub fn read_bench_op(data: &Path, name: &str) -> Result<BenchOp, String> {
+pub fn read_bench_op(data: &Path, name: &str) -> Result<BenchOp, ImportError> {
     let dir = data.join(name);
     let mut shapes = BTreeMap::new();
     let sf = dir.join("shapes.json");
     let sj = read_json(&sf)?;
     let obj = sj
         .as_object()
-        .ok_or_else(|| format!("{}: not an object", sf.display()))?;
+        .ok_or_else(|| ImportError::NotAnObject(sf.clone()))?;
     for (k, v) in obj {
         let mut params = BTreeMap::new();
         for part in ["init_kwargs", "input_kwargs"] {
             if let Some(m) = v.get(part).and_then(|x| x.as_object()) {
                 for (pk, pv) in m {
-                    let val = Value::from_json(pv).ok_or_else(|| {
-                        format!("{}: shape {k}: unsupported value for {pk}", sf.display())
+                    let val = Value::from_json(pv).ok_or_else(|| ImportError::Value {
+                        file: sf.clone(),
+                        shape: k.clone(),
+                        param: pk.clone(),
                     })?;
                     params.insert(pk.clone(), val);
                 }
@@ -150,9 +190,9 @@ pub fn read_bench_op(data: &Path, name: &str) -> Result<BenchOp, String> {
 }
 
 /// Lists the operators of a checkout: folders of DIR/data with a shapes.json.
-pub fn bench_operators(dir: &Path) -> Result<Vec<String>, String> {
+pub fn bench_operators(dir: &Path) -> Result<Vec<String>, ImportError> {
     let data = dir.join("data");
-    let rd = std::fs::read_dir(&data).map_err(|e| format!("{}: {e}", data.display()))?;
+    let rd = std::fs::read_dir(&data).map_err(io_error(&data))?;
     let mut out: Vec<String> = rd
         .filter_map(|e| e.ok())
         .filter(|e| e.path().join("shapes.json").is_file())
@@ -297,7 +337,7 @@ pub fn import(
     suite: &Suite,
     bench_dir: &Path,
     write_to: Option<&Path>,
-) -> Result<ImportReport, String> {
+) -> Result<ImportReport, ImportError> {
     let mut report = ImportReport {
         bench_dir: bench_dir.display().to_string(),
         ..Default::default()
@@ -350,8 +390,8 @@ pub fn import(
 
 /// Rewrites the importance, the shapes (parameters, notes kept, production timings) of one
 /// problem.toml, keeping everything above the first [[shapes]] as it is.
-fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), ImportError> {
+    let text = std::fs::read_to_string(path).map_err(io_error(path))?;
     let head_end = text
         .find("\n[[shapes]]")
         .map(|i| i + 1)
@@ -431,8 +471,8 @@ fn write_op(path: &Path, p: &Problem, b: &BenchOp) -> Result<(), String> {
         }
     }
     let tmp: PathBuf = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, out).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(&tmp, out).map_err(io_error(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io_error(path))
 }
 
 /// Whether a value's text in a file denotes `v`.

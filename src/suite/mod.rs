@@ -18,12 +18,14 @@ mod problem;
 pub mod roofline;
 mod source;
 
-pub use draws::{Pass, fp8_code};
+pub use draws::{DrawSpec, Inapplicable, PASS_KINDS, Pass, PassError, fp8_code};
 pub(crate) use load::toml_error;
 pub use load::{LoadError, line_of, parse_problem};
-pub use phase::PhaseFilter;
-pub use problem::{DTYPES, Problem, Shape, TensorSpec, WorkQ, dtype_size};
-pub use source::{EMBEDDED_KNOWLEDGE, SuiteSource, Workspace};
+pub use phase::{Phase, PhaseFilter};
+pub use problem::{
+    DTYPES, ParamDecl, Problem, Shape, SrcExpr, TensorSpec, Tolerance, WorkQ, dtype_size,
+};
+pub use source::{EMBEDDED_KNOWLEDGE, EMBEDDED_PROBLEMS, ReadError, SuiteSource, Workspace};
 
 use hardware::HardwareProfile;
 use load::RawSuite;
@@ -40,6 +42,16 @@ pub struct Suite {
     pub hardware: Vec<HardwareProfile>,
 }
 
+/// A hardware key (`--hardware`, the settings' `hardware`) that no profile of the suite has.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("unknown hardware `{key}` (known: {})", known.join(", "))]
+pub struct UnknownHardware {
+    pub key: String,
+    pub known: Vec<String>,
+}
+
+crate::error::text_at_the_edge!(UnknownHardware);
+
 impl Suite {
     /// Loads the suite from a source, validating every file.
     pub fn load(source: SuiteSource) -> Result<Suite, LoadError> {
@@ -53,7 +65,7 @@ impl Suite {
         };
         let text = source
             .read_checked("suite.toml")
-            .map_err(|m| bad(&file, None, m))?
+            .map_err(|e| bad(&file, None, e.to_string()))?
             .ok_or_else(|| bad(&file, None, "missing file".into()))?;
         let raw: RawSuite = toml::from_str(&text).map_err(|e| toml_error(&file, None, &text, e))?;
         let mut problems = Vec::new();
@@ -75,7 +87,7 @@ impl Suite {
             let pfile = source.display_path(&rel);
             let ptext = source
                 .read_checked(&rel)
-                .map_err(|m| bad(&pfile, Some(name.clone()), m))?
+                .map_err(|e| bad(&pfile, Some(name.clone()), e.to_string()))?
                 .ok_or_else(|| {
                     bad(
                         &pfile,
@@ -85,9 +97,13 @@ impl Suite {
                 })?;
             let mut p = parse_problem(&pfile, &name, &ptext)?;
             let grel = format!("{name}/inputs.cu");
-            p.generator = source
-                .read_checked(&grel)
-                .map_err(|m| bad(&source.display_path(&grel), Some(name.clone()), m))?;
+            p.generator = source.read_checked(&grel).map_err(|e| {
+                bad(
+                    &source.display_path(&grel),
+                    Some(name.clone()),
+                    e.to_string(),
+                )
+            })?;
             if let Some(other) = seen_ids.insert(p.id.clone(), name.clone()) {
                 return Err(LoadError {
                     file: pfile,
@@ -181,13 +197,14 @@ impl Suite {
         v
     }
 
-    pub fn hardware(&self, key: &str) -> Result<&HardwareProfile, String> {
+    /// The hardware profile of a key or name (either case).
+    pub fn hardware(&self, key: &str) -> Result<&HardwareProfile, UnknownHardware> {
         self.hardware
             .iter()
             .find(|h| h.key.eq_ignore_ascii_case(key) || h.name.eq_ignore_ascii_case(key))
-            .ok_or_else(|| {
-                let keys: Vec<&str> = self.hardware.iter().map(|h| h.key.as_str()).collect();
-                format!("unknown hardware `{key}` (known: {})", keys.join(", "))
+            .ok_or_else(|| UnknownHardware {
+                key: key.to_string(),
+                known: self.hardware.iter().map(|h| h.key.clone()).collect(),
             })
     }
 

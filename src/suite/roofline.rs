@@ -42,15 +42,25 @@ impl Sol {
     }
 }
 
+/// A shape's work that a hardware profile cannot time.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("hardware {hardware} has no peak for dtype `{dtype}`")]
+pub struct NoPeak {
+    pub hardware: String,
+    pub dtype: String,
+}
+
+crate::error::text_at_the_edge!(NoPeak);
+
 /// SOL = max(Σ_d W[d]/P[d], (Q_read + Q_write)/B). Balanced when the two times are within ±5%
 /// of each other (the shape sits within 5% of the ridge point).
-pub fn sol(w: &WorkQ, hw: &HardwareProfile) -> Result<Sol, String> {
+pub fn sol(w: &WorkQ, hw: &HardwareProfile) -> Result<Sol, NoPeak> {
     let mut compute_s = 0.0;
     for (d, flops) in &w.flops {
-        let peak = hw
-            .peak_flops
-            .get(d)
-            .ok_or_else(|| format!("hardware {} has no peak for dtype `{d}`", hw.key))?;
+        let peak = hw.peak_flops.get(d).ok_or_else(|| NoPeak {
+            hardware: hw.key.clone(),
+            dtype: d.clone(),
+        })?;
         compute_s += flops / peak;
     }
     let memory_s = w.bytes() / hw.hbm_bytes_per_s;
@@ -242,6 +252,7 @@ mod tests {
         assert!(
             sol(&wq(&[("fp8_e4m3", 1.0)], 1.0, 1.0), &hw())
                 .unwrap_err()
+                .to_string()
                 .contains("fp8_e4m3")
         );
     }

@@ -12,6 +12,27 @@ pub static EMBEDDED_PROBLEMS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/p
 /// `standing::store::template_source` reads its kernel templates).
 pub static EMBEDDED_KNOWLEDGE: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/knowledge");
 
+/// Why a file of the suite that exists cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read it: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("is a folder, not a file")]
+    Folder,
+    /// `line` (1-based) and `byte` (0-based) of the first invalid byte.
+    #[error(
+        "not UTF-8 text{} (first invalid byte at line {line}, byte {byte})",
+        if *binary { ": it looks like a binary file" } else { "" }
+    )]
+    NotUtf8 {
+        line: usize,
+        byte: usize,
+        binary: bool,
+    },
+}
+
+crate::error::text_at_the_edge!(ReadError);
+
 /// Where the suite's files come from.
 #[derive(Debug, Clone)]
 pub enum SuiteSource {
@@ -30,35 +51,28 @@ impl SuiteSource {
     /// Reads a file relative to the problems/ root.
     /// A file's text: Ok(None) when it does not exist, Err saying what is wrong with it when it
     /// exists but cannot be used (a folder in its place, not UTF-8 text, unreadable).
-    pub fn read_checked(&self, rel: &str) -> Result<Option<String>, String> {
+    pub fn read_checked(&self, rel: &str) -> Result<Option<String>, ReadError> {
         match self {
             SuiteSource::Embedded => Ok(self.read(rel)),
             SuiteSource::Dir(root) => {
                 let p = root.join(rel);
                 match std::fs::metadata(&p) {
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                    Err(e) => return Err(format!("cannot read it: {e}")),
-                    Ok(m) if m.is_dir() => {
-                        return Err("is a folder, not a file".into());
-                    }
+                    Err(e) => return Err(ReadError::Io(e)),
+                    Ok(m) if m.is_dir() => return Err(ReadError::Folder),
                     Ok(_) => {}
                 }
-                let bytes = std::fs::read(&p).map_err(|e| format!("cannot read it: {e}"))?;
+                let bytes = std::fs::read(&p)?;
                 match String::from_utf8(bytes) {
                     Ok(t) => Ok(Some(t)),
                     Err(e) => {
                         let at = e.utf8_error().valid_up_to();
                         let b = e.as_bytes();
-                        let line = b[..at].iter().filter(|c| **c == b'\n').count() + 1;
-                        let binary = b.iter().take(4096).filter(|c| **c == 0).count() > 0;
-                        Err(format!(
-                            "not UTF-8 text{} (first invalid byte at line {line}, byte {at})",
-                            if binary {
-                                ": it looks like a binary file"
-                            } else {
-                                ""
-                            }
-                        ))
+                        Err(ReadError::NotUtf8 {
+                            line: b[..at].iter().filter(|c| **c == b'\n').count() + 1,
+                            byte: at,
+                            binary: b.iter().take(4096).any(|c| *c == 0),
+                        })
                     }
                 }
             }

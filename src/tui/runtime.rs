@@ -546,7 +546,7 @@ fn measure_job(
         code: source,
         defines: Default::default(),
     };
-    crate::contract::job::build_job(
+    Ok(crate::contract::job::build_job(
         p,
         cand,
         Some(reference),
@@ -554,7 +554,7 @@ fn measure_job(
         JobKind::All,
         if full { Mode::Full } else { Mode::Quick },
         work.hw.as_ref(),
-    )
+    )?)
 }
 
 /// Writes the kernel to its file and watches it; false (the log says why) when it cannot be
@@ -705,6 +705,7 @@ async fn run_profile(
     })
     .await
     .map_err(|e| format!("the profiler task failed: {e}"))?
+    .map_err(String::from)
 }
 
 /// Reads a recorded session (a file or a built-in demo) and hands it to replay.

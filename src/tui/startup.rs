@@ -166,7 +166,7 @@ fn begin_session(
     warnings: Vec<String>,
 ) {
     // The agent's settings: an error here only disables the agent (the log says why).
-    st.work.agent_cfg = crate::agent::config::resolve(&settings.agent, None);
+    st.work.agent_cfg = crate::agent::config::resolve(&settings.agent, None).map_err(String::from);
     if let Err(e) = &st.work.agent_cfg {
         st.work
             .log(LogLevel::Warn, format!("agent: unavailable: {e}"));
@@ -306,7 +306,11 @@ fn find_ncu_in_background(tx: &Tx) {
     std::thread::spawn(move || {
         deliver(
             &tx,
-            AppEvent::NcuFound(crate::profile::NcuOptions::find().map(|o| o.ncu)),
+            AppEvent::NcuFound(
+                crate::profile::NcuOptions::find()
+                    .map(|o| o.ncu)
+                    .map_err(String::from),
+            ),
         );
     });
 }

@@ -247,7 +247,8 @@ impl Workbench {
             quit: false,
             exit_status: 0,
             agents: BTreeMap::new(),
-            agent_cfg: crate::agent::config::resolve(&Default::default(), None),
+            agent_cfg: crate::agent::config::resolve(&Default::default(), None)
+                .map_err(String::from),
             standing,
         };
         w.compute_shape_info();

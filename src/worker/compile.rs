@@ -25,16 +25,14 @@ pub struct Compiler {
 impl Compiler {
     pub fn new(arch: &str) -> GResult<Compiler> {
         let Some(nvrtc_version) = crate::worker::locate::nvrtc_version() else {
-            return Err(gerr(
-                "libnvrtc not found: install the CUDA toolkit (or set CUDA_HOME to it), or NVIDIA's Python wheels: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime",
-            ));
+            return Err(GpuError::NoNvrtc);
         };
         Ok(Compiler {
             arch: arch.to_string(),
             include: crate::worker::locate::include_dirs(),
             nvrtc_version,
             cache_dir: dirs::cache_dir().map(|d| d.join("atrex-tui").join("cubin")),
-            limits: Limits::from_env().map_err(gerr)?,
+            limits: Limits::from_env()?,
             child: compile_child::Children::new(compile_child::child_exe()),
         })
     }
@@ -69,7 +67,7 @@ impl Compiler {
         if let Err(r) = crate::contract::includes::check(src, &allowed) {
             return Ok(Compiled {
                 cubin: Vec::new(),
-                log: format!("{file}({}): error: {}\n", r.line, r.msg),
+                log: format!("{file}({}): error: {r}\n", r.line),
                 ok: false,
                 cached: false,
                 failure: None,
@@ -107,7 +105,7 @@ impl Compiler {
                     log: format!("{why}\n"),
                     ok: false,
                     cached: false,
-                    failure: Some(why),
+                    failure: Some(why.to_string()),
                 });
             }
         };
@@ -120,7 +118,7 @@ impl Compiler {
             failure: None,
         };
         if out.ok {
-            out.cubin = r.cubin_bytes().map_err(gerr)?;
+            out.cubin = r.cubin_bytes()?;
             if let Some(dir) = &self.cache_dir
                 && std::fs::create_dir_all(dir).is_ok()
             {
@@ -260,13 +258,13 @@ pub(super) fn compile_offline(out: &Out, id: u64, job: &Job) -> (Verdict, Option
     };
     let compiler = match Compiler::new(&arch) {
         Ok(c) => c,
-        Err(e) => return (Verdict::Error, Some(format!("no GPU, and {}", e.msg))),
+        Err(e) => return (Verdict::Error, Some(format!("no GPU, and {e}"))),
     };
     let c = match with_heartbeat(out, id, COMPILE_HEARTBEAT, || {
         compiler.compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
     }) {
         Ok(c) => c,
-        Err(e) => return (Verdict::Error, Some(e.msg)),
+        Err(e) => return (Verdict::Error, Some(e.to_string())),
     };
     out.send(&Event::Compiled {
         id,
@@ -336,7 +334,7 @@ mod tests {
             let Some(c) = test_compiler(arch) else { return };
             let out = c
                 .compile_cubin(HARNESS_SRC, "harness.cu", &[])
-                .map_err(|e| e.msg)
+                .map_err(|e| e.to_string())
                 .unwrap();
             assert!(out.ok && !out.cubin.is_empty(), "{arch}: {}", out.log);
         }
@@ -384,7 +382,7 @@ mod tests {
         c.limits.time = std::time::Duration::from_millis(50);
         let out = c
             .compile_cubin(HARNESS_SRC, "harness.cu", &[])
-            .map_err(|e| e.msg)
+            .map_err(|e| e.to_string())
             .unwrap();
         assert!(!out.ok);
         let d = out.diagnostics("harness.cu");

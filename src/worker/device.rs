@@ -24,11 +24,8 @@ impl DevBuf {
         // SAFETY: cuMemAlloc writes only the returned address (cudarc's out-parameter). Its
         // memory is uninitialised, which is sound here: device memory never becomes a Rust
         // value; the harness fills or poisons it before anything reads it back.
-        let ptr = unsafe { cu::malloc_sync(bytes.max(256)) }.map_err(|e| {
-            let mut g = GpuError::from(e);
-            g.msg = format!("allocating {bytes} bytes: {}", g.msg);
-            g
-        })?;
+        let ptr = unsafe { cu::malloc_sync(bytes.max(256)) }
+            .map_err(|e| GpuError::from(e).during(format!("allocating {bytes} bytes")))?;
         SIZES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -76,9 +73,7 @@ impl Module {
         // is a NUL-terminated C string owned for the call. A missing name is an error, not UB.
         let f = unsafe { cu::module::get_function(self.module, c) }.map_err(|e| {
             if e.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND {
-                gerr(format!(
-                    "kernel `{name}` not found in the module: declare it `extern \"C\" __global__`"
-                ))
+                GpuError::KernelNotFound(name.to_string())
             } else {
                 GpuError::from(e)
             }
@@ -162,25 +157,23 @@ pub(super) struct Gpu {
 }
 
 /// The driver and NVRTC, probed without panicking when a library is missing.
-pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), String> {
+pub fn probe(device: Option<u32>) -> Result<(ProbeInfo, Option<DeviceInfo>), GpuError> {
     // SAFETY: only tries to open libcuda by its names (running the library's initialisers, as
     // any loading of the driver does); no symbol of it is called.
     if !unsafe { sys::is_culib_present() } {
-        return Err("libcuda not found (no NVIDIA driver on this machine)".into());
+        return Err(GpuError::NoDriver);
     }
-    cu::init().map_err(|e| format!("cuInit failed: {}", GpuError::from(e).msg))?;
+    cu::init().map_err(|e| GpuError::from(e).during("cuInit failed"))?;
     let mut v = 0;
     // SAFETY: the library is present and initialised (above); cuDriverGetVersion writes one
     // c_int into `v`, a live local.
-    unsafe { sys::cuDriverGetVersion(&mut v) }
-        .result()
-        .map_err(|e| GpuError::from(e).msg)?;
+    unsafe { sys::cuDriverGetVersion(&mut v) }.result()?;
     let driver_version = format!("{}.{}", v / 1000, (v % 1000) / 10);
     let nvrtc_version = crate::worker::locate::nvrtc_version();
-    let n = cu::device::get_count().map_err(|e| GpuError::from(e).msg)?;
+    let n = cu::device::get_count()?;
     let mut devices = Vec::new();
     for i in 0..n {
-        devices.push(device_info(i as u32).map_err(|e| e.msg)?);
+        devices.push(device_info(i as u32)?);
     }
     let chosen = device.and_then(|d| devices.iter().find(|x| x.index == d).cloned());
     Ok((
@@ -263,7 +256,7 @@ impl Gpu {
         };
         let c = g.compiler.compile_cubin(HARNESS_SRC, "harness.cu", &[])?;
         if !c.ok {
-            return Err(gerr(format!("the harness failed to compile:\n{}", c.log)));
+            return Err(GpuError::HarnessCompile(c.log));
         }
         g.harness = g.load_module(&c.cubin)?;
         Ok(g)
@@ -342,7 +335,7 @@ impl Gpu {
                             },
                         );
                     }
-                    Err(e) => missing = Some((l.line, e.msg)),
+                    Err(e) => missing = Some((l.line, e.to_string())),
                 }
             }
         }
@@ -477,18 +470,16 @@ impl Gpu {
         env: &Env,
     ) -> GResult<Vec<(String, String, bool, DevBuf)>> {
         let penv = l.plan.env(env, &l.defines);
-        let sizes = l
-            .plan
-            .scratch_bytes(&penv)
-            .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
+        let sizes = l.plan.scratch_bytes(&penv)?;
         sizes
             .into_iter()
             .map(|(s, bytes)| {
-                let bytes = usize::try_from(bytes).map_err(|_| {
-                    gerr(format!(
-                        "launch plan line {}: scratch {} of {bytes} bytes does not fit this machine's addresses",
-                        s.size.line, s.name
-                    ))
+                let bytes = usize::try_from(bytes).map_err(|_| PlanError {
+                    line: s.size.line,
+                    msg: format!(
+                        "scratch {} of {bytes} bytes does not fit this machine's addresses",
+                        s.name
+                    ),
                 })?;
                 Ok((s.name, s.dtype, s.zero, DevBuf::new(bytes)?))
             })

@@ -5,23 +5,47 @@
 use super::compile::{Compiler, plan_and_defines};
 use crate::contract::plan;
 use crate::contract::protocol::{Event, Source};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
+
+/// Why there is no SASS: what is missing, or what the tool said.
+#[derive(Debug, thiserror::Error)]
+pub enum SassError {
+    #[error(
+        "cuobjdump not found on PATH or in CUDA_HOME/bin, /usr/local/cuda/bin: install the CUDA toolkit's cuobjdump and nvdisasm, or set CUDA_HOME to the toolkit"
+    )]
+    NoTool,
+    /// The cubin's scratch file, or the tool that could not be started.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// `stderr`: what the tool said, trimmed.
+    #[error("{} -sass failed ({status}): {stderr}", tool.display())]
+    Failed {
+        tool: PathBuf,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("launch plan, {0}")]
+    Plan(crate::contract::plan::PlanError),
+    #[error(transparent)]
+    Gpu(#[from] super::GpuError),
+    #[error("{0} does not compile")]
+    DoesNotCompile(String),
+}
 
 /// Disassembles a cubin with `cuobjdump -sass`. The error names what is missing or what the
 /// tool said.
-pub fn disassemble(cubin: &[u8]) -> Result<String, String> {
-    let tool = crate::worker::locate::find_tool("cuobjdump").ok_or_else(|| {
-        "cuobjdump not found on PATH or in CUDA_HOME/bin, /usr/local/cuda/bin: install the CUDA \
-         toolkit's cuobjdump and nvdisasm, or set CUDA_HOME to the toolkit"
-            .to_string()
-    })?;
+pub fn disassemble(cubin: &[u8]) -> Result<String, SassError> {
+    let tool = crate::worker::locate::find_tool("cuobjdump").ok_or(SassError::NoTool)?;
     disassemble_with(&tool, cubin)
 }
 
 /// Disassembles with a given `cuobjdump`; its folder goes first on PATH so that it finds the
 /// `nvdisasm` installed beside it.
-pub fn disassemble_with(tool: &Path, cubin: &[u8]) -> Result<String, String> {
+pub fn disassemble_with(tool: &Path, cubin: &[u8]) -> Result<String, SassError> {
     let file = std::env::temp_dir().join(format!(
         "atrex-sass-{}-{}.cubin",
         std::process::id(),
@@ -30,7 +54,10 @@ pub fn disassemble_with(tool: &Path, cubin: &[u8]) -> Result<String, String> {
             .map(|d| d.as_nanos())
             .unwrap_or(0)
     ));
-    std::fs::write(&file, cubin).map_err(|e| format!("{}: {e}", file.display()))?;
+    std::fs::write(&file, cubin).map_err(|source| SassError::Io {
+        path: file.clone(),
+        source,
+    })?;
     let mut path = std::ffi::OsString::new();
     if let Some(d) = tool.parent() {
         path.push(d.as_os_str());
@@ -43,36 +70,36 @@ pub fn disassemble_with(tool: &Path, cubin: &[u8]) -> Result<String, String> {
         .env("PATH", path)
         .output();
     let _ = std::fs::remove_file(&file);
-    let o = o.map_err(|e| format!("{}: {e}", tool.display()))?;
+    let o = o.map_err(|source| SassError::Io {
+        path: tool.to_path_buf(),
+        source,
+    })?;
     if !o.status.success() {
-        return Err(format!(
-            "{} -sass failed ({}): {}",
-            tool.display(),
-            o.status,
-            String::from_utf8_lossy(&o.stderr).trim()
-        ));
+        return Err(SassError::Failed {
+            tool: tool.to_path_buf(),
+            status: o.status,
+            stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// The SASS of a source: compiled again (a hit in NVRTC's cubin cache when it has one), then
 /// disassembled. For the GPU path, which keeps only the loaded module of its compile.
-pub(super) fn of_source(compiler: &Compiler, src: &Source) -> Result<String, String> {
-    let (_, defines) = plan_and_defines(src).map_err(|e| format!("launch plan, {e}"))?;
-    let c = compiler
-        .compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))
-        .map_err(|e| e.msg)?;
+pub(super) fn of_source(compiler: &Compiler, src: &Source) -> Result<String, SassError> {
+    let (_, defines) = plan_and_defines(src).map_err(SassError::Plan)?;
+    let c = compiler.compile_cubin(&src.code, "candidate.cu", &plan::define_options(&defines))?;
     if !c.ok {
-        return Err(format!("{} does not compile", src.name));
+        return Err(SassError::DoesNotCompile(src.name.clone()));
     }
     disassemble(&c.cubin)
 }
 
-/// Sends the candidate's SASS, or why there is none.
-pub(super) fn send(out: &super::Out, id: u64, r: Result<String, String>) {
+/// Sends the candidate's SASS, or why there is none (as the protocol says it).
+pub(super) fn send(out: &super::Out, id: u64, r: Result<String, SassError>) {
     let (sass, error) = match r {
         Ok(s) => (s, None),
-        Err(e) => (String::new(), Some(e)),
+        Err(e) => (String::new(), Some(e.to_string())),
     };
     out.send(&Event::Disassembly {
         id,
@@ -89,9 +116,13 @@ mod tests {
     /// A tool that fails says which and what it said; nothing is left behind.
     #[test]
     fn a_failing_disassembler_is_named_with_its_message() {
-        let e = disassemble_with(Path::new("/bin/false"), b"not a cubin").unwrap_err();
+        let e = disassemble_with(Path::new("/bin/false"), b"not a cubin")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("/bin/false -sass failed"), "{e}");
-        let e = disassemble_with(Path::new("/nonexistent/cuobjdump"), b"x").unwrap_err();
+        let e = disassemble_with(Path::new("/nonexistent/cuobjdump"), b"x")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("/nonexistent/cuobjdump: "), "{e}");
     }
 

@@ -135,12 +135,9 @@ fn dump(
                 inputs,
                 outputs,
             }),
-            Err(e) if e.sticky => return Err(e),
+            Err(e) if e.sticky() => return Err(e),
             Err(e) => {
-                return Ok((
-                    Verdict::Error,
-                    Some(format!("shape {}: {}", shape.id, e.msg)),
-                ));
+                return Ok((Verdict::Error, Some(format!("shape {}: {e}", shape.id))));
             }
         }
     }
@@ -192,7 +189,7 @@ impl Run<'_> {
         let planned = shape_plan::resolve(&self.cand.plan, &self.cand.defines, shape);
         if let Err(e) = &planned {
             res.verdict = Verdict::Error;
-            res.message = Some(format!("launch plan line {}: {}", e.line, e.msg));
+            res.message = Some(format!("launch plan {e}"));
             ok_to_time = false;
         }
         if let (true, Some(r), true) = (needs_check, self.reference, planned.is_ok()) {
@@ -258,13 +255,13 @@ impl Run<'_> {
                 }
                 Ok(true)
             }
-            Err(e) if e.sticky => {
+            Err(e) if e.sticky() => {
                 printed.send(out, id, Some(shape.id));
                 Err(e)
             }
             Err(e) => {
                 res.verdict = Verdict::Error;
-                res.message = Some(e.msg);
+                res.message = Some(e.to_string());
                 Ok(false)
             }
         }
@@ -355,13 +352,13 @@ impl Run<'_> {
                 res.verdict = Verdict::Error;
                 res.message = Some("timing produced no samples".into());
             }
-            Err(e) if e.sticky => {
+            Err(e) if e.sticky() => {
                 printed.send(out, id, Some(shape.id));
                 return Err(e);
             }
             Err(e) => {
                 res.verdict = Verdict::Error;
-                res.message = Some(e.msg);
+                res.message = Some(e.to_string());
             }
         }
         Ok(())

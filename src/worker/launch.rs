@@ -87,16 +87,16 @@ fn encode(t: &ResolvedTensorMap, base: sys::CUdeviceptr) -> GResult<sys::CUtenso
         )
         .result()
     }
-    .map_err(|e| {
-        gerr(format!(
-            "launch plan line {}: tensor map {}: the driver refused it ({}): dims {:?}, strides {:?}, box {:?}",
-            t.line,
+    .map_err(|e| PlanError {
+        line: t.line,
+        msg: format!(
+            "tensor map {}: the driver refused it ({}): dims {:?}, strides {:?}, box {:?}",
             t.name,
-            GpuError::from(e).msg,
+            GpuError::from(e),
             t.dims,
             t.strides,
             t.boxes
-        ))
+        ),
     })?;
     Ok(map)
 }
@@ -123,10 +123,7 @@ impl Gpu {
         bufs: &HashMap<String, sys::CUdeviceptr>,
     ) -> GResult<()> {
         let penv = l.plan.env(env, &l.defines);
-        let launches = l
-            .plan
-            .resolve(&penv, &|n| bufs.contains_key(n))
-            .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
+        let launches = l.plan.resolve(&penv, &|n| bufs.contains_key(n))?;
         for rl in &launches {
             let mut params = self.params(rl, bufs)?;
             let f = self
@@ -134,9 +131,9 @@ impl Gpu {
                 .get_mut(&l.key)
                 .ok_or_else(|| gerr("module not loaded"))?
                 .function(&rl.kernel)?;
-            self.launch(f, rl, &mut params).map_err(|mut g| {
-                g.msg = format!(
-                    "launching {} grid {:?} block {:?} smem {}{}: {}",
+            self.launch(f, rl, &mut params).map_err(|g| {
+                g.during(format!(
+                    "launching {} grid {:?} block {:?} smem {}{}",
                     rl.kernel,
                     rl.grid,
                     rl.block,
@@ -148,9 +145,7 @@ impl Gpu {
                         } else {
                             String::new()
                         }),
-                    g.msg
-                );
-                g
+                ))
             })?;
         }
         Ok(())
@@ -188,19 +183,16 @@ impl Gpu {
         t: &ResolvedTensorMap,
         bufs: &HashMap<String, sys::CUdeviceptr>,
     ) -> GResult<sys::CUtensorMap> {
-        let base = *bufs.get(&t.tensor).ok_or_else(|| {
-            gerr(format!(
-                "launch plan line {}: tensor map {}: no buffer `{}`",
-                t.line, t.name, t.tensor
-            ))
+        let base = *bufs.get(&t.tensor).ok_or_else(|| PlanError {
+            line: t.line,
+            msg: format!("tensor map {}: no buffer `{}`", t.name, t.tensor),
         })?;
         let bytes = buffer_bytes(base)?;
         let key = (t.clone(), base, bytes);
         if let Some(m) = self.tensor_maps.get(&key) {
             return Ok(*m);
         }
-        t.check_fits(bytes)
-            .map_err(|e| gerr(format!("launch plan line {}: {}", e.line, e.msg)))?;
+        t.check_fits(bytes)?;
         let m = encode(t, base)?;
         if self.tensor_maps.len() > 4096 {
             self.tensor_maps.clear();
@@ -212,10 +204,10 @@ impl Gpu {
     fn launch(&self, f: sys::CUfunction, rl: &ResolvedLaunch, params: &mut [Param]) -> GResult<()> {
         if rl.smem > 48 * 1024 {
             if rl.smem > self.max_smem_optin {
-                return Err(gerr(format!(
-                    "{} bytes of dynamic shared memory asked; this GPU allows {} per block",
-                    rl.smem, self.max_smem_optin
-                )));
+                return Err(GpuError::SharedMemory {
+                    asked: rl.smem,
+                    allowed: self.max_smem_optin,
+                });
             }
             // SAFETY: `f` is a function of a loaded module, and modules are never unloaded.
             unsafe {

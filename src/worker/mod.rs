@@ -13,8 +13,9 @@
 //! outputs on the device), `timing` (cold-L2 timing), `calibrate`, `job` (one job end to end),
 //! `stdio` (the protocol kept apart from what kernels print), `env_scrub` (what a worker and its
 //! children inherit of the environment), `locate` (the CUDA installation), `simulate` (a worker
-//! without a GPU, for tests); this file holds the main loop, the event writer (on the private
-//! protocol descriptor, see `stdio`) and `profile-target`.
+//! without a GPU, for tests), `error` (`GpuError`: what failed, sticky or not, and whose fault
+//! it is); this file holds the main loop, the event writer (on the private protocol
+//! descriptor, see `stdio`) and `profile-target`.
 //!
 //! Invariants: every CUDA call's error is checked and a sticky one ends the worker; candidate
 //! code only ever runs through `Gpu::enqueue` on buffers the harness made and poisoned; nothing
@@ -22,7 +23,7 @@
 //! never on the client side that starts it.
 
 use crate::contract::compare::{self, Mode as CmpMode, TensorCheck};
-use crate::contract::plan::{self, Plan, ResolvedArg};
+use crate::contract::plan::{self, Plan, PlanError, ResolvedArg};
 use crate::contract::protocol::*;
 use crate::contract::stats::{self, StopRule};
 use crate::suite::expr::{Env, Value};
@@ -46,6 +47,7 @@ mod device;
 mod device_check;
 mod disassemble;
 pub(crate) mod env_scrub;
+pub mod error;
 mod inputs;
 mod job;
 mod launch;
@@ -75,56 +77,15 @@ pub use compile::Compiler;
 use compile::*;
 pub use device::probe;
 use device::*;
+pub use error::{GpuError, InputError};
 use inputs::*;
 use job::*;
 pub use nvrtc_log::parse_nvrtc_log;
 use timed_check::*;
 use timing::*;
 
-/// An error from the GPU. `sticky` errors leave the context unusable.
-#[derive(Debug)]
-pub struct GpuError {
-    pub msg: String,
-    pub sticky: bool,
-}
-
-impl From<cu::DriverError> for GpuError {
-    fn from(e: cu::DriverError) -> Self {
-        use sys::CUresult::*;
-        let sticky = matches!(
-            e.0,
-            CUDA_ERROR_ILLEGAL_ADDRESS
-                | CUDA_ERROR_LAUNCH_FAILED
-                | CUDA_ERROR_ILLEGAL_INSTRUCTION
-                | CUDA_ERROR_MISALIGNED_ADDRESS
-                | CUDA_ERROR_INVALID_ADDRESS_SPACE
-                | CUDA_ERROR_INVALID_PC
-                | CUDA_ERROR_HARDWARE_STACK_ERROR
-                | CUDA_ERROR_ASSERT
-                | CUDA_ERROR_LAUNCH_TIMEOUT
-                | CUDA_ERROR_ECC_UNCORRECTABLE
-                | CUDA_ERROR_CONTEXT_IS_DESTROYED
-        );
-        let name = e
-            .error_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| format!("{:?}", e.0));
-        let text = e
-            .error_string()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        GpuError {
-            msg: format!("{name}: {text}"),
-            sticky,
-        }
-    }
-}
-
 pub(super) fn gerr(msg: impl Into<String>) -> GpuError {
-    GpuError {
-        msg: msg.into(),
-        sticky: false,
-    }
+    GpuError::Harness(msg.into())
 }
 
 type GResult<T> = Result<T, GpuError>;
@@ -191,18 +152,14 @@ pub fn profile_target(device: u32, job_file: &std::path::Path) -> i32 {
         eprintln!("atrex-tui profile-target: {e}");
         return 2;
     }
+    // Its messages go to stderr, as the profiler shows them.
     let run = || -> Result<(), String> {
-        let mut g = Gpu::new(device).map_err(|e| e.msg)?;
+        let mut g = Gpu::new(device)?;
         let cand = g
-            .prepare(&out, 0, "candidate", &job.candidate)
-            .map_err(|e| e.msg)?
+            .prepare(&out, 0, "candidate", &job.candidate)?
             .map_err(|(_, m)| m)?;
         let custom = match &job.generator {
-            Some(src) => Some(
-                g.prepare(&out, 0, "generator", src)
-                    .map_err(|e| e.msg)?
-                    .map_err(|(_, m)| m)?,
-            ),
+            Some(src) => Some(g.prepare(&out, 0, "generator", src)?.map_err(|(_, m)| m)?),
             None => None,
         };
         let shape = job.shapes.first().ok_or("the job has no shape")?;
@@ -211,22 +168,20 @@ pub fn profile_target(device: u32, job_file: &std::path::Path) -> i32 {
             .inputs
             .iter()
             .map(|t| DevBuf::new(t.bytes() as usize))
-            .collect::<GResult<_>>()
-            .map_err(|e| e.msg)?;
+            .collect::<GResult<_>>()?;
         let outputs: Vec<DevBuf> = shape
             .outputs
             .iter()
             .map(|t| DevBuf::new(t.bytes() as usize))
-            .collect::<GResult<_>>()
-            .map_err(|e| e.msg)?;
-        let scratch = g.scratch_for(&cand, &env).map_err(|e| e.msg)?;
+            .collect::<GResult<_>>()?;
+        let scratch = g.scratch_for(&cand, &env)?;
         let mut map: HashMap<String, sys::CUdeviceptr> = HashMap::new();
         for (t, b) in shape.inputs.iter().zip(&inputs) {
             map.insert(t.name.clone(), b.ptr);
         }
         for (t, b) in shape.outputs.iter().zip(&outputs) {
             map.insert(t.name.clone(), b.ptr);
-            g.poison(b, &t.dtype, 0).map_err(|e| e.msg)?;
+            g.poison(b, &t.dtype, 0)?;
         }
         for (n, _, _, b) in &scratch {
             map.insert(n.clone(), b.ptr);
@@ -237,11 +192,10 @@ pub fn profile_target(device: u32, job_file: &std::path::Path) -> i32 {
             &env,
             job.seeds.first().copied().unwrap_or(1),
             custom.as_ref(),
-        )
-        .map_err(|e| e.msg)?;
-        g.reset_scratch(&scratch).map_err(|e| e.msg)?;
-        g.enqueue(&cand, &env, &map).map_err(|e| e.msg)?;
-        g.sync().map_err(|e| e.msg)?;
+        )?;
+        g.reset_scratch(&scratch)?;
+        g.enqueue(&cand, &env, &map)?;
+        g.sync()?;
         Ok(())
     };
     match run() {
@@ -297,6 +251,8 @@ pub fn main(device: u32) -> i32 {
     let (tx, rx) = mpsc::channel::<Request>();
     read_requests(tx, cancel.clone(), out.clone());
     let mut gpu: Option<Gpu> = None;
+    // Why the GPU could not be set up, kept as the protocol says it (every later request gets
+    // the same answer).
     let mut init_error: Option<String> = None;
     let ensure = |gpu: &mut Option<Gpu>, init_error: &mut Option<String>| -> Result<(), String> {
         if gpu.is_some() {
@@ -305,18 +261,15 @@ pub fn main(device: u32) -> i32 {
         if let Some(e) = init_error {
             return Err(e.clone());
         }
-        if let Err(e) = probe(Some(device)) {
-            *init_error = Some(e.clone());
-            return Err(e);
-        }
-        match Gpu::new(device) {
+        match probe(Some(device)).and_then(|_| Gpu::new(device)) {
             Ok(g) => {
                 *gpu = Some(g);
                 Ok(())
             }
             Err(e) => {
-                *init_error = Some(e.msg.clone());
-                Err(e.msg)
+                let e = e.to_string();
+                *init_error = Some(e.clone());
+                Err(e)
             }
         }
     };
@@ -337,7 +290,10 @@ pub fn main(device: u32) -> i32 {
                         device: d,
                     });
                 }
-                Err(e) => out.send(&Event::Error { id, message: e }),
+                Err(e) => out.send(&Event::Error {
+                    id,
+                    message: e.to_string(),
+                }),
             },
             Request::Calibrate { id } => {
                 if let Err(e) = ensure(&mut gpu, &mut init_error) {
@@ -356,9 +312,9 @@ pub fn main(device: u32) -> i32 {
                     Err(e) => {
                         out.send(&Event::Error {
                             id,
-                            message: e.msg.clone(),
+                            message: e.to_string(),
                         });
-                        if e.sticky {
+                        if e.sticky() {
                             return 3;
                         }
                     }
@@ -394,8 +350,8 @@ pub fn main(device: u32) -> i32 {
                         message: m,
                     }),
                     Err(e) => {
-                        let message = format!("{}: {}", job.candidate.name, e.msg);
-                        if e.sticky {
+                        let message = format!("{}: {e}", job.candidate.name);
+                        if e.sticky() {
                             // The context is unusable: say why and exit without `done`; the
                             // client records the shape in progress as a fault and goes on with
                             // the others on a new worker.

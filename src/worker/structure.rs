@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::contract::draws::{self, Case};
-use crate::suite::{Pass, fp8_code};
+use crate::suite::{Inapplicable, Pass, fp8_code};
 
 impl Gpu {
     /// Generates the inputs of one check case.
@@ -23,8 +23,8 @@ impl Gpu {
         let Some(d) = case.draw else {
             return self.generate_all(tensors, bufs, env, case.seed, custom);
         };
-        let what = |m: String| gerr(format!("structured draw `{}`: {m}", d.name));
-        let pass = Pass::resolve(&d.pass, env).map_err(what)?;
+        let what = |e: GpuError| e.during(format!("structured draw `{}`", d.name));
+        let pass = Pass::resolve(&d.pass, env).map_err(|e| what(e.into()))?;
         let code = match pass {
             Pass::Custom(c) => c,
             _ => 0,
@@ -35,16 +35,13 @@ impl Gpu {
         }
         for name in &d.inputs {
             let Some(i) = tensors.iter().position(|t| &t.name == name) else {
-                return Err(what(format!("the shape has no input `{name}`")));
+                return Err(what(gerr(format!("the shape has no input `{name}`"))));
             };
             let t = &tensors[i];
             pass.applies_to(&t.dtype, &t.dims)
-                .map_err(|m| what(format!("input `{name}`: {m}")))?;
+                .map_err(|e| what(GpuError::from(e).during(format!("input `{name}`"))))?;
             self.structure(&bufs[i], t, pass, case.seed, draws::salt(&d.name))
-                .map_err(|e| GpuError {
-                    msg: format!("structured draw `{}`: {}", d.name, e.msg),
-                    ..e
-                })?;
+                .map_err(what)?;
         }
         Ok(())
     }
@@ -75,10 +72,12 @@ impl Gpu {
                 Pass::ZeroRows => (row, 0.0),
                 Pass::ConstRows(v) => (row, v),
                 Pass::ZeroGroups(g) => (g, 0.0),
-                _ => return Err(gerr(format!("the pass does not apply to {}", t.dtype))),
+                _ => return Err(Inapplicable::Dtype(t.dtype.clone()).into()),
             };
-            let code = fp8_code(&t.dtype, v)
-                .ok_or_else(|| gerr(format!("{v} is not exactly representable in {}", t.dtype)))?;
+            let code = fp8_code(&t.dtype, v).ok_or_else(|| Inapplicable::NotRepresentable {
+                value: v,
+                dtype: t.dtype.clone(),
+            })?;
             (
                 "structure_fp8".into(),
                 vec![buf.ptr, n, group, seed, salt, code as u64],
@@ -88,7 +87,7 @@ impl Gpu {
                 Pass::OneValue(lo, hi) => (3u64, lo, hi),
                 Pass::Wrap(m) => (4u64, m, 0),
                 Pass::Permute(m) => (5u64, m, 0),
-                _ => return Err(gerr(format!("the pass does not apply to {}", t.dtype))),
+                _ => return Err(Inapplicable::Dtype(t.dtype.clone()).into()),
             };
             (
                 format!("structure_{}", t.dtype),
@@ -101,7 +100,7 @@ impl Gpu {
                 Pass::ZeroGroups(g) => (0, g, 0.0),
                 Pass::ScaleRows(s) => (1, row, s),
                 Pass::Outliers(f) => (2, row, f),
-                _ => return Err(gerr(format!("the pass does not apply to {}", t.dtype))),
+                _ => return Err(Inapplicable::Dtype(t.dtype.clone()).into()),
             };
             (
                 format!("structure_{}", t.dtype),

@@ -31,6 +31,15 @@ pub use proposers::*;
 pub use summary::*;
 pub use traits::*;
 
+/// Why a proposal gives no candidate to measure.
+#[derive(Debug, thiserror::Error)]
+enum NoCandidate {
+    #[error(transparent)]
+    Patch(super::patch::PatchError),
+    #[error("the proposal does not change the incumbent")]
+    Unchanged,
+}
+
 /// A quick result within this fraction of the incumbent's S_op is worth a full measurement.
 pub const PROMISING_MARGIN: f64 = 0.03;
 
@@ -370,12 +379,12 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
     fn candidate_source(&mut self, proposal: &Proposal, tokens: (u64, u64)) -> Option<String> {
         let source = match &proposal.change {
             Change::Full(s) => Ok(s.clone()),
-            Change::Patch(d) => patch::apply(&self.state.incumbent_source, d),
+            Change::Patch(d) => {
+                patch::apply(&self.state.incumbent_source, d).map_err(NoCandidate::Patch)
+            }
         };
         let source = match source {
-            Ok(s) if s.trim() == self.state.incumbent_source.trim() => {
-                Err("the proposal does not change the incumbent".to_string())
-            }
+            Ok(s) if s.trim() == self.state.incumbent_source.trim() => Err(NoCandidate::Unchanged),
             other => other,
         };
         // Secrets never travel on: a reply that echoes a key has it redacted.
@@ -387,7 +396,7 @@ impl<P: Proposer, M: Measurer, G: Gate, S: Sink> Driver<P, M, G, S> {
                 self.fail(
                     proposal.hypothesis.clone(),
                     proposal.category.clone(),
-                    e,
+                    e.to_string(),
                     tokens,
                     proposal.request_id.clone(),
                 );

@@ -24,7 +24,7 @@ impl TunerProposer {
         incumbent: &str,
         incumbent_s: Option<f64>,
         seed: u64,
-    ) -> Result<TunerProposer, String> {
+    ) -> Result<TunerProposer, super::super::tuner::BaseError> {
         let mut bases = vec![Base::from_source("incumbent", incumbent)?];
         for d in crate::agent::knowledge::templates_for(op) {
             if let Ok(b) = Base::from_source(&d.meta.id, &d.body) {
@@ -210,7 +210,7 @@ impl Proposer for LlmProposer {
                     });
                 }
                 Err(e) if attempt == 0 => {
-                    stream(Delta::Reset(&e));
+                    stream(Delta::Reset(&e.to_string()));
                     messages.push(Message {
                         role: "assistant",
                         content: c.text,
@@ -222,7 +222,7 @@ impl Proposer for LlmProposer {
                 }
                 Err(e) => {
                     return Err(ProposeError::Failed {
-                        reason: e,
+                        reason: e.to_string(),
                         tokens_in: tin,
                         tokens_out: tout,
                         request_id,

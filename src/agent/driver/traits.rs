@@ -94,7 +94,7 @@ pub trait Measurer: Send {
     /// Keeps the following runs on one worker until `release` (A B B A: every run timed on the
     /// same GPU). Returns the worker's name, or why none could be held (the runs then go where
     /// the measurer sends them).
-    fn hold(&mut self) -> impl Future<Output = Result<String, String>> + Send {
+    fn hold(&mut self) -> impl Future<Output = Result<String, crate::pool::PoolError>> + Send {
         async { Ok("this measurer's worker".to_string()) }
     }
     /// Ends `hold`.
@@ -104,9 +104,23 @@ pub trait Measurer: Send {
         &mut self,
         _source: &str,
         _shape: u32,
-    ) -> impl Future<Output = Result<crate::profile::Profile, String>> + Send {
-        async { Err("deep profiles are not available here".to_string()) }
+    ) -> impl Future<Output = Result<crate::profile::Profile, ProfileFailure>> + Send {
+        async { Err(ProfileFailure::Unavailable) }
     }
+}
+
+/// Why the `profile` tool got no deep profile.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileFailure {
+    #[error("deep profiles are not available here")]
+    Unavailable,
+    /// The candidate does not compile, or no job could be built for it.
+    #[error(transparent)]
+    Compile(#[from] crate::contract::outcome::ResourcesError),
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+    #[error("the profiler task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 /// The answer of a human gate.

@@ -103,19 +103,19 @@ impl Measurer for FakeMeasurer {
         &mut self,
         source: &str,
         shape: u32,
-    ) -> Result<crate::profile::Profile, String> {
+    ) -> Result<crate::profile::Profile, ProfileFailure> {
         self.jobs
             .lock()
             .unwrap()
             .push((source.to_string(), JobKind::Time, Mode::Quick));
         tokio::time::sleep(self.delay).await;
         if source.contains(NO_NCU) {
-            return Err("ncu (Nsight Compute) not found on PATH".into());
+            return Err(crate::profile::ProfileError::NoNcu.into());
         }
         Ok(crate::profile::fixture("rms_norm", 0, shape))
     }
 
-    async fn hold(&mut self) -> Result<String, String> {
+    async fn hold(&mut self) -> Result<String, crate::pool::PoolError> {
         assert!(!self.held, "hold while held");
         self.held = true;
         self.holds.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -53,53 +53,7 @@ fn with_gate<P: Proposer, G: Gate>(
 /// order, its result sent back in the protocol's form, recorded, and the revision measured.
 async fn multi_step(kind: BackendKind) {
     let d = diff_to(0.8);
-    let script = vec![
-        calls(
-            kind,
-            "Let me compile the change first.",
-            &[
-                ("compile", args(serde_json::json!({"diff": d}))),
-                (
-                    "lookup",
-                    args(serde_json::json!({"query": "warp per row reduction"})),
-                ),
-            ],
-            1000,
-            50,
-        ),
-        calls(
-            kind,
-            "",
-            &[
-                (
-                    "run",
-                    args(serde_json::json!({"diff": d, "shapes": [0, 2], "mode": "quick"})),
-                ),
-                ("profile", args(serde_json::json!({"diff": d, "shape": 2}))),
-            ],
-            2000,
-            60,
-        ),
-        calls(
-            kind,
-            "",
-            &[("read", args(serde_json::json!({"id": "warp-per-row"})))],
-            3000,
-            70,
-        ),
-        calls(
-            kind,
-            "It passes and is faster.",
-            &[(
-                "propose",
-                args(serde_json::json!({
-                    "hypothesis": "the marker raises S", "category": "instruction-level", "diff": d
-                })),
-            )],
-            4000,
-            80,
-        ),
-    ];
+    let script = multi_step_script(kind, &d);
     let srv = serve(script).await;
     let m = FakeMeasurer::default();
     let jobs = m.jobs.clone();
@@ -182,9 +136,65 @@ async fn multi_step(kind: BackendKind) {
     assert_eq!(j[1].1, JobKind::Compile);
     assert_eq!((j[2].1, j[2].2), (JobKind::All, Mode::Quick));
     assert!(j[1].0.contains("// S=0.8") && j[2].0.contains("// S=0.8"));
-    // The requests: tools offered, results returned in the protocol's form, the note with the
-    // results that followed it, and the budget line.
-    let reqs = srv.requests.lock().unwrap().clone();
+    check_multi_step_requests(kind, &d, &srv.requests.lock().unwrap());
+    // The note stays with the agent for the next contexts.
+    assert_eq!(drv.state.steering, vec!["keep the launch plan".to_string()]);
+}
+
+/// The model's side of `multi_step`: four turns of tool calls, the last one `propose`.
+fn multi_step_script(kind: BackendKind, d: &str) -> Vec<Resp> {
+    vec![
+        calls(
+            kind,
+            "Let me compile the change first.",
+            &[
+                ("compile", args(serde_json::json!({"diff": d}))),
+                (
+                    "lookup",
+                    args(serde_json::json!({"query": "warp per row reduction"})),
+                ),
+            ],
+            1000,
+            50,
+        ),
+        calls(
+            kind,
+            "",
+            &[
+                (
+                    "run",
+                    args(serde_json::json!({"diff": d, "shapes": [0, 2], "mode": "quick"})),
+                ),
+                ("profile", args(serde_json::json!({"diff": d, "shape": 2}))),
+            ],
+            2000,
+            60,
+        ),
+        calls(
+            kind,
+            "",
+            &[("read", args(serde_json::json!({"id": "warp-per-row"})))],
+            3000,
+            70,
+        ),
+        calls(
+            kind,
+            "It passes and is faster.",
+            &[(
+                "propose",
+                args(serde_json::json!({
+                    "hypothesis": "the marker raises S", "category": "instruction-level", "diff": d
+                })),
+            )],
+            4000,
+            80,
+        ),
+    ]
+}
+
+/// The requests of `multi_step`: tools offered, results returned in the protocol's form, the
+/// note with the results that followed it, and the budget line.
+fn check_multi_step_requests(kind: BackendKind, d: &str, reqs: &[String]) {
     assert_eq!(reqs.len(), 4);
     let b: Vec<serde_json::Value> = reqs.iter().map(|r| body(r)).collect();
     assert_eq!(b[0]["tools"].as_array().unwrap().len(), 6);
@@ -194,7 +204,7 @@ async fn multi_step(kind: BackendKind) {
             assert!(b[0]["system"].as_str().unwrap().contains("## Tools"));
             let m = b[1]["messages"].as_array().unwrap();
             assert_eq!(m[1]["content"][1]["type"], "tool_use");
-            assert_eq!(m[1]["content"][1]["input"]["diff"], d.as_str());
+            assert_eq!(m[1]["content"][1]["input"]["diff"], d);
             assert_eq!(m[2]["content"][0]["tool_use_id"], "toolu_1");
             assert_eq!(m[2]["content"][1]["tool_use_id"], "toolu_2");
             assert_eq!(m[2]["content"][0]["is_error"], false);
@@ -230,8 +240,6 @@ async fn multi_step(kind: BackendKind) {
             .contains("# One warp per row for short rows (warp-per-row, technique)"),
         "the document read"
     );
-    // The note stays with the agent for the next contexts.
-    assert_eq!(drv.state.steering, vec!["keep the launch plan".to_string()]);
 }
 
 #[tokio::test]

@@ -145,28 +145,69 @@ pub fn raw_summary(input: &str) -> String {
     one_line(&input.replace(['\n', '\r'], " "), 80)
 }
 
+/// What is wrong with a call's arguments: sent back to the model, which can correct them.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArgError {
+    #[error(transparent)]
+    Oversized(#[from] super::bound::Oversized),
+    #[error("unknown tool `{0}` (the tools: {all})", all = TOOL_NAMES.join(", "))]
+    UnknownTool(String),
+    /// serde_json's words for it.
+    #[error("the arguments are not valid JSON ({0})")]
+    NotJson(String),
+    #[error("the arguments must be a JSON object")]
+    NotObject,
+    /// `known`: the tool's arguments, quoted and joined.
+    #[error("unknown argument `{key}` (this tool takes {known})")]
+    UnknownArgument { key: String, known: String },
+    #[error("`{key}` must be a string, not {kind}")]
+    NotString { key: String, kind: &'static str },
+    #[error("`{0}` is required")]
+    Required(String),
+    #[error("`mode` must be \"quick\" or \"full\", not \"{0}\"")]
+    Mode(String),
+    #[error("give `source` or `diff`, not both")]
+    SourceAndDiff,
+    #[error(
+        "`source` is not a complete kernel file: it has no `/* atrex:plan` launch plan (send the whole file, or a `diff` against the incumbent)"
+    )]
+    NotAKernelFile,
+    #[error("`diff` has no `@@` hunk (a unified diff against the incumbent)")]
+    NoHunk,
+    #[error("a shape is a shape id (a number), not {0}")]
+    ShapeNotANumber(&'static str),
+    /// `known`: the operator's shape ids, as a range where they are one.
+    #[error("the operator has no shape {id} (its shapes: {known})")]
+    NoShape { id: u64, known: String },
+    #[error("`shapes` must be a list of shape ids (or left out for every shape), not {0}")]
+    ShapesNotAList(&'static str),
+    #[error("`shapes` is empty (leave it out for every shape)")]
+    NoShapes,
+    #[error("unknown category `{0}` (one of {all})", all = CATEGORIES.join(", "))]
+    UnknownCategory(String),
+    #[error(
+        "propose needs the revision: `source` (the complete kernel file) or `diff` (a unified diff against the incumbent)"
+    )]
+    NoRevision,
+}
+
 /// Checks a tool call against the tools and the operator's shapes; names and arguments over
 /// their bounds (`bound::refusal`) are refused before anything is parsed.
-pub fn parse(u: &ToolUse, shapes: &[u32]) -> Result<Call, String> {
+pub fn parse(u: &ToolUse, shapes: &[u32]) -> Result<Call, ArgError> {
     if let Some(e) = super::bound::refusal(u) {
-        return Err(e);
+        return Err(e.into());
     }
     if !TOOL_NAMES.contains(&u.name.as_str()) {
-        return Err(format!(
-            "unknown tool `{}` (the tools: {})",
-            u.name,
-            TOOL_NAMES.join(", ")
-        ));
+        return Err(ArgError::UnknownTool(u.name.clone()));
     }
     let text = if u.input.trim().is_empty() {
         "{}"
     } else {
         u.input.as_str()
     };
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| format!("the arguments are not valid JSON ({e})"))?;
+    let v: Value = serde_json::from_str(text).map_err(|e| ArgError::NotJson(e.to_string()))?;
     let Value::Object(o) = v else {
-        return Err("the arguments must be a JSON object".into());
+        return Err(ArgError::NotObject);
     };
     let a = Args(&o);
     let call = match u.name.as_str() {
@@ -183,9 +224,7 @@ pub fn parse(u: &ToolUse, shapes: &[u32]) -> Result<Call, String> {
             let mode = match a.string("mode")?.as_deref() {
                 None | Some("quick") => Mode::Quick,
                 Some("full") => Mode::Full,
-                Some(m) => {
-                    return Err(format!("`mode` must be \"quick\" or \"full\", not \"{m}\""));
-                }
+                Some(m) => return Err(ArgError::Mode(m.to_string())),
             };
             Call::Run {
                 code: a.code()?,
@@ -220,15 +259,11 @@ pub fn parse(u: &ToolUse, shapes: &[u32]) -> Result<Call, String> {
             a.only(&["hypothesis", "category", "source", "diff"])?;
             let hypothesis = a.required("hypothesis")?;
             let cat = a.required("category")?;
-            let category = normalize_category(&cat).ok_or_else(|| {
-                format!(
-                    "unknown category `{cat}` (one of {})",
-                    CATEGORIES.join(", ")
-                )
-            })?;
+            let category =
+                normalize_category(&cat).ok_or_else(|| ArgError::UnknownCategory(cat.clone()))?;
             let code = a.code()?;
             if code == Code::Incumbent {
-                return Err("propose needs the revision: `source` (the complete kernel file) or `diff` (a unified diff against the incumbent)".into());
+                return Err(ArgError::NoRevision);
             }
             Call::Propose {
                 hypothesis,
@@ -244,52 +279,53 @@ struct Args<'a>(&'a Map<String, Value>);
 
 impl Args<'_> {
     /// Every key is one of `known`.
-    fn only(&self, known: &[&str]) -> Result<(), String> {
+    fn only(&self, known: &[&str]) -> Result<(), ArgError> {
         match self.0.keys().find(|k| !known.contains(&k.as_str())) {
-            Some(k) => Err(format!(
-                "unknown argument `{k}` (this tool takes {})",
-                known
+            Some(k) => Err(ArgError::UnknownArgument {
+                key: k.clone(),
+                known: known
                     .iter()
                     .map(|k| format!("`{k}`"))
                     .collect::<Vec<_>>()
-                    .join(", ")
-            )),
+                    .join(", "),
+            }),
             None => Ok(()),
         }
     }
 
-    fn string(&self, k: &str) -> Result<Option<String>, String> {
+    fn string(&self, k: &str) -> Result<Option<String>, ArgError> {
         match self.0.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("`{k}` must be a string, not {}", kind(other))),
+            Some(other) => Err(ArgError::NotString {
+                key: k.to_string(),
+                kind: kind(other),
+            }),
         }
     }
 
-    fn required(&self, k: &str) -> Result<String, String> {
+    fn required(&self, k: &str) -> Result<String, ArgError> {
         match self.string(k)? {
             Some(s) if !s.trim().is_empty() => Ok(s),
-            _ => Err(format!("`{k}` is required")),
+            _ => Err(ArgError::Required(k.to_string())),
         }
     }
 
     /// `source` or `diff` (not both); neither: the incumbent.
-    fn code(&self) -> Result<Code, String> {
+    fn code(&self) -> Result<Code, ArgError> {
         let source = self.string("source")?.filter(|s| !s.trim().is_empty());
         let diff = self.string("diff")?.filter(|s| !s.trim().is_empty());
         match (source, diff) {
-            (Some(_), Some(_)) => Err("give `source` or `diff`, not both".into()),
+            (Some(_), Some(_)) => Err(ArgError::SourceAndDiff),
             (Some(s), None) => {
                 if !s.contains(crate::contract::plan::PLAN_START) {
-                    return Err("`source` is not a complete kernel file: it has no `/* atrex:plan` launch plan (send the whole file, or a `diff` against the incumbent)".into());
+                    return Err(ArgError::NotAKernelFile);
                 }
                 Ok(Code::Source(s))
             }
             (None, Some(d)) => {
                 if !d.lines().any(|l| l.starts_with("@@")) {
-                    return Err(
-                        "`diff` has no `@@` hunk (a unified diff against the incumbent)".into(),
-                    );
+                    return Err(ArgError::NoHunk);
                 }
                 Ok(Code::Diff(d))
             }
@@ -320,28 +356,23 @@ fn known_shapes(shapes: &[u32]) -> String {
     }
 }
 
-fn shape_id(v: &Value, shapes: &[u32]) -> Result<u32, String> {
-    let id = v
-        .as_u64()
-        .ok_or_else(|| format!("a shape is a shape id (a number), not {}", kind(v)))?;
+fn shape_id(v: &Value, shapes: &[u32]) -> Result<u32, ArgError> {
+    let id = v.as_u64().ok_or(ArgError::ShapeNotANumber(kind(v)))?;
     match u32::try_from(id).ok().filter(|i| shapes.contains(i)) {
         Some(i) => Ok(i),
-        None => Err(format!(
-            "the operator has no shape {id} (its shapes: {})",
-            known_shapes(shapes)
-        )),
+        None => Err(ArgError::NoShape {
+            id,
+            known: known_shapes(shapes),
+        }),
     }
 }
 
-fn shape_list(v: &Value, shapes: &[u32]) -> Result<Vec<u32>, String> {
+fn shape_list(v: &Value, shapes: &[u32]) -> Result<Vec<u32>, ArgError> {
     let Value::Array(items) = v else {
-        return Err(format!(
-            "`shapes` must be a list of shape ids (or left out for every shape), not {}",
-            kind(v)
-        ));
+        return Err(ArgError::ShapesNotAList(kind(v)));
     };
     if items.is_empty() {
-        return Err("`shapes` is empty (leave it out for every shape)".into());
+        return Err(ArgError::NoShapes);
     }
     let mut out = Vec::new();
     for i in items {
@@ -357,7 +388,7 @@ fn shape_list(v: &Value, shapes: &[u32]) -> Result<Vec<u32>, String> {
 mod tests {
     use super::*;
 
-    fn call(name: &str, input: &str) -> Result<Call, String> {
+    fn call(name: &str, input: &str) -> Result<Call, ArgError> {
         parse(
             &ToolUse {
                 id: "c1".into(),
@@ -430,7 +461,7 @@ mod tests {
             ("diff", "{}", "unknown tool `diff`"),
         ];
         for (name, input, want) in cases {
-            let e = call(name, input).unwrap_err();
+            let e = call(name, input).unwrap_err().to_string();
             assert!(e.contains(want), "{name} {input}: {e}");
         }
     }

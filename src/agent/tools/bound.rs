@@ -121,29 +121,43 @@ pub fn depth(json: &str) -> usize {
     most
 }
 
+/// A call over the bounds, refused before its arguments are looked at. Its message is short.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Oversized {
+    /// `shown`: the name's first 40 bytes.
+    #[error(
+        "unknown tool `{shown}` (a name of {} bytes; the tools: {})",
+        thousands(*bytes),
+        super::args::TOOL_NAMES.join(", ")
+    )]
+    Name { shown: String, bytes: usize },
+    #[error(
+        "the arguments are {} bytes, more than the limit of {} (256 KiB): send a diff against the incumbent instead of a whole file, or a smaller change",
+        thousands(*.0),
+        thousands(MAX_ARGS)
+    )]
+    Arguments(usize),
+    #[error(
+        "the arguments nest {} levels deep, more than {MAX_DEPTH} (the tools take strings, numbers and a list of shape ids)",
+        thousands(*.0)
+    )]
+    Nesting(usize),
+}
+
 /// Why a call is refused before its arguments are looked at (None: they may be parsed).
-pub fn refusal(u: &ToolUse) -> Option<String> {
+pub fn refusal(u: &ToolUse) -> Option<Oversized> {
     if u.name.len() > MAX_NAME {
-        return Some(format!(
-            "unknown tool `{}` (a name of {} bytes; the tools: {})",
-            prefix(&u.name, 40),
-            thousands(u.name.len()),
-            super::args::TOOL_NAMES.join(", ")
-        ));
+        return Some(Oversized::Name {
+            shown: prefix(&u.name, 40),
+            bytes: u.name.len(),
+        });
     }
     if u.input.len() > MAX_ARGS {
-        return Some(format!(
-            "the arguments are {} bytes, more than the limit of {} (256 KiB): send a diff against the incumbent instead of a whole file, or a smaller change",
-            thousands(u.input.len()),
-            thousands(MAX_ARGS)
-        ));
+        return Some(Oversized::Arguments(u.input.len()));
     }
     let d = depth(&u.input);
     if d > MAX_DEPTH {
-        return Some(format!(
-            "the arguments nest {} levels deep, more than {MAX_DEPTH} (the tools take strings, numbers and a list of shape ids)",
-            thousands(d)
-        ));
+        return Some(Oversized::Nesting(d));
     }
     None
 }
@@ -210,13 +224,16 @@ mod tests {
 
     #[test]
     fn oversized_names_arguments_and_nesting_are_refused_briefly() {
-        let e = refusal(&call(&"n".repeat(1 << 20), "{}".into())).unwrap();
+        let e = refusal(&call(&"n".repeat(1 << 20), "{}".into()))
+            .unwrap()
+            .to_string();
         assert!(e.starts_with("unknown tool `nnn") && e.len() < 200, "{e}");
         let e = refusal(&call(
             "compile",
             format!("{{\"source\": \"{}\"}}", "a".repeat(3 << 20)),
         ))
-        .unwrap();
+        .unwrap()
+        .to_string();
         assert!(
             e.contains("the arguments are 3,145,742 bytes") && e.len() < 300,
             "{e}"
@@ -226,7 +243,7 @@ mod tests {
             "[".repeat(10_000),
             "]".repeat(10_000)
         );
-        let e = refusal(&call("run", nested)).unwrap();
+        let e = refusal(&call("run", nested)).unwrap().to_string();
         assert!(e.contains("nest 10,001 levels deep"), "{e}");
         // Brackets inside strings are text, not nesting.
         let ok = serde_json::json!({"diff": "@@ [[[[[[[[[[[[ {{{{{{{{{ \\\" [[[[["}).to_string();

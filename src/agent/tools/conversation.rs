@@ -30,6 +30,21 @@ use crate::agent::reply::{self, Change};
 use crate::session::ToolSpent;
 use std::time::Instant;
 
+/// A call refused before it runs.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("bad arguments: {0}")]
+    Arguments(args::ArgError),
+    #[error("refused: the token budget of the iteration ({0}) is spent")]
+    TokensSpent(u64),
+    /// A reply in the single-reply format, in bytes.
+    #[error(
+        "refused: the reply is {0} bytes, more than the limit of {max} for a proposal",
+        max = bound::MAX_ARGS
+    )]
+    ReplyTooLong(usize),
+}
+
 /// Replies without a tool call answered with a nudge before the iteration ends.
 pub const MAX_NUDGES: usize = 2;
 
@@ -101,11 +116,7 @@ pub async fn iterate<H: Host>(
             // A reply in the single-reply format is a proposal too.
             let mut error = None;
             if c.text.len() > bound::MAX_ARGS {
-                let why = format!(
-                    "refused: the reply is {} bytes, more than the limit of {} for a proposal",
-                    c.text.len(),
-                    bound::MAX_ARGS
-                );
+                let why = Refused::ReplyTooLong(c.text.len());
                 error = Some(it.carry_out(Err(why), "reply", "").await.1.text);
             } else if let Ok(r) = reply::parse(&c.text) {
                 let code = match r.change {
@@ -161,14 +172,12 @@ pub async fn iterate<H: Host>(
             if it.host.stop_requested() {
                 return Err(it.no_proposal(STOPPED.into()));
             }
-            let parsed = args::parse(u, &it.shapes);
-            let parsed = match parsed {
-                Ok(call) if tokens_spent && !matches!(call, Call::Propose { .. }) => Err(format!(
-                    "refused: the token budget of the iteration ({}) is spent",
-                    it.limits.max_tokens
-                )),
+            let parsed = match args::parse(u, &it.shapes) {
+                Ok(call) if tokens_spent && !matches!(call, Call::Propose { .. }) => {
+                    Err(Refused::TokensSpent(it.limits.max_tokens))
+                }
                 Ok(call) => Ok(call),
-                Err(e) => Err(format!("bad arguments: {e}")),
+                Err(e) => Err(Refused::Arguments(e)),
             };
             let (proposal, done) = it.carry_out(parsed, &u.name, &u.input).await;
             if let Some(p) = proposal {
@@ -228,7 +237,7 @@ impl<H: Host> Iteration<'_, H> {
     /// its summary to one line, the name to `bound::MAX_NAME` bytes.
     async fn carry_out(
         &mut self,
-        call: Result<Call, String>,
+        call: Result<Call, Refused>,
         name: &str,
         input: &str,
     ) -> (Option<Proposal>, Executed) {
@@ -244,7 +253,7 @@ impl<H: Host> Iteration<'_, H> {
         self.host.started(&name, &args_line);
         let refusal = match &call {
             Ok(c) => self.limits.refusal(&self.spent, c),
-            Err(e) => Some(e.clone()),
+            Err(e) => Some(e.to_string()),
         };
         let mut done = match (call, refusal) {
             (_, Some(why)) => Executed::failed(why.clone(), why),

@@ -24,7 +24,7 @@ pub struct Bench<'a, M: Measurer> {
 
 impl<M: Measurer> Bench<'_, M> {
     /// The source a call names: the incumbent, a whole file, or the incumbent patched.
-    fn source(&self, code: &Code) -> Result<String, String> {
+    fn source(&self, code: &Code) -> Result<String, patch::PatchError> {
         match code {
             Code::Incumbent => Ok(self.incumbent.to_string()),
             Code::Source(s) => Ok(s.clone()),
@@ -44,7 +44,7 @@ impl<M: Measurer> Bench<'_, M> {
             Some(Err(e)) => {
                 return Executed::failed(
                     format!("{e}\n(the diff is applied to the incumbent as the context shows it)"),
-                    super::args::one_line(&e, 100),
+                    super::args::one_line(&e.to_string(), 100),
                 );
             }
             Some(Ok(s)) => s,
@@ -81,7 +81,7 @@ impl<M: Measurer> Bench<'_, M> {
                     Ok(p) => render::profile(&p),
                     Err(e) => Executed::failed(
                         format!("the profile failed: {e}"),
-                        format!("failed: {}", super::args::one_line(&e, 100)),
+                        format!("failed: {}", super::args::one_line(&e.to_string(), 100)),
                     ),
                 }
             }

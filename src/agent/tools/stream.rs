@@ -8,6 +8,13 @@
 use super::ToolUse;
 use serde_json::Value;
 
+/// A tool call that the stream cut short (its arguments incomplete): its name, when the
+/// stream had given it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", match name { Some(n) => format!("tool call `{n}`"), None => "a tool call".into() })]
+pub struct CutShort {
+    pub name: Option<String>,
+}
 #[derive(Debug, Default)]
 pub struct CallStream {
     calls: Vec<Pending>,
@@ -109,12 +116,10 @@ impl CallStream {
     }
 
     /// The calls, in order; Err names the first call the stream cut short.
-    pub fn into_calls(self) -> Result<Vec<ToolUse>, String> {
+    pub fn into_calls(self) -> Result<Vec<ToolUse>, CutShort> {
         if let Some(c) = self.calls.iter().find(|c| !c.done) {
-            return Err(if c.name.is_empty() {
-                "a tool call".to_string()
-            } else {
-                format!("tool call `{}`", c.name)
+            return Err(CutShort {
+                name: Some(c.name.clone()).filter(|n| !n.is_empty()),
             });
         }
         Ok(self
@@ -154,7 +159,10 @@ mod tests {
         // Cut before the finish reason: not executable.
         let cut = std::mem::take(&mut s.calls);
         assert_eq!(
-            CallStream { calls: cut }.into_calls().unwrap_err(),
+            CallStream { calls: cut }
+                .into_calls()
+                .unwrap_err()
+                .to_string(),
             "tool call `run`"
         );
         for c in &chunks {
@@ -189,7 +197,7 @@ mod tests {
             &json!({"index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"mo"}}),
         );
         let e = std::mem::take(&mut s).into_calls().unwrap_err();
-        assert_eq!(e, "tool call `run`");
+        assert_eq!(e.to_string(), "tool call `run`");
 
         let mut s = CallStream::default();
         s.anthropic_start(&json!({"index": 1, "content_block": {"type": "tool_use", "id": "toolu_1", "name": "compile", "input": {}}}));

@@ -33,11 +33,41 @@ const BUILTIN: &[&str] = &[
     "cuda_fp4.hpp",
 ];
 
-/// A refused include: the line (1-based, in the source as given) and why.
-#[derive(Debug, Clone, PartialEq)]
+/// A refused include: the line (1-based, in the source as given) and why. Its message names
+/// the rule and shows nothing of the file.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "include refused: {cause}; kernels may include only the CUDA toolkit's headers \
+     (e.g. <cuda_bf16.h>), written out as <name> or \"name\""
+)]
 pub struct Refusal {
     pub line: usize,
-    pub msg: String,
+    pub cause: Cause,
+}
+
+/// Why a construct that names a file is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Cause {
+    #[error("an empty include name")]
+    EmptyName,
+    #[error("`{0}` is not a relative name")]
+    NotRelative(String),
+    #[error("`{0}` leaves the include folder")]
+    LeavesFolder(String),
+    #[error("`{0}` is not a header of the CUDA toolkit")]
+    NotToolkit(String),
+    #[error("the include name is not written out (a macro or malformed name)")]
+    NameNotWrittenOut,
+    /// `__has_include` and kin, as written.
+    #[error("the {0} name is not written out")]
+    ProbeNotWrittenOut(String),
+    #[error("`{0}` is followed by more on its line (a comment may have joined two lines)")]
+    Trailing(String),
+    #[error("#{0} is not allowed")]
+    Forbidden(String),
+    /// What a dialect's lexer cannot read (a trigraph, a lone carriage return, …).
+    #[error("{0}")]
+    Unreadable(String),
 }
 
 /// The folders includes may come from.
@@ -56,18 +86,18 @@ impl Allowed {
         }
     }
 
-    fn permits(&self, name: &str) -> Result<(), String> {
+    fn permits(&self, name: &str) -> Result<(), Cause> {
         if name.is_empty() {
-            return Err("an empty include name".into());
+            return Err(Cause::EmptyName);
         }
         if name.starts_with('/') || name.starts_with('~') || name.contains('\\') {
-            return Err(format!("`{name}` is not a relative name"));
+            return Err(Cause::NotRelative(name.to_string()));
         }
         if Path::new(name)
             .components()
             .any(|c| !matches!(c, std::path::Component::Normal(_)))
         {
-            return Err(format!("`{name}` leaves the include folder"));
+            return Err(Cause::LeavesFolder(name.to_string()));
         }
         for d in &self.dirs {
             if let Ok(p) = std::fs::canonicalize(d.join(name))
@@ -80,17 +110,7 @@ impl Allowed {
         if BUILTIN.contains(&name) {
             return Ok(());
         }
-        Err(format!("`{name}` is not a header of the CUDA toolkit"))
-    }
-}
-
-fn refusal(line: usize, why: String) -> Refusal {
-    Refusal {
-        line,
-        msg: format!(
-            "include refused: {why}; kernels may include only the CUDA toolkit's headers \
-             (e.g. <cuda_bf16.h>), written out as <name> or \"name\""
-        ),
+        Err(Cause::NotToolkit(name.to_string()))
     }
 }
 
@@ -102,7 +122,10 @@ fn findings(src: &str) -> (Vec<lexer::Found>, Vec<Refusal>) {
     for d in lexer::DIALECTS {
         match lexer::scan(src, d) {
             Ok(f) => found.extend(f),
-            Err(f) => refused.push(refusal(f.line, f.why)),
+            Err(f) => refused.push(Refusal {
+                line: f.line,
+                cause: Cause::Unreadable(f.why),
+            }),
         }
     }
     found.sort();
@@ -111,18 +134,14 @@ fn findings(src: &str) -> (Vec<lexer::Found>, Vec<Refusal>) {
 }
 
 /// Whether a construct may stand, and why not.
-fn judge(what: &lexer::What, allowed: &Allowed) -> Result<(), String> {
+fn judge(what: &lexer::What, allowed: &Allowed) -> Result<(), Cause> {
     use lexer::What;
     match what {
         What::Include(Some(name)) | What::Probe(_, Some(name)) => allowed.permits(name),
-        What::Include(None) => {
-            Err("the include name is not written out (a macro or malformed name)".into())
-        }
-        What::Probe(id, None) => Err(format!("the {id} name is not written out")),
-        What::Trailing(name) => Err(format!(
-            "`{name}` is followed by more on its line (a comment may have joined two lines)"
-        )),
-        What::Forbidden(d) => Err(format!("#{d} is not allowed")),
+        What::Include(None) => Err(Cause::NameNotWrittenOut),
+        What::Probe(id, None) => Err(Cause::ProbeNotWrittenOut(id.clone())),
+        What::Trailing(name) => Err(Cause::Trailing(name.clone())),
+        What::Forbidden(d) => Err(Cause::Forbidden(d.clone())),
     }
 }
 
@@ -131,8 +150,11 @@ fn judge(what: &lexer::What, allowed: &Allowed) -> Result<(), String> {
 pub fn check(src: &str, allowed: &Allowed) -> Result<(), Refusal> {
     let (found, mut refused) = findings(src);
     for f in found {
-        if let Err(why) = judge(&f.what, allowed) {
-            refused.push(refusal(f.line, why));
+        if let Err(cause) = judge(&f.what, allowed) {
+            refused.push(Refusal {
+                line: f.line,
+                cause,
+            });
         }
     }
     match refused.into_iter().min_by_key(|r| r.line) {

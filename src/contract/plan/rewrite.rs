@@ -6,25 +6,48 @@
 //! holds the value asked for, so what it returns is a plan the worker reads as intended; values
 //! are written as TOML literals (strings escaped), so a value cannot add plan lines.
 
+use super::PlanError;
 use crate::suite::expr::Value;
 use std::collections::BTreeMap;
 
+/// Why a plan could not be rewritten.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RewriteError {
+    #[error("no launch plan in the source")]
+    NoPlan,
+    #[error("the launch plan is not closed")]
+    NotClosed,
+    /// `list` and `value` as the plan and the caller wrote them (clipped).
+    #[error("`{key}` = {list}: its [tune] list is not on one line; add {value} to it to try it")]
+    TuneListSpread {
+        key: String,
+        list: String,
+        value: String,
+    },
+    #[error("`{key}` has no list under [tune]")]
+    NoTuneList { key: String },
+    #[error("the rewritten plan is invalid: {0}")]
+    Invalid(#[source] PlanError),
+    #[error("define {key} did not take the value {value}")]
+    NotTaken { key: String, value: String },
+}
+
+crate::error::text_at_the_edge!(RewriteError);
+
 /// Where the launch plan's body is in `source`: after its opening marker, up to its `*/`.
-fn plan_body(source: &str) -> Result<(usize, usize), String> {
-    let start = source
-        .find(super::PLAN_START)
-        .ok_or("no launch plan in the source")?;
+fn plan_body(source: &str) -> Result<(usize, usize), RewriteError> {
+    let start = source.find(super::PLAN_START).ok_or(RewriteError::NoPlan)?;
     let body_start = start + super::PLAN_START.len();
     let end = body_start
         + source[body_start..]
             .find("*/")
-            .ok_or("the launch plan is not closed")?;
+            .ok_or(RewriteError::NotClosed)?;
     Ok((body_start, end))
 }
 
 /// The source with `value` appended to the `[tune]` list of `key` (a one-line list, as the
 /// plans write them; a comment after it stays; nothing else changes).
-pub fn extend_tune(source: &str, key: &str, value: &Value) -> Result<String, String> {
+pub fn extend_tune(source: &str, key: &str, value: &Value) -> Result<String, RewriteError> {
     let (body_start, end) = plan_body(source)?;
     let mut lines: Vec<String> = source[body_start..end]
         .split('\n')
@@ -48,11 +71,11 @@ pub fn extend_tune(source: &str, key: &str, value: &Value) -> Result<String, Str
             .find('[')
             .and_then(|o| l[eq + o..].find(']').map(|c| eq + o + c));
         let Some(close) = close else {
-            return Err(format!(
-                "`{key}` = {}: its [tune] list is not on one line; add {} to it to try it",
-                super::clip(rest.trim()),
-                super::clip(&value.to_string())
-            ));
+            return Err(RewriteError::TuneListSpread {
+                key: key.to_string(),
+                list: super::clip(rest.trim()),
+                value: super::clip(&value.to_string()),
+            });
         };
         l.insert_str(close, &format!(", {}", toml_value(value)));
         return Ok(format!(
@@ -62,7 +85,9 @@ pub fn extend_tune(source: &str, key: &str, value: &Value) -> Result<String, Str
             &source[end..]
         ));
     }
-    Err(format!("`{key}` has no list under [tune]"))
+    Err(RewriteError::NoTuneList {
+        key: key.to_string(),
+    })
 }
 
 /// A value as TOML writes it: strings quoted with their quotes, backslashes and control
@@ -93,7 +118,10 @@ fn toml_value(v: &Value) -> String {
 
 /// Sets the `[defines]` table of a kernel's launch plan (keeping every other line), and checks
 /// the result with the plan parser.
-pub fn set_defines(source: &str, defines: &BTreeMap<String, Value>) -> Result<String, String> {
+pub fn set_defines(
+    source: &str,
+    defines: &BTreeMap<String, Value>,
+) -> Result<String, RewriteError> {
     let (body_start, end) = plan_body(source)?;
     let body = &source[body_start..end];
     let mut lines: Vec<String> = body.lines().map(|s| s.to_string()).collect();
@@ -131,13 +159,13 @@ pub fn set_defines(source: &str, defines: &BTreeMap<String, Value>) -> Result<St
         new_body.push('\n');
     }
     let out = format!("{}{}{}", &source[..body_start], new_body, &source[end..]);
-    let p = super::parse(&out).map_err(|e| format!("the rewritten plan is invalid: {e}"))?;
+    let p = super::parse(&out).map_err(RewriteError::Invalid)?;
     for (k, v) in defines {
         if !p.defines.get(k).is_some_and(|x| x.num_eq(v)) {
-            return Err(format!(
-                "define {k} did not take the value {}",
-                super::clip(&v.to_string())
-            ));
+            return Err(RewriteError::NotTaken {
+                key: k.clone(),
+                value: super::clip(&v.to_string()),
+            });
         }
     }
     Ok(out)

@@ -950,7 +950,14 @@ mod one_writer {
             })
             .err()
             .unwrap();
-        assert!(format!("{e:?}").contains("is being written by"), "{e:?}");
+        assert!(
+            matches!(
+                e,
+                record::RecordingError::Write(error::SessionError::Locked { .. })
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("is being written by"), "{e}");
         drop(lock);
         std::fs::remove_dir_all(&d).ok();
     }

@@ -48,8 +48,28 @@ impl Confinement {
     }
 }
 
+/// Why the kernel has no Landlock.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum NoLandlock {
+    #[error("Landlock is disabled at boot")]
+    DisabledAtBoot,
+    #[error("Landlock is not built into this kernel")]
+    NotBuiltIn,
+    #[error("Landlock unavailable (errno {0:?})")]
+    Errno(Option<i32>),
+}
+
+/// A compile child that could not be confined as asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    #[error("cannot set the compiler's memory limit: {0}")]
+    Memory(std::io::Error),
+    #[error("Landlock refused the compiler's rules: {0}")]
+    Refused(#[from] landlock::RulesetError),
+}
+
 /// The kernel's Landlock ABI version, or why there is none.
-fn kernel_abi() -> Result<i32, String> {
+fn kernel_abi() -> Result<i32, NoLandlock> {
     const VERSION: libc::c_uint = 1; // LANDLOCK_CREATE_RULESET_VERSION
     // SAFETY: with LANDLOCK_CREATE_RULESET_VERSION the attribute pointer must be null and its
     // size 0 (as passed): the kernel reads no memory and only returns the ABI version or -1.
@@ -65,24 +85,21 @@ fn kernel_abi() -> Result<i32, String> {
         return Ok(v as i32);
     }
     Err(match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EOPNOTSUPP) => "Landlock is disabled at boot".into(),
-        Some(libc::ENOSYS) => "Landlock is not built into this kernel".into(),
-        e => format!("Landlock unavailable (errno {e:?})"),
+        Some(libc::EOPNOTSUPP) => NoLandlock::DisabledAtBoot,
+        Some(libc::ENOSYS) => NoLandlock::NotBuiltIn,
+        e => NoLandlock::Errno(e),
     })
 }
 
 /// Limits the address space to `memory_bytes`.
-pub fn limit_memory(memory_bytes: u64) -> Result<(), String> {
+pub fn limit_memory(memory_bytes: u64) -> Result<(), ConfineError> {
     let r = libc::rlimit {
         rlim_cur: memory_bytes as libc::rlim_t,
         rlim_max: memory_bytes as libc::rlim_t,
     };
     // SAFETY: setrlimit reads the one rlimit `r` points at, a local that outlives the call.
     if unsafe { libc::setrlimit(libc::RLIMIT_AS, &r) } != 0 {
-        return Err(format!(
-            "cannot set the compiler's memory limit: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(ConfineError::Memory(std::io::Error::last_os_error()));
     }
     Ok(())
 }
@@ -90,26 +107,23 @@ pub fn limit_memory(memory_bytes: u64) -> Result<(), String> {
 /// Confines this process (every thread it will start; call it before starting any) to reading
 /// beneath `read` (paths that do not exist are left out). Err: Landlock is there but refused
 /// the rules (the compile must not go on unconfined by surprise).
-pub fn landlock(read: &[PathBuf]) -> Result<Confinement, String> {
+pub fn landlock(read: &[PathBuf]) -> Result<Confinement, ConfineError> {
     let abi = match kernel_abi() {
         Ok(v) => v,
-        Err(why) => return Ok(Confinement::Unavailable { why }),
+        Err(why) => {
+            return Ok(Confinement::Unavailable {
+                why: why.to_string(),
+            });
+        }
     };
-    let fail = |e: landlock::RulesetError| format!("Landlock refused the compiler's rules: {e}");
     let status = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(TARGET))
-        .map_err(fail)?
-        .handle_access(AccessNet::from_all(TARGET))
-        .map_err(fail)?
-        .scope(Scope::from_all(TARGET))
-        .map_err(fail)?
-        .create()
-        .map_err(fail)?
-        .add_rules(path_beneath_rules(read, AccessFs::from_read(TARGET)))
-        .map_err(fail)?
-        .restrict_self()
-        .map_err(fail)?;
+        .handle_access(AccessFs::from_all(TARGET))?
+        .handle_access(AccessNet::from_all(TARGET))?
+        .scope(Scope::from_all(TARGET))?
+        .create()?
+        .add_rules(path_beneath_rules(read, AccessFs::from_read(TARGET)))?
+        .restrict_self()?;
     Ok(match status.ruleset {
         RulesetStatus::FullyEnforced => Confinement::Landlock {
             abi,

@@ -40,23 +40,34 @@ fn gib(g: f64) -> u64 {
     (g * (1u64 << 30) as f64) as u64
 }
 
+/// A limit's variable that is not a positive number: the variable and its text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{var}={text:?}: not a positive number")]
+pub struct LimitError {
+    pub var: &'static str,
+    pub text: String,
+}
+
 /// A positive finite number, or why not (names the variable).
-fn positive(var: &str, text: &str) -> Result<f64, String> {
+fn positive(var: &'static str, text: &str) -> Result<f64, LimitError> {
     match text.trim().parse::<f64>() {
         Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("{var}={text:?}: not a positive number")),
+        _ => Err(LimitError {
+            var,
+            text: text.to_string(),
+        }),
     }
 }
 
 impl Limits {
     /// The limits the environment sets (defaults where a variable is unset). A variable that is
     /// not a positive number is an error naming it.
-    pub fn from_env() -> Result<Limits, String> {
+    pub fn from_env() -> Result<Limits, LimitError> {
         Limits::from_vars(|v| std::env::var(v).ok())
     }
 
     /// As `from_env`, with the variables looked up by `get`.
-    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Limits, String> {
+    pub fn from_vars(get: impl Fn(&str) -> Option<String>) -> Result<Limits, LimitError> {
         let mut l = Limits::default();
         if let Some(t) = get(TIMEOUT_VAR) {
             l.time = Duration::from_secs_f64(positive(TIMEOUT_VAR, &t)?);
@@ -131,9 +142,11 @@ mod tests {
         assert_eq!(l.time, Duration::from_secs(5));
         assert_eq!(l.memory_bytes, 1 << 29);
         assert_eq!(l.memory_text(), "0.5 GiB");
-        let e = Limits::from_vars(|v| (v == MEMORY_VAR).then(|| "lots".into())).unwrap_err();
+        let e = Limits::from_vars(|v| (v == MEMORY_VAR).then(|| "lots".into()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(MEMORY_VAR) && e.contains("lots"), "{e}");
         let e = Limits::from_vars(|v| (v == TIMEOUT_VAR).then(|| "-1".into())).unwrap_err();
-        assert!(e.contains(TIMEOUT_VAR), "{e}");
+        assert_eq!(e.var, TIMEOUT_VAR, "{e}");
     }
 }

@@ -62,12 +62,33 @@ pub struct Response {
 }
 
 impl Response {
-    pub fn cubin_bytes(&self) -> Result<Vec<u8>, String> {
+    pub fn cubin_bytes(&self) -> Result<Vec<u8>, ChildError> {
         base64::engine::general_purpose::STANDARD
             .decode(&self.cubin)
-            .map_err(|e| format!("the compiler process sent a malformed CUBIN: {e}"))
+            .map_err(ChildError::MalformedCubin)
     }
 }
+
+/// Why a compile child gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ChildError {
+    /// Past a limit, dead, or not started.
+    #[error(transparent)]
+    Ended(#[from] run::Ended),
+    #[error("the request could not be written: {0}")]
+    Encode(serde_json::Error),
+    #[error("the compiler process sent a malformed answer: {0}")]
+    Malformed(serde_json::Error),
+    #[error("the compiler process sent a malformed CUBIN: {0}")]
+    MalformedCubin(base64::DecodeError),
+    /// The child could not compile at all (NVRTC missing, confinement refused), as it said.
+    #[error("{0}")]
+    Refused(String),
+    #[error("the compiler process did not say how it is confined")]
+    NoConfinement,
+}
+
+crate::error::text_at_the_edge!(ChildError);
 
 /// The program to start as the child: `ATREX_COMPILE_CHILD_EXE`, else this executable.
 pub fn child_exe() -> PathBuf {
@@ -101,31 +122,29 @@ impl Children {
 
     /// Runs one request in a child under `limits`. Err: the child ended without an answer (past
     /// a limit, dead) or answered that it could not compile; the message says which.
-    pub fn compile(&self, req: &Request, limits: &Limits) -> Result<Response, String> {
-        let input = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    pub fn compile(&self, req: &Request, limits: &Limits) -> Result<Response, ChildError> {
+        let input = serde_json::to_vec(req).map_err(ChildError::Encode)?;
         let spare = self.spare.lock().ok().and_then(|mut s| s.take());
         let child = match spare {
             Some(mut c) => match c.try_wait() {
                 Ok(None) => c,
                 _ => {
                     let _ = c.wait();
-                    self.start().map_err(|e| e.message().to_string())?
+                    self.start()?
                 }
             },
-            None => self.start().map_err(|e| e.message().to_string())?,
+            None => self.start()?,
         };
         let out = run::run(child, input, limits);
         if let (Ok(next), Ok(mut s)) = (self.start(), self.spare.lock()) {
             *s = Some(next);
         }
-        let out = out.map_err(|e| e.message().to_string())?;
-        let r: Response = serde_json::from_slice(&out)
-            .map_err(|e| format!("the compiler process sent a malformed answer: {e}"))?;
+        let r: Response = serde_json::from_slice(&out?).map_err(ChildError::Malformed)?;
         if r.out_of_memory {
-            return Err(run::memory_message(limits));
+            return Err(run::Ended::Memory(run::memory_message(limits)).into());
         }
         if let Some(e) = &r.error {
-            return Err(e.clone());
+            return Err(ChildError::Refused(e.clone()));
         }
         Ok(r)
     }
@@ -145,7 +164,7 @@ impl Drop for Children {
 
 /// The confinement a compile on this machine gets (for `doctor`): a child started to confine
 /// itself as for a compile, and report.
-pub fn probe(exe: &Path) -> Result<Confinement, String> {
+pub fn probe(exe: &Path) -> Result<Confinement, ChildError> {
     let req = Request {
         src: String::new(),
         file: String::new(),
@@ -161,8 +180,7 @@ pub fn probe(exe: &Path) -> Result<Confinement, String> {
             ..Limits::default()
         },
     )?;
-    r.confinement
-        .ok_or_else(|| "the compiler process did not say how it is confined".into())
+    r.confinement.ok_or(ChildError::NoConfinement)
 }
 
 /// `atrex-tui compile-child`: loads NVRTC, then takes one request from stdin and writes one
@@ -203,9 +221,10 @@ pub fn child_main() -> i32 {
     0
 }
 
-fn answer(req: &Request, nvrtc: Result<Vec<PathBuf>, String>) -> Response {
-    let fail = |e: String, confinement: Option<Confinement>| Response {
-        error: Some(e),
+/// The child's answer; what keeps it from compiling goes back as its message.
+fn answer(req: &Request, nvrtc: Result<Vec<PathBuf>, nvrtc::NvrtcError>) -> Response {
+    let fail = |e: &dyn std::fmt::Display, confinement: Option<Confinement>| Response {
+        error: Some(e.to_string()),
         confinement,
         ..Response::default()
     };
@@ -214,11 +233,11 @@ fn answer(req: &Request, nvrtc: Result<Vec<PathBuf>, String>) -> Response {
         read.extend(dirs.iter().cloned());
     }
     if let Err(e) = confine::limit_memory(req.memory_bytes) {
-        return fail(e, None);
+        return fail(&e, None);
     }
     let confinement = match confine::landlock(&read) {
         Ok(c) => c,
-        Err(e) => return fail(e, None),
+        Err(e) => return fail(&e, None),
     };
     if req.probe {
         return Response {
@@ -228,7 +247,7 @@ fn answer(req: &Request, nvrtc: Result<Vec<PathBuf>, String>) -> Response {
         };
     }
     if let Err(e) = nvrtc {
-        return fail(e, Some(confinement));
+        return fail(&e, Some(confinement));
     }
     let t0 = std::time::Instant::now();
     match nvrtc::compile(&req.src, &req.file, &req.options) {
@@ -241,7 +260,7 @@ fn answer(req: &Request, nvrtc: Result<Vec<PathBuf>, String>) -> Response {
             error: None,
             confinement: Some(confinement),
         },
-        Err(e) => fail(e, Some(confinement)),
+        Err(e) => fail(&e, Some(confinement)),
     }
 }
 

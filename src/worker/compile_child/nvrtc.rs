@@ -1,20 +1,33 @@
 //! NVRTC inside the child: loaded (with its builtins library, which NVRTC would otherwise open
 //! lazily) before confinement, then one compile straight to CUBIN.
 
+use cudarc::nvrtc::result::NvrtcError as Status;
 use std::ffi::CString;
 use std::path::PathBuf;
 
+/// Why NVRTC could not compile at all (a compile error is a log, not this).
+#[derive(Debug, thiserror::Error)]
+pub enum NvrtcError {
+    #[error(
+        "libnvrtc not found: install the CUDA toolkit (or set CUDA_HOME to it), or NVIDIA's Python wheels: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime"
+    )]
+    Missing,
+    #[error("the source contains a NUL byte")]
+    NulByte,
+    #[error("bad file name {0:?}")]
+    FileName(String),
+    /// The NVRTC call that failed, and its status.
+    #[error("{call}: {status:?}")]
+    Call { call: &'static str, status: Status },
+}
+
 /// Loads NVRTC and its builtins; the folders their files live in (which the confinement keeps
 /// readable). Err: NVRTC is not on the loader path.
-pub fn load() -> Result<Vec<PathBuf>, String> {
+pub fn load() -> Result<Vec<PathBuf>, NvrtcError> {
     // SAFETY: only tries to open libnvrtc by its names (running the library's initialisers, as
     // any loading of NVRTC does); no symbol of it is called.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(
-            "libnvrtc not found: install the CUDA toolkit (or set CUDA_HOME to it), or NVIDIA's \
-             Python wheels: pip install nvidia-cuda-nvrtc nvidia-cuda-runtime"
-                .into(),
-        );
+        return Err(NvrtcError::Missing);
     }
     // Keeps the library loaded for the compile (cudarc holds it once first used).
     let (mut a, mut b) = (0, 0);
@@ -68,12 +81,12 @@ pub struct Compiled {
 }
 
 /// NVRTC straight to CUBIN.
-pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, String> {
+pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, NvrtcError> {
     use cudarc::nvrtc::{result as nr, sys as ns};
-    let csrc = CString::new(src).map_err(|_| "the source contains a NUL byte".to_string())?;
-    let cname = CString::new(file).map_err(|_| format!("bad file name {file:?}"))?;
-    let prog = nr::create_program(&csrc, Some(&cname))
-        .map_err(|e| format!("nvrtcCreateProgram: {e:?}"))?;
+    let call = |call| move |status| NvrtcError::Call { call, status };
+    let csrc = CString::new(src).map_err(|_| NvrtcError::NulByte)?;
+    let cname = CString::new(file).map_err(|_| NvrtcError::FileName(file.to_string()))?;
+    let prog = nr::create_program(&csrc, Some(&cname)).map_err(call("nvrtcCreateProgram"))?;
     // SAFETY: `prog` was created just above and is destroyed only at the end of this function;
     // `csrc` and `cname`, which it may point into, live until then. The options are turned into
     // C strings by cudarc for the call.
@@ -106,11 +119,11 @@ pub fn compile(src: &str, file: &str, opts: &[String]) -> Result<Compiled, Strin
         unsafe {
             ns::nvrtcGetCUBINSize(prog, &mut size)
                 .result()
-                .map_err(|e| format!("nvrtcGetCUBINSize: {e:?}"))?;
+                .map_err(call("nvrtcGetCUBINSize"))?;
             out.cubin = vec![0u8; size];
             ns::nvrtcGetCUBIN(prog, out.cubin.as_mut_ptr() as *mut _)
                 .result()
-                .map_err(|e| format!("nvrtcGetCUBIN: {e:?}"))?;
+                .map_err(call("nvrtcGetCUBIN"))?;
         }
     }
     // SAFETY: `prog` is live and destroyed once, here; nothing uses it afterwards (`out` holds

@@ -8,16 +8,20 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// How a child ended without an answer.
-#[derive(Debug, Clone, PartialEq)]
+/// How a child ended without an answer, in words.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Ended {
     /// It could not be started (names the program and the system's reason).
+    #[error("{0}")]
     Start(String),
     /// Killed at the time limit.
+    #[error("{0}")]
     Time(String),
     /// Ran out of its address space (killed by it, or said so).
+    #[error("{0}")]
     Memory(String),
     /// Died otherwise: its status and the end of what it wrote on stderr.
+    #[error("{0}")]
     Died(String),
 }
 

@@ -33,7 +33,9 @@ fn a_plan_expression_in_20000_parentheses_is_refused_on_its_line() {
         "the message quotes the text clipped: {e}"
     );
     // The client's --define rewrite parses the plan in atrex-tui itself.
-    let err = crate::cli::defines::apply(src.clone(), &["BLOCK=512".into()]).unwrap_err();
+    let err = crate::cli::defines::apply(src.clone(), &["BLOCK=512".into()])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("line 4"), "{err}");
     // The worker.
     assert_eq!(plan_and_defines(&src).unwrap_err().line, 4);

@@ -57,17 +57,17 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|s| !s.trim().is_empty())
 }
 
-/// A backend that the settings and the environment do not say enough about.
+/// A backend that the settings and the environment do not say enough about: what is missing.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EndpointError {
     #[error("no model for the OpenAI-compatible backend: set ATREX_MODEL or `model` in [agent]")]
-    NoOpenaiModel,
+    OpenaiModel,
     #[error("no model for the Anthropic backend: set ATREX_MODEL or `anthropic_model` in [agent]")]
-    NoAnthropicModel,
+    AnthropicModel,
     #[error(
         "no Anthropic API key: set ANTHROPIC_API_KEY or `anthropic_api_key` in [agent] (file mode 0600)"
     )]
-    NoAnthropicKey,
+    AnthropicKey,
 }
 
 crate::error::text_at_the_edge!(EndpointError);
@@ -84,7 +84,7 @@ pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConf
                 .unwrap_or_else(|| "https://api.openai.com/v1".into());
             let model = env("ATREX_MODEL")
                 .or(s.model.clone())
-                .ok_or(EndpointError::NoOpenaiModel)?;
+                .ok_or(EndpointError::OpenaiModel)?;
             let key = env("OPENAI_API_KEY")
                 .or(s.api_key.clone())
                 .unwrap_or_default();
@@ -103,10 +103,10 @@ pub fn resolve(s: &AgentSettings, want: Option<BackendKind>) -> Result<AgentConf
             let model = env("ATREX_MODEL")
                 .or(s.anthropic_model.clone())
                 .or(s.model.clone())
-                .ok_or(EndpointError::NoAnthropicModel)?;
+                .ok_or(EndpointError::AnthropicModel)?;
             let key = env("ANTHROPIC_API_KEY")
                 .or(s.anthropic_api_key.clone())
-                .ok_or(EndpointError::NoAnthropicKey)?;
+                .ok_or(EndpointError::AnthropicKey)?;
             Some(Endpoint {
                 kind: backend,
                 base_url,

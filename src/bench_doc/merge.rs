@@ -55,27 +55,8 @@ pub fn merge(
     if docs.len() < 2 {
         return Err("--merge needs at least two bench documents".into());
     }
-    let (first_file, first) = &docs[0];
-    let first_same = same(first);
-    for (f, d) in docs {
-        if d.run.source_sha256.is_none() {
-            return Err(format!(
-                "{}: no source_sha256 (written by an earlier atrex-tui): nothing shows that the runs measured the same source",
-                f.display()
-            ));
-        }
-        for ((name, a), (_, b)) in first_same.iter().zip(same(d)) {
-            if *a != b {
-                return Err(format!(
-                    "{}: {name} is {}, {} has {}: only runs of one kernel on one GPU model and mode merge",
-                    f.display(),
-                    show(b.as_ref()),
-                    first_file.display(),
-                    show(a.as_ref())
-                ));
-            }
-        }
-    }
+    check_same(docs)?;
+    let first = &docs[0].1;
     let name = first.run.operator.as_str();
     if let Some(op) = op
         && suite.problem(op).map(|p| p.name.as_str()) != Some(name)
@@ -200,6 +181,33 @@ pub fn merge(
     out.parts = Some(parts);
     out.run.date = date;
     Ok(out)
+}
+
+/// Every document names its source, and all were measured of one kernel on one GPU model and
+/// mode.
+fn check_same(docs: &[(PathBuf, BenchDoc)]) -> Result<(), String> {
+    let (first_file, first) = &docs[0];
+    let first_same = same(first);
+    for (f, d) in docs {
+        if d.run.source_sha256.is_none() {
+            return Err(format!(
+                "{}: no source_sha256 (written by an earlier atrex-tui): nothing shows that the runs measured the same source",
+                f.display()
+            ));
+        }
+        for ((name, a), (_, b)) in first_same.iter().zip(same(d)) {
+            if *a != b {
+                return Err(format!(
+                    "{}: {name} is {}, {} has {}: only runs of one kernel on one GPU model and mode merge",
+                    f.display(),
+                    show(b.as_ref()),
+                    first_file.display(),
+                    show(a.as_ref())
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn show(v: Option<&Value>) -> String {

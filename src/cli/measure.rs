@@ -47,17 +47,7 @@ pub fn run(
     if quick && matches!(decide, Decide::Auto | Decide::Accept) {
         return Err("accepting a revision needs the full 5-seed strict check: drop --quick".into());
     }
-    let source =
-        std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
-    let source = super::defines::apply(
-        crate::contract::protocol::Source {
-            name: kernel.display().to_string(),
-            code: source,
-            defines: Default::default(),
-        },
-        defines,
-    )?
-    .code;
+    let source = read_kernel(kernel, defines)?;
     // The session's lock is taken before anything else (one writer per file, held until the
     // command ends), then a session to continue is checked (read only).
     let lock = session.map(crate::session::SessionLock::take).transpose()?;
@@ -180,6 +170,17 @@ pub fn run(
         }
         Ok(if s.is_some() { 0 } else { 1 })
     })
+}
+
+/// The kernel file's text with `--define`s applied to its plan.
+fn read_kernel(kernel: &Path, defines: &[String]) -> Result<String, String> {
+    let code = std::fs::read_to_string(kernel).map_err(|e| format!("{}: {e}", kernel.display()))?;
+    let source = crate::contract::protocol::Source {
+        name: kernel.display().to_string(),
+        code,
+        defines: Default::default(),
+    };
+    Ok(super::defines::apply(source, defines)?.code)
 }
 
 /// Opens the session to continue (printing its load warnings) or creates a new one, with its

@@ -14,7 +14,7 @@
 //! The per-run `incumbent` comparison and the pool's state are dropped (each covered only its
 //! part's shapes); everything else is the first part's.
 
-use super::{BenchDoc, Part};
+use super::{BenchDoc, MergeError, Part};
 use crate::contract::outcome::{s_op_bench_over, s_op_over};
 use crate::contract::protocol::{ShapeResult, Verdict};
 use crate::suite::Suite;
@@ -51,9 +51,9 @@ pub fn merge(
     suite: &Suite,
     op: Option<&str>,
     docs: &[(PathBuf, BenchDoc)],
-) -> Result<BenchDoc, String> {
+) -> Result<BenchDoc, MergeError> {
     if docs.len() < 2 {
-        return Err("--merge needs at least two bench documents".into());
+        return Err(MergeError::TooFew);
     }
     check_same(docs)?;
     let first = &docs[0].1;
@@ -61,11 +61,14 @@ pub fn merge(
     if let Some(op) = op
         && suite.problem(op).map(|p| p.name.as_str()) != Some(name)
     {
-        return Err(format!("the documents are of `{name}`, not `{op}`"));
+        return Err(MergeError::OtherOperator {
+            of: name.to_string(),
+            asked: op.to_string(),
+        });
     }
     let p = suite
         .problem(name)
-        .ok_or_else(|| format!("`{name}` is not in the suite"))?;
+        .ok_or_else(|| MergeError::NotInSuite(name.to_string()))?;
 
     // Every shape once, each as its part wrote it; the shapes each part was asked for (older
     // documents without `shapes_asked`: the ones they hold).
@@ -83,41 +86,43 @@ pub fn merge(
         for r in &d.run.shapes {
             let id = r.shape;
             if p.shape(id).is_none() {
-                return Err(format!("{}: {name} has no shape {id}", f.display()));
+                return Err(no_shape(f, name, id));
             }
             // S rests on T_SOL: the part's must be the suite's, on the same hardware profile.
             if let (Some(sols), Some(_)) = (&sols, r.s) {
-                let want = *sols
-                    .get(&id)
-                    .ok_or_else(|| format!("{name} shape {id}: its T_SOL cannot be computed"))?;
+                let want = *sols.get(&id).ok_or_else(|| MergeError::NoSol {
+                    op: name.to_string(),
+                    id,
+                })?;
                 if (r.sol_ms - want).abs() > 1e-9 * want.abs().max(1e-12) {
-                    return Err(format!(
-                        "{}: shape {id} was scored against T_SOL {} ms, the suite gives {want} ms: the problem or hardware files changed since that run",
-                        f.display(),
-                        r.sol_ms
-                    ));
+                    return Err(MergeError::OtherSol {
+                        file: f.clone(),
+                        id,
+                        theirs: r.sol_ms,
+                        suite: want,
+                    });
                 }
             }
             by_shape.insert(id, r.clone());
             ids.push(id);
         }
         let asked = d.shapes_asked.clone().unwrap_or_else(|| ids.clone());
-        if let Some(id) = ids.iter().find(|id| !asked.contains(id)) {
-            return Err(format!(
-                "{}: shape {id} has a result but is not in shapes_asked",
-                f.display()
-            ));
+        if let Some(&id) = ids.iter().find(|id| !asked.contains(id)) {
+            return Err(MergeError::NotAsked {
+                file: f.clone(),
+                id,
+            });
         }
         for id in &asked {
             if p.shape(*id).is_none() {
-                return Err(format!("{}: {name} has no shape {id}", f.display()));
+                return Err(no_shape(f, name, *id));
             }
             if let Some(j) = asked_by.insert(*id, k) {
-                return Err(format!(
-                    "shape {id} is in both {} and {}: the parts must cover disjoint shapes",
-                    docs[j].0.display(),
-                    f.display()
-                ));
+                return Err(MergeError::AskedTwice {
+                    id: *id,
+                    first: docs[j].0.clone(),
+                    second: f.clone(),
+                });
             }
         }
         let missing: Vec<u32> = asked
@@ -125,12 +130,7 @@ pub fn merge(
             .copied()
             .filter(|id| !ids.contains(id))
             .collect();
-        let wall_s = d.wall_s.ok_or_else(|| {
-            format!(
-                "{}: no wall_s (not a document of `bench --json`)",
-                f.display()
-            )
-        })?;
+        let wall_s = d.wall_s.ok_or_else(|| MergeError::NoWallS(f.clone()))?;
         parts.push(Part {
             file: f.display().to_string(),
             shapes: ids,
@@ -185,29 +185,34 @@ pub fn merge(
 
 /// Every document names its source, and all were measured of one kernel on one GPU model and
 /// mode.
-fn check_same(docs: &[(PathBuf, BenchDoc)]) -> Result<(), String> {
+fn check_same(docs: &[(PathBuf, BenchDoc)]) -> Result<(), MergeError> {
     let (first_file, first) = &docs[0];
     let first_same = same(first);
     for (f, d) in docs {
         if d.run.source_sha256.is_none() {
-            return Err(format!(
-                "{}: no source_sha256 (written by an earlier atrex-tui): nothing shows that the runs measured the same source",
-                f.display()
-            ));
+            return Err(MergeError::NoSourceSha(f.clone()));
         }
         for ((name, a), (_, b)) in first_same.iter().zip(same(d)) {
             if *a != b {
-                return Err(format!(
-                    "{}: {name} is {}, {} has {}: only runs of one kernel on one GPU model and mode merge",
-                    f.display(),
-                    show(b.as_ref()),
-                    first_file.display(),
-                    show(a.as_ref())
-                ));
+                return Err(MergeError::Differ {
+                    file: f.clone(),
+                    field: name,
+                    theirs: show(b.as_ref()),
+                    first_file: first_file.clone(),
+                    first: show(a.as_ref()),
+                });
             }
         }
     }
     Ok(())
+}
+
+fn no_shape(file: &std::path::Path, op: &str, id: u32) -> MergeError {
+    MergeError::NoSuchShape {
+        file: file.to_path_buf(),
+        op: op.to_string(),
+        id,
+    }
 }
 
 fn show(v: Option<&Value>) -> String {

@@ -14,7 +14,10 @@
 //!
 //! It rests on the suite and the kernel contract (protocol, statistics, outcomes) only.
 
+mod error;
 pub mod merge;
+
+pub use error::{DocError, MergeError};
 
 use crate::contract::outcome::KernelOutput;
 use crate::contract::protocol::{DeviceInfo, Event, Mode, ShapeResult, Verdict};
@@ -159,16 +162,12 @@ pub struct Part {
     pub date: Option<String>,
 }
 
-/// What is not a bench document, in the words every reader uses.
-const NOT_A_DOCUMENT: &str = "not a bench document (`bench OP --json`)";
-
 impl Run {
     /// The run of a bench or measure document; errors name the shape or field.
     #[cfg(test)]
-    pub fn from_value(v: Value) -> Result<Run, String> {
+    pub fn from_value(v: Value) -> Result<Run, DocError> {
         let (rest, shapes) = split_shapes(v)?;
-        let mut run: Run =
-            serde_json::from_value(rest).map_err(|e| format!("{NOT_A_DOCUMENT}: {e}"))?;
+        let mut run: Run = serde_json::from_value(rest).map_err(DocError::Fields)?;
         run.shapes = shapes;
         Ok(run)
     }
@@ -184,17 +183,15 @@ impl Run {
 
 impl BenchDoc {
     /// A bench document from its text; errors name the shape or field.
-    pub fn from_json(text: &str) -> Result<BenchDoc, String> {
-        let v: Value =
-            serde_json::from_str(text).map_err(|e| format!("not a JSON document ({e})"))?;
+    pub fn from_json(text: &str) -> Result<BenchDoc, DocError> {
+        let v: Value = serde_json::from_str(text).map_err(DocError::Json)?;
         BenchDoc::from_value(v)
     }
 
     /// A bench document from a JSON value; errors name the shape or field.
-    pub fn from_value(v: Value) -> Result<BenchDoc, String> {
+    pub fn from_value(v: Value) -> Result<BenchDoc, DocError> {
         let (rest, shapes) = split_shapes(v)?;
-        let mut doc: BenchDoc =
-            serde_json::from_value(rest).map_err(|e| format!("{NOT_A_DOCUMENT}: {e}"))?;
+        let mut doc: BenchDoc = serde_json::from_value(rest).map_err(DocError::Fields)?;
         doc.run.shapes = shapes;
         Ok(doc)
     }
@@ -212,10 +209,8 @@ impl BenchDoc {
 
 /// A document as the `--json` commands print it: pretty, through a JSON value (keys in
 /// alphabetical order at every depth).
-pub fn to_json_pretty<T: Serialize>(doc: &T) -> Result<String, String> {
-    Ok(pretty(
-        &serde_json::to_value(doc).map_err(|e| e.to_string())?,
-    ))
+pub fn to_json_pretty<T: Serialize>(doc: &T) -> String {
+    pretty(&serde_json::to_value(doc).expect("a document is plain data"))
 }
 
 fn pretty(v: &Value) -> String {
@@ -224,13 +219,13 @@ fn pretty(v: &Value) -> String {
 
 /// A document's shape results read one by one (so a bad one is named by its id), and the rest
 /// of it with an empty `shapes`.
-fn split_shapes(mut v: Value) -> Result<(Value, Vec<ShapeResult>), String> {
-    let obj = v.as_object_mut().ok_or(NOT_A_DOCUMENT)?;
+fn split_shapes(mut v: Value) -> Result<(Value, Vec<ShapeResult>), DocError> {
+    let obj = v.as_object_mut().ok_or(DocError::NotADocument)?;
     if !obj.contains_key("operator") {
-        return Err(NOT_A_DOCUMENT.into());
+        return Err(DocError::NotADocument);
     }
     let Some(Value::Array(raw)) = obj.insert("shapes".into(), Value::Array(Vec::new())) else {
-        return Err(NOT_A_DOCUMENT.into());
+        return Err(DocError::NotADocument);
     };
     let shapes = raw
         .into_iter()
@@ -240,15 +235,13 @@ fn split_shapes(mut v: Value) -> Result<(Value, Vec<ShapeResult>), String> {
 }
 
 /// One shape result; its id must be a u32 (2^32 does not wrap to shape 0).
-fn shape_result(v: Value) -> Result<ShapeResult, String> {
-    let id = v
-        .get("shape")
-        .ok_or("a shape result without its shape id")?;
+fn shape_result(v: Value) -> Result<ShapeResult, DocError> {
+    let id = v.get("shape").ok_or(DocError::NoShapeId)?;
     let id = id
         .as_u64()
         .and_then(|x| u32::try_from(x).ok())
-        .ok_or_else(|| format!("shape {id} is no shape id"))?;
-    serde_json::from_value(v).map_err(|e| format!("shape {id}: not a shape result ({e})"))
+        .ok_or_else(|| DocError::BadShapeId(id.to_string()))?;
+    serde_json::from_value(v).map_err(|source| DocError::ShapeResult { id, source })
 }
 
 /// A field that is in the document, null or not (one that is not stays None: `default`).

@@ -142,7 +142,11 @@ fn verdicts_go_by_their_names() {
         let mut d = base.clone();
         d["verdict"] = json!(bad);
         let e = BenchDoc::from_value(d).unwrap_err();
-        assert!(e.contains(&format!("unknown verdict `{bad}`")), "{e}");
+        assert!(matches!(e, DocError::Fields(_)), "{e:?}");
+        assert!(
+            e.to_string().contains(&format!("unknown verdict `{bad}`")),
+            "{e}"
+        );
     }
 }
 
@@ -157,7 +161,7 @@ fn a_bad_document_is_refused_naming_what_is_wrong() {
         })
     };
     assert!(BenchDoc::from_value(doc(json!([]))).is_ok());
-    let refused = |v: Value| BenchDoc::from_value(v).unwrap_err();
+    let refused = |v: Value| BenchDoc::from_value(v).unwrap_err().to_string();
     for v in [json!({"hello": 1}), json!([1]), json!({"operator": "x"})] {
         assert_eq!(refused(v), "not a bench document (`bench OP --json`)");
     }
@@ -180,11 +184,13 @@ fn a_bad_document_is_refused_naming_what_is_wrong() {
         e.starts_with("not a bench document (`bench OP --json`): missing field `driver`"),
         "{e}"
     );
-    assert!(
-        BenchDoc::from_json("{\"operator\":")
-            .unwrap_err()
-            .starts_with("not a JSON document ("),
-    );
+    let e = BenchDoc::from_json("{\"operator\":").unwrap_err();
+    assert!(matches!(e, DocError::Json(_)), "{e:?}");
+    assert!(e.to_string().starts_with("not a JSON document ("));
+    assert!(matches!(
+        BenchDoc::from_value(doc(json!([{"shape": 3, "verdict": 17}]))),
+        Err(DocError::ShapeResult { id: 3, .. })
+    ));
 }
 
 /// A `measure --json` document reads as a run (its session's fields aside).

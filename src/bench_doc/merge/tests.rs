@@ -57,7 +57,9 @@ fn files(docs: Vec<Value>) -> Result<Vec<(PathBuf, BenchDoc)>, String> {
 
 /// The joined document of `docs`, as JSON.
 fn joined(op: Option<&str>, docs: Vec<Value>) -> Result<Value, String> {
-    merge(suite(), op, &files(docs)?).map(|d| d.to_value())
+    merge(suite(), op, &files(docs)?)
+        .map(|d| d.to_value())
+        .map_err(String::from)
 }
 
 #[test]

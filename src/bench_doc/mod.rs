@@ -105,8 +105,13 @@ pub struct BenchDoc {
     /// The median S over the shapes asked for, one failed or without a result counting 0.
     #[serde(with = "figure")]
     pub s_op: f64,
-    /// The same over the shapes that also passed the benchmark-compatible level.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The same over the shapes that also passed the benchmark-compatible level. None in
+    /// documents written before it.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_figure"
+    )]
     pub s_op_benchmark: Option<f64>,
     /// The standing's incumbent on this GPU over the same shapes: Some(None) (null) where no
     /// record of it stands, and in a joined document; None in documents written before it.
@@ -247,6 +252,11 @@ fn shape_result(v: Value) -> Result<ShapeResult, DocError> {
 /// A field that is in the document, null or not (one that is not stays None: `default`).
 fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
     T::deserialize(d).map(Some)
+}
+
+/// A figure that is in the document (null: NaN, as `figure` reads it).
+fn present_figure<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    figure::deserialize(d).map(Some)
 }
 
 /// A verdict by its name (`pass`, `compile error`, …: `Verdict::name`), as the document says it.

@@ -96,16 +96,19 @@ fn a_document_is_written_in_the_committed_form() {
     let mut failed = BenchDoc::from_json(&text).unwrap();
     failed.verdict = Some(Verdict::CompileError);
     failed.s_op = f64::NAN;
+    failed.s_op_benchmark = Some(f64::NAN);
     failed.incumbent = Some(None);
     failed.run.shapes[0].checks[0].max_abs = f64::NAN;
     let v = failed.to_value();
     assert_eq!(v["verdict"], "compile error");
     assert_eq!(v["s_op"], Value::Null);
+    assert_eq!(v.get("s_op_benchmark"), Some(&Value::Null));
     assert_eq!(v["shapes"][0]["checks"][0]["max_abs"], Value::Null);
     assert_eq!(v.get("incumbent"), Some(&Value::Null));
     let back = BenchDoc::from_value(v).unwrap();
     assert_eq!(back.verdict, Some(Verdict::CompileError));
     assert!(back.s_op.is_nan(), "a null figure reads back as NaN");
+    assert!(back.s_op_benchmark.unwrap().is_nan());
     assert!(back.run.shapes[0].checks[0].max_abs.is_nan());
     assert_eq!(back.incumbent, Some(None), "null, not absent");
 }

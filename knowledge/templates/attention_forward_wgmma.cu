@@ -214,9 +214,16 @@ HMAJOR = [1, 0]      # work items head by head (1) or band by band across the he
 // their own wgmma (WARPGROUP.DEPBAR), latency-bound. Measured and not kept: part of the
 // exponentials on the FMA pipe (a degree-3 polynomial for 2^x on one or two of every eight
 // column groups at head size 72): ptxas serialised the wgmma for want of registers (C7511),
-// 0.304 / 0.233 against 0.332. Limiter at head size 72 (the median shapes): one MUFU.EX2 per
-// score (16 per clock per SM) against GEMMs of only 80 columns (profile of unified_attention's
-// head-size-72 shape 5: tensor pipe 39 %). The short shapes (11-14, 4 heads and up to 2024
+// 0.304 / 0.233 against 0.332. Again on this kernel (2026-12-03, quick, shapes 3-5, 9, 15-19,
+// two runs each): FlashAttention-4's form — 2^x = 2^round(x) · p(f), p of degree 4 (relative
+// error 2.7e-6), 2^round(x) added into the exponent field, about eight FMA-pipe instructions per
+// score — on one of every four column groups: S_op 0.401 / 0.400 against 0.401 / 0.403 (shape
+// 18 0.412 / 0.441 against 0.439 / 0.442, 9 0.593 / 0.597 against 0.613 / 0.610); on two of
+// four 0.372. Not kept. So the MUFU's issue rate (16 per clock per SM: 1,024 clocks for a
+// 128 × 128 tile against 1,280 of wgmma at 80 columns) is not what holds head size 72 at 0.40
+// with the tensor pipe 39-40 % busy (profile of unified_attention's head-size-72 shape 5): the
+// time goes to each tile's chain within a warpgroup — S, then its softmax, then P·V — which the
+// other warpgroup's turn only partly covers. The short shapes (11-14, 4 heads and up to 2024
 // tokens: 16-64 items for 132 SMs) leave most SMs idle with 128-row items.
 
 #include <cuda_bf16.h>

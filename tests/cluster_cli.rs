@@ -539,3 +539,85 @@ fn bench_all_record_refuses_a_gpu_that_is_not_the_profiles() {
     );
     assert!(!ws.join("standing").exists(), "nothing is recorded");
 }
+
+/// `bench OP --sweep` runs one job per combination on the pool and prints them side by side:
+/// each combination's own kernel (its defines in its name and source), the best per shape; a
+/// mistake in a sweep is refused before any worker starts (no workers file needed).
+#[test]
+fn bench_sweeps_a_tunable_parameter() {
+    let dir = standins::scratch("bench-sweep");
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let file = write(&dir, "workers.toml", &sim_entry("box-a"));
+    let kernel =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge/templates/rms_norm_regcache.cu");
+    let sweep = |extra: &[&str], json_out: bool| {
+        let mut c = bin();
+        c.args([
+            "bench",
+            "rms_norm",
+            "--quick",
+            "--hardware",
+            "H200",
+            "--kernel",
+        ]);
+        c.arg(&kernel);
+        c.args(["--shape", "0", "--shape", "3", "--define", "MAXV=8"]);
+        c.args(extra);
+        if json_out {
+            c.arg("--json");
+        }
+        c.arg("--workers").arg(&file).arg("--workspace").arg(&ws);
+        c.output().unwrap()
+    };
+    let out = sweep(&["--sweep", "THREADS=256,128"], true);
+    // Simulated workers check nothing: every shape is unchecked, so the command exits 1.
+    assert_eq!(out.status.code(), Some(1));
+    let d = json(&out);
+    assert_eq!(d["operator"], "rms_norm");
+    assert_eq!(d["axes"][0]["name"], "THREADS");
+    assert_eq!(
+        d["combinations"],
+        serde_json::json!([{"THREADS": "256"}, {"THREADS": "128"}])
+    );
+    let runs = d["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for (run, threads) in runs.iter().zip(["256", "128"]) {
+        let name = run["kernel"].as_str().unwrap();
+        assert!(
+            name.contains(&format!("THREADS={threads}")) && name.contains("MAXV=8"),
+            "{name}"
+        );
+        assert_eq!(run["shapes_asked"], serde_json::json!([0, 3]));
+        assert_eq!(run["shapes"].as_array().unwrap().len(), 2, "{run}");
+    }
+    assert_ne!(runs[0]["source_sha256"], runs[1]["source_sha256"]);
+    let best = &d["best_per_shape"];
+    assert_eq!(best["s_op"], 0.0);
+    assert!(best["shapes"][0]["combination"].is_null(), "{best}");
+    let out = sweep(&["--sweep", "THREADS=256,128"], false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("sweep of THREADS (2 combinations)"), "{text}");
+    assert!(text.contains("✗ 256 shape 0: unchecked"), "{text}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("[2/2]"), "{err}");
+    // Refused before the pool starts: no worker's command runs.
+    let marker = dir.join("started");
+    let tripwire = write(
+        &dir,
+        "tripwire.toml",
+        &format!(
+            "[[workers]]\ncommand = \"sh -c 'touch {}; exit 3'\"\n",
+            marker.display()
+        ),
+    );
+    let mut c = bin();
+    c.args(["bench", "rms_norm", "--kernel"]).arg(&kernel);
+    c.args(["--sweep", "THREADS=256,128", "--sweep", "NOPE=1,2"]);
+    c.arg("--workers").arg(&tripwire);
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`NOPE` is not a tunable parameter"), "{err}");
+    assert!(!marker.exists(), "a worker started: {err}");
+}

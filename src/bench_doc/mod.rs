@@ -16,6 +16,7 @@
 
 mod error;
 pub mod merge;
+pub mod sweep;
 
 pub use error::{DocError, MergeError};
 

@@ -93,7 +93,7 @@ pub enum Command {
         all: bool,
         /// Join the `--json` documents of runs of one kernel over disjoint shapes (a full run
         /// split with --shape across machines or leases) into one document; needs no GPU.
-        #[arg(long, value_name = "FILE", num_args = 2.., conflicts_with_all = ["all", "record", "kernel", "defines", "shapes", "quick", "full", "hardware", "device"])]
+        #[arg(long, value_name = "FILE", num_args = 2.., conflicts_with_all = ["all", "record", "kernel", "defines", "sweep", "shapes", "quick", "full", "hardware", "device"])]
         merge: Vec<PathBuf>,
         /// With --all: record the measurements in the workspace's standing.
         #[arg(long)]
@@ -105,6 +105,11 @@ pub enum Command {
         /// its `[defines]` said so; repeatable.
         #[arg(long = "define", value_name = "KEY=VALUE")]
         defines: Vec<String>,
+        /// Run the kernel once per combination of values of its plan's tunable parameters
+        /// (repeatable: every combination of every --sweep, at most 64) and print S per shape
+        /// side by side, with each shape's best combination.
+        #[arg(long = "sweep", value_name = "KEY=V1,V2,…", conflicts_with = "all")]
+        sweep: Vec<String>,
         /// Shape ids to run (default: all).
         #[arg(long = "shape", value_name = "ID", conflicts_with = "all")]
         shapes: Vec<u32>,

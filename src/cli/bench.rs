@@ -20,6 +20,7 @@ pub fn run(
     op: &str,
     kernel: Option<&Path>,
     defines: &[String],
+    sweep: &[String],
     shape_ids: &[u32],
     quick: bool,
     hardware: Option<&str>,
@@ -29,7 +30,9 @@ pub fn run(
     let p = suite
         .problem(op)
         .ok_or_else(|| format!("unknown operator `{op}` (see `atrex-tui suite`)"))?;
-    let candidate = super::defines::candidate(suite, p, kernel, defines)?;
+    // Every combination's kernel is made before a worker starts, so that a mistake in a
+    // --define or --sweep costs no GPU time. Without --sweep there is one, the plain run.
+    let sweep = super::bench_sweep::Plan::of(suite, p, kernel, defines, sweep)?;
     let reference = suite_kernel(suite, p, "reference.cu")?;
     let ids = resolve_shape_ids(p, shape_ids)?;
     let rt = runtime()?;
@@ -59,24 +62,30 @@ pub fn run(
                 names.join(", ")
             );
         }
-        let t0 = std::time::Instant::now();
-        let date = crate::utc::now();
-        let job = crate::contract::job::build_job(
-            p,
-            candidate.clone(),
-            Some(reference),
-            &ids,
-            JobKind::All,
-            mode,
-            Some(hw),
-        )?;
-        let mut o = collect(&started.pool, job, !as_json).await;
-        o.shapes.sort_by_key(|r| r.shape);
-        o.output.sort_by_key(|k| k.shape);
-        if !as_json && names.len() > 1 {
-            print_kernel_output(&o);
+        let mut runs = Vec::new();
+        for (k, candidate) in sweep.candidates.iter().enumerate() {
+            if !as_json && sweep.candidates.len() > 1 {
+                eprintln!("[{}/{}] {}", k + 1, sweep.candidates.len(), candidate.name);
+            }
+            let t0 = std::time::Instant::now();
+            let date = crate::utc::now();
+            let job = crate::contract::job::build_job(
+                p,
+                candidate.clone(),
+                Some(reference.clone()),
+                &ids,
+                JobKind::All,
+                mode,
+                Some(hw),
+            )?;
+            let mut o = collect(&started.pool, job, !as_json).await;
+            o.shapes.sort_by_key(|r| r.shape);
+            o.output.sort_by_key(|k| k.shape);
+            if !as_json && names.len() > 1 {
+                print_kernel_output(&o);
+            }
+            runs.push((o, date, t0.elapsed().as_secs_f64()));
         }
-        let wall_s = t0.elapsed().as_secs_f64();
         // The standing's incumbent on this GPU and hardware profile, when its record stands.
         let store = crate::standing::Store::load(ws, suite);
         if !as_json {
@@ -88,10 +97,10 @@ pub fn run(
             .view(&hw.key, Some(&dev.name))
             .entry(&p.name)
             .and_then(Incumbent::of);
-        let report = Report {
+        let report = |candidate| Report {
             p,
             incumbent: incumbent.as_ref(),
-            candidate: &candidate,
+            candidate,
             dev,
             workers: &names,
             driver: &started.driver,
@@ -100,19 +109,25 @@ pub fn run(
             quick,
             ids: &ids,
         };
-        let failed = o.shapes.iter().any(|r| !matches!(r.verdict, Verdict::Pass))
-            || o.shapes.len() < ids.len();
-        let code = if failed || !matches!(o.verdict, Some(Verdict::Pass)) {
-            1
+        let pool = started.pool.status();
+        let docs: Vec<BenchDoc> = runs
+            .iter()
+            .zip(&sweep.candidates)
+            .map(|((o, date, wall_s), c)| doc(&report(c), o, date, *wall_s, &pool))
+            .collect();
+        let failed = runs.iter().any(|(o, ..)| {
+            o.shapes.iter().any(|r| !matches!(r.verdict, Verdict::Pass))
+                || o.shapes.len() < ids.len()
+                || !matches!(o.verdict, Some(Verdict::Pass))
+        });
+        if sweep.is_sweep() {
+            sweep.print(docs, &ids, as_json);
+        } else if as_json {
+            println!("{}", docs[0].to_json_pretty());
         } else {
-            0
-        };
-        if as_json {
-            print_json(&report, &o, &date, wall_s, &started.pool.status());
-        } else {
-            print_table(&report, &o);
+            print_table(&report(&sweep.candidates[0]), &runs[0].0);
         }
-        Ok(code)
+        Ok(if failed { 1 } else { 0 })
     })
 }
 
@@ -185,10 +200,9 @@ struct Report<'a> {
     incumbent: Option<&'a Incumbent>,
 }
 
-/// Prints the outcome as one pretty JSON document on stdout (docs/bench-json.md).
-/// `date`: when the run started (UTC).
-fn print_json(r: &Report<'_>, o: &Outcome, date: &str, wall_s: f64, pool: &PoolStatus) {
-    let doc = BenchDoc {
+/// The outcome as a bench document (docs/bench-json.md). `date`: when the run started (UTC).
+fn doc(r: &Report<'_>, o: &Outcome, date: &str, wall_s: f64, pool: &PoolStatus) -> BenchDoc {
+    BenchDoc {
         run: Run {
             operator: r.p.name.clone(),
             kernel: r.candidate.name.clone(),
@@ -222,8 +236,7 @@ fn print_json(r: &Report<'_>, o: &Outcome, date: &str, wall_s: f64, pool: &PoolS
         sol_checked: None,
         parts: None,
         other: Default::default(),
-    };
-    println!("{}", doc.to_json_pretty());
+    }
 }
 
 /// Prints the outcome as a header line, a per-shape table and the S_op summary.

@@ -8,6 +8,7 @@ pub(crate) mod bench;
 pub(crate) mod bench_against;
 pub(crate) mod bench_all;
 pub(crate) mod bench_merge;
+pub(crate) mod bench_sweep;
 pub(crate) mod calibrate;
 pub(crate) mod compile;
 pub(crate) mod defines;
@@ -314,6 +315,7 @@ fn gpu_command(
             op,
             kernel,
             defines,
+            sweep,
             shapes,
             quick,
             hardware,
@@ -326,6 +328,7 @@ fn gpu_command(
             op.as_deref().unwrap_or_default(),
             kernel.as_deref(),
             &defines,
+            &sweep,
             &shapes,
             quick,
             hardware.as_deref(),

@@ -114,7 +114,7 @@ fn report_of_a_fresh_workspace() {
     );
     assert_eq!(
         format!("{:.3}", j["s_agg_benchmark"]["all"].as_f64().unwrap()),
-        "0.302"
+        common::baselines::s_agg().1.all
     );
     assert!(j["warnings"].as_array().unwrap().is_empty(), "{j}");
     assert_eq!(j["sessions"][0], "sessions/demo-hand-edits.jsonl");
@@ -251,15 +251,15 @@ fn report_of_a_fresh_workspace() {
         .unwrap()
         .text()
         .collect();
-    assert!(
-        summary.contains("= 0.310 strict · 0.302 under the benchmark's rule (prefill 0.343 / 0.333, decode 0.316 / 0.307)"),
-        "{summary}"
+    let (s, b) = common::baselines::s_agg();
+    let want = format!(
+        "= {} strict · {} under the benchmark's rule (prefill {} / {}, decode {} / {})",
+        s.all, b.all, s.prefill, b.prefill, s.decode, b.decode
     );
+    assert!(summary.contains(&want), "{want}\n{summary}");
     let h1: String = doc.select(&sel("h1")).next().unwrap().text().collect();
-    assert!(
-        h1.contains("S_agg 0.310 strict · 0.302 benchmark rule on H200"),
-        "{h1}"
-    );
+    let want = format!("S_agg {} strict · {} benchmark rule on H200", s.all, b.all);
+    assert!(h1.contains(&want), "{h1}");
 
     // One chart of S over shapes per measured operator (all 30: the shipped standing).
     let measured = ops

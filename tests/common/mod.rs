@@ -21,6 +21,7 @@ pub fn exe() -> PathBuf {
     built
 }
 
+pub mod baselines;
 pub mod daemons;
 pub mod slurm;
 pub mod sshd;

@@ -40,6 +40,8 @@ impl Plan {
             .map(|d| super::defines::parse(d).map(|(name, _)| name))
             .collect::<Result<Vec<_>, _>>()?;
         let combinations = sweep::combinations(&axes, &defined)?;
+        // The kernel is read once; each combination rewrites its own copy of the plan.
+        let source = crate::contract::kernels::candidate_kernel(suite, p, kernel)?;
         let candidates = combinations
             .iter()
             .map(|c| {
@@ -48,11 +50,11 @@ impl Plan {
                     .cloned()
                     .chain(sweep::define_args(c))
                     .collect();
-                super::defines::candidate(suite, p, kernel, &args)
+                super::defines::apply(source.clone(), &args)
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Plan {
-            kernel: crate::contract::kernels::candidate_kernel(suite, p, kernel)?.name,
+            kernel: source.name,
             axes,
             combinations,
             candidates,
